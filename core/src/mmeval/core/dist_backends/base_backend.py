@@ -1,0 +1,140 @@
+"""The distributed-communication interfaces every mmeval backend implements."""
+
+from __future__ import annotations
+
+from abc import ABCMeta, abstractmethod
+from typing import Any, ClassVar, Generic, List, Optional, Tuple, TypeVar, Union
+
+__all__ = ["BaseDistBackend", "TensorBaseDistBackend", "Tensor"]
+
+Tensor = TypeVar("Tensor")
+
+
+class BaseDistBackend(metaclass=ABCMeta):
+    """The base of every distributed communication backend used by mmeval metrics.
+
+    A backend implements five members -- :attr:`is_initialized`, :attr:`rank`,
+    :attr:`world_size`, :meth:`all_gather_object` and :meth:`broadcast_object`
+    -- and gets working defaults for the rest (:meth:`gather_object`,
+    :meth:`barrier`, :meth:`detect`), which it may override to do better.
+
+    Contract:
+
+    * every rank of the group calls the same collectives in the same order,
+      with the same ``src`` / ``dst``;
+    * objects are anything picklable; the returned objects are independent of
+      the caller's (a copy, or views of freshly received bytes);
+    * a backend that cannot complete a collective raises (a
+      :class:`~mmeval.core.errors.DistCommunicationError` for the built-in
+      ones) rather than blocking forever.
+    """
+
+    #: The registry name of the backend (``'torch_cpu'``, ``'mpi4py'``, ...),
+    #: used in error messages and for environment settings. Set by subclasses.
+    name: ClassVar[str] = ""
+
+    @property
+    @abstractmethod
+    def is_initialized(self) -> bool:
+        """True once the distributed environment has been initialized."""
+
+    @property
+    @abstractmethod
+    def rank(self) -> int:
+        """Rank of this process in the backend's process group."""
+
+    @property
+    @abstractmethod
+    def world_size(self) -> int:
+        """Number of processes in the backend's process group."""
+
+    @abstractmethod
+    def all_gather_object(self, obj: Any) -> List[Any]:
+        """Gather ``obj`` from every rank; every rank gets the list ordered by rank."""
+
+    @abstractmethod
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        """Return rank ``src``'s ``obj`` on every rank (other ranks' ``obj`` is ignored)."""
+
+    # -- defaults built from the five members above ------------------------
+
+    def gather_object(self, obj: Any, dst: int = 0) -> Optional[List[Any]]:
+        """Gather ``obj`` from every rank to rank ``dst``.
+
+        Returns the list ordered by rank on ``dst`` and ``None`` elsewhere. The
+        default all-gathers and drops the result off ``dst``; backends that
+        can send to one rank only override it.
+        """
+        objs = self.all_gather_object(obj)
+        return objs if self.rank == dst else None
+
+    def barrier(self) -> None:
+        """Block until every rank of the group has reached the barrier."""
+        self.all_gather_object(None)
+
+    @classmethod
+    def detect(cls) -> bool:
+        """Whether this backend's runtime is active in this process.
+
+        Must not import any framework that is not already imported (look in
+        ``sys.modules``) and must not start a runtime (e.g. ``MPI_Init``).
+        Used by auto-selection; the default says no.
+        """
+        return False
+
+    def __repr__(self) -> str:
+        label = self.name or type(self).__name__
+        try:
+            state = f"rank={self.rank}, world_size={self.world_size}" if self.is_initialized else "not initialized"
+        except Exception:  # a broken runtime must not break repr
+            state = "state unavailable"
+        return f"<{type(self).__name__} {label!r}: {state}>"
+
+
+class TensorBaseDistBackend(BaseDistBackend, Generic[Tensor]):
+    """A base for backends that only have tensor collectives (like PyTorch's).
+
+    Objects are pickled into byte tensors; sizes are all-gathered, tensors are
+    padded to the largest size, all-gathered (or broadcast) and unpickled.
+    Subclasses implement the five tensor primitives below. The built-in
+    backends use the faster frame protocol of
+    :class:`~mmeval.core.dist_backends.FramedDistBackend` instead; this class
+    stays for third parties who have nothing but tensor collectives.
+    """
+
+    @abstractmethod
+    def _object_to_tensor(self, obj: Any) -> Tuple[Tensor, Tensor]:
+        """Pickle ``obj`` into a byte tensor; return it and its size as a tensor."""
+
+    @abstractmethod
+    def _tensor_to_object(self, tensor: Tensor, tensor_size: Union[int, Tensor]) -> Any:
+        """Unpickle the first ``tensor_size`` bytes of ``tensor``."""
+
+    @abstractmethod
+    def _pad_tensor(self, tensor: Tensor, max_size: Union[int, Tensor]) -> Tensor:
+        """Return ``tensor`` padded with zeros to ``max_size`` bytes."""
+
+    @abstractmethod
+    def _all_gather(self, tensor: Tensor) -> List[Tensor]:
+        """All-gather ``tensor`` (same shape on every rank)."""
+
+    @abstractmethod
+    def _broadcast(self, tensor: Tensor, src: int) -> Tensor:
+        """Broadcast ``tensor`` from ``src`` and return it."""
+
+    def all_gather_object(self, obj: Any) -> List[Any]:
+        """All-gather via sizes, padding and one tensor all-gather."""
+        obj_tensor, size_tensor = self._object_to_tensor(obj)
+        sizes = self._all_gather(size_tensor)
+        max_size = max(sizes)  # type: ignore[type-var]
+        gathered = self._all_gather(self._pad_tensor(obj_tensor, max_size))
+        return [self._tensor_to_object(t, s) for t, s in zip(gathered, sizes)]
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        """Broadcast via the size, then the (padded) byte tensor."""
+        obj_tensor, size_tensor = self._object_to_tensor(obj)
+        size_tensor = self._broadcast(size_tensor, src)
+        if self.rank != src:
+            obj_tensor = self._pad_tensor(obj_tensor, size_tensor)
+        obj_tensor = self._broadcast(obj_tensor, src)
+        return self._tensor_to_object(obj_tensor, size_tensor)

@@ -1,0 +1,87 @@
+"""Exception classes raised by mmeval.
+
+Every error derives from :class:`MMEvalError` and from the builtin exception
+that best describes it, so callers may catch either ``LookupError`` /
+``ImportError`` / ``TypeError`` / ``TimeoutError`` or the mmeval-specific class.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MMEvalError",
+    "BackendNotFoundError",
+    "BackendConflictError",
+    "BackendLoadError",
+    "BackendTypeError",
+    "BackendAlreadyRegisteredError",
+    "InvalidBackendNameError",
+    "DistCommunicationError",
+    "CollectiveTimeoutError",
+    "CollectiveMismatchError",
+    "RemoteSerializationError",
+    "CollectiveFailedError",
+    "FrameDecodeError",
+    "UnsafePayloadError",
+]
+
+
+class MMEvalError(Exception):
+    """Base class of every error raised by mmeval."""
+
+
+# --- registry -------------------------------------------------------------
+
+
+class BackendNotFoundError(MMEvalError, LookupError):
+    """No backend of that name is installed or registered."""
+
+
+class BackendConflictError(MMEvalError, LookupError):
+    """Two different distributions provide a backend of the same name."""
+
+
+class BackendLoadError(MMEvalError, ImportError):
+    """A backend's entry point could not be imported."""
+
+
+class BackendTypeError(MMEvalError, TypeError):
+    """A backend's entry point does not resolve to a ``BaseDistBackend`` subclass."""
+
+
+class BackendAlreadyRegisteredError(MMEvalError, ValueError, RuntimeError):
+    """``register_dist_backend`` was asked to take a name that is taken."""
+
+
+class InvalidBackendNameError(MMEvalError, ValueError):
+    """A backend name does not match ``[a-z][a-z0-9_]*``."""
+
+
+# --- collectives ----------------------------------------------------------
+
+
+class DistCommunicationError(MMEvalError, RuntimeError):
+    """A collective operation failed; raised on every rank that took part."""
+
+
+class CollectiveTimeoutError(DistCommunicationError, TimeoutError):
+    """A collective did not complete within its timeout (a peer died or never came)."""
+
+
+class CollectiveMismatchError(DistCommunicationError):
+    """Ranks called different collectives, or the same one with different roots."""
+
+
+class RemoteSerializationError(DistCommunicationError):
+    """A rank could not serialize its object; every rank raises this."""
+
+
+class CollectiveFailedError(DistCommunicationError):
+    """The transport itself raised during a collective (peer reset, closed socket, ...)."""
+
+
+class FrameDecodeError(DistCommunicationError, ValueError):
+    """Bytes received from a peer are not a valid mmeval frame."""
+
+
+class UnsafePayloadError(DistCommunicationError, TypeError):
+    """The ``safe`` codec met a type it does not transport (only plain data is allowed)."""
