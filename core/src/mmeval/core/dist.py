@@ -114,6 +114,7 @@ class BackendInfo:
 class _EntryPoints:
     by_name: Dict[str, List[Any]]
     invalid: Dict[str, Any]
+    shadowed: Dict[str, List[Any]]  # entry points claiming a built-in name (ignored)
 
 
 _lock = threading.RLock()
@@ -142,12 +143,15 @@ def _entry_points() -> _EntryPoints:
         if _scan is None:
             by_name: Dict[str, List[Any]] = {}
             invalid: Dict[str, Any] = {}
+            shadowed: Dict[str, List[Any]] = {}
             for ep in _metadata.entry_points_in_group(ENTRY_POINT_GROUP):
                 if not NAME_RE.match(ep.name) or ":" not in ep.value:
                     invalid[ep.name] = ep
-                    continue
-                by_name.setdefault(ep.name, []).append(ep)
-            _scan = _EntryPoints(by_name, invalid)
+                elif ep.name in _BUILTINS:
+                    shadowed.setdefault(ep.name, []).append(ep)
+                else:
+                    by_name.setdefault(ep.name, []).append(ep)
+            _scan = _EntryPoints(by_name, invalid, shadowed)
         return _scan
 
 
@@ -221,6 +225,10 @@ def backend_infos(refresh: bool = False) -> List[BackendInfo]:
     infos: Dict[str, BackendInfo] = {}
     for name, cls in _BUILTINS.items():
         infos[name] = BackendInfo(name, "builtin", f"{cls.__module__}:{cls.__qualname__}", "mmeval-core", _core_version())
+        if name in scan.shadowed:
+            claims = "; ".join(f"{_dist_name(ep)} {_dist_version(ep)} ({name} = {ep.value})" for ep in scan.shadowed[name])
+            infos[name].error = f"also claimed by {claims}: ignored, the built-in backend is used"
+            infos[name].providers = [(_dist_name(ep), _dist_version(ep), ep.value) for ep in scan.shadowed[name]]
     for name, eps in scan.by_name.items():
         first = eps[0]
         info = BackendInfo(

@@ -14,6 +14,7 @@ turns it on, and it prints a summary table when the process exits (or call
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import sys
 import threading
@@ -116,13 +117,25 @@ def _decide() -> bool:
             return _active
         from ._metadata import entry_points_in_group
 
-        eps = entry_points_in_group(HOOK_GROUP)
+        disabled = {x.strip().lower() for x in os.environ.get("MMEVAL_DISABLE_PLUGINS", "").split(",") if x.strip()}
+        eps = [
+            ep for ep in entry_points_in_group(HOOK_GROUP)
+            if ep.name.lower() not in disabled
+            and str(getattr(getattr(ep, "dist", None), "name", "") or "").lower().replace("_", "-") not in disabled
+        ]
         stats_env = os.environ.get("MMEVAL_COMM_STATS", "").strip().lower() not in ("", "0", "false", "no")
         if eps or stats_env or _manager is not None:
             pm = _get_manager()
             for ep in eps:
-                if pm.get_plugin(ep.name) is None:
+                if pm.get_plugin(ep.name) is not None:
+                    continue
+                try:
                     pm.register(ep.load(), name=ep.name)
+                except Exception as exc:  # a broken hook plugin must not break collectives
+                    logging.getLogger("mmeval").warning(
+                        "mmeval: hook plugin %r (entry point group %s) failed to load: %s: %s",
+                        ep.name, HOOK_GROUP, type(exc).__name__, exc,
+                    )
             _active = True
         else:
             _active = False
@@ -255,14 +268,6 @@ class CommStats:
         return "\n".join(out)
 
 
-class _StatsPlugin:
-    def __init__(self, stats: CommStats) -> None:
-        self.stats = stats
-
-    def mmeval_collective_end(self, event: CollectiveEvent) -> None:
-        self.stats.record(event)
-
-
 def _fmt_bytes(n: int) -> str:
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -284,9 +289,14 @@ def enable_comm_stats(print_at_exit: Optional[bool] = None) -> CommStats:
     import pluggy
 
     stats = CommStats()
-    plugin = _StatsPlugin(stats)
     marker = pluggy.HookimplMarker(PROJECT)
-    plugin.mmeval_collective_end = marker(plugin.mmeval_collective_end)  # type: ignore[method-assign]
+
+    class _StatsPlugin:
+        @marker  # type: ignore[misc]
+        def mmeval_collective_end(self, event: CollectiveEvent) -> None:
+            stats.record(event)
+
+    plugin = _StatsPlugin()
     _stats = stats
     register_hooks(plugin, name="mmeval-comm-stats")
     if print_at_exit is None:
