@@ -7,7 +7,6 @@ import threading
 import time
 
 import numpy as np
-
 from mmeval import Accuracy
 from mmeval.core.errors import DistCommunicationError
 

@@ -7,7 +7,6 @@ collectives, error propagation, timeouts) with real processes and sockets.
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import socket
 import time
 import traceback

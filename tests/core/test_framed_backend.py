@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import framed_workers as w
 import numpy as np
 import pytest
-
-import framed_workers as w
 from hub_backend import run_ranks
 
 
@@ -75,7 +74,7 @@ def test_dead_peer_surfaces_within_timeout():
 
 def test_missing_peer_times_out_with_named_operation():
     out = run_ranks(w.never_arrives, 2, backend_kwargs={"timeout": 2}, timeout=60)
-    status, (name, msg, took) = out[0]
+    _, (name, msg, took) = out[0]
     assert name == "CollectiveTimeoutError"
     assert "broadcast_object" in msg and "hub" in msg and "2s" in msg
     assert 1.5 < took < 5

@@ -76,7 +76,7 @@ def _backends(args: argparse.Namespace) -> int:
     if notes:
         print("\nnotes:")
         print("\n".join(notes))
-    bad = [r for r in rows if r["status"] not in ("ok",)]
+    bad = [r for r in rows if r["status"] in ("failed", "conflict", "invalid", "incompatible")]
     return 1 if args.check and bad else 0
 
 

@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from .dist import get_dist_backend, resolve_backend_name, _validate_name
+from .dist import _validate_name, get_dist_backend
 from .dist_backends.base_backend import BaseDistBackend
 from .errors import MMEvalError
 
@@ -43,7 +43,7 @@ class ArrayResults(Dict[str, np.ndarray]):
     :meth:`BaseMetric._add_batch` receive one of these in ``compute_metric``.
     """
 
-    def __len__(self) -> int:  # type: ignore[override]
+    def __len__(self) -> int:
         for value in self.values():
             return int(value.shape[0])
         return 0
@@ -337,7 +337,7 @@ def _unpack_exception(packed: Mapping[str, Any], name: str) -> BaseException:
             if isinstance(exc, BaseException):
                 if sys.version_info >= (3, 11):
                     exc.add_note(note)
-                return exc  # type: ignore[no-any-return]
+                return exc
         except Exception:
             pass
     return RemoteMetricError(

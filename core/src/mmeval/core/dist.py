@@ -32,7 +32,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, Type
+from typing import Any, Dict, List, Optional, Set, Tuple, Type
 
 from . import _metadata
 from .dist_backends.base_backend import BaseDistBackend
@@ -124,7 +124,7 @@ _classes: Dict[str, Type[BaseDistBackend]] = {}
 _instances: Dict[str, BaseDistBackend] = {}
 _load_errors: Dict[str, BaseException] = {}
 _default: Optional[str] = None
-_auto_logged: set = set()
+_auto_logged: Set[str] = set()
 
 
 # --------------------------------------------------------------------------
@@ -132,7 +132,7 @@ _auto_logged: set = set()
 # --------------------------------------------------------------------------
 
 
-def _disabled() -> set:
+def _disabled() -> Set[str]:
     raw = os.environ.get(DISABLE_ENV, "")
     return {part.strip().lower() for part in raw.split(",") if part.strip()}
 
@@ -167,12 +167,14 @@ def _dist_version(ep: Any) -> str:
     return str(dist.version) if dist is not None else "?"
 
 
-def _is_disabled(name: str, eps: List[Any], disabled: set) -> bool:
+def _live(eps: List[Any], disabled: Set[str]) -> List[Any]:
+    """The entry points not disabled by name or by distribution name."""
     if not disabled:
-        return False
-    if name in disabled:
-        return True
-    return any(_dist_name(ep).lower().replace("_", "-") in disabled for ep in eps)
+        return eps
+    return [
+        ep for ep in eps
+        if ep.name not in disabled and _dist_name(ep).lower().replace("_", "-") not in disabled
+    ]
 
 
 def refresh_backends() -> None:
@@ -201,7 +203,7 @@ def list_all_backends(refresh: bool = False) -> List[str]:
     disabled = _disabled()
     names = set(_BUILTINS) | set(_registered)
     for name, eps in scan.by_name.items():
-        if not _is_disabled(name, eps, disabled):
+        if _live(eps, disabled):
             names.add(name)
     return sorted(names)
 
@@ -212,7 +214,7 @@ def _core_requirement(ep: Any) -> Optional[str]:
         return None
     for req in dist.requires or ():
         if re.match(r"mmeval[-_.]core\b", req, re.IGNORECASE) and "extra ==" not in req:
-            return req.split(";")[0].strip()
+            return str(req).split(";")[0].strip()
     return None
 
 
@@ -229,7 +231,8 @@ def backend_infos(refresh: bool = False) -> List[BackendInfo]:
             claims = "; ".join(f"{_dist_name(ep)} {_dist_version(ep)} ({name} = {ep.value})" for ep in scan.shadowed[name])
             infos[name].error = f"also claimed by {claims}: ignored, the built-in backend is used"
             infos[name].providers = [(_dist_name(ep), _dist_version(ep), ep.value) for ep in scan.shadowed[name]]
-    for name, eps in scan.by_name.items():
+    for name, all_eps in scan.by_name.items():
+        eps = _live(all_eps, disabled) or all_eps
         first = eps[0]
         info = BackendInfo(
             name,
@@ -240,12 +243,12 @@ def backend_infos(refresh: bool = False) -> List[BackendInfo]:
             _core_requirement(first),
             providers=[(_dist_name(ep), _dist_version(ep), ep.value) for ep in eps],
         )
-        if len(eps) > 1:
-            info.status = "conflict"
-            info.error = _conflict_message(name, eps)
-        elif _is_disabled(name, eps, disabled):
+        if not _live(all_eps, disabled):
             info.status = "disabled"
             info.error = f"disabled by {DISABLE_ENV}"
+        elif len(eps) > 1:
+            info.status = "conflict"
+            info.error = _conflict_message(name, eps)
         elif name in _load_errors:
             info.status = "failed"
             info.error = str(_load_errors[name])
@@ -254,9 +257,12 @@ def backend_infos(refresh: bool = False) -> List[BackendInfo]:
             info.error = f"needs {info.core_requirement}, mmeval-core {_core_version()} is installed"
         infos[name] = info
     for name, ep in scan.invalid.items():
-        infos[f"{name}"] = BackendInfo(
-            name, "entry_point", ep.value, _dist_name(ep), _dist_version(ep), status="invalid",
-            error="entry point must be 'name = module:Class' with name matching [a-z][a-z0-9_]*",
+        live = bool(_live([ep], disabled))
+        infos[name] = BackendInfo(
+            name, "entry_point", ep.value, _dist_name(ep), _dist_version(ep),
+            status="invalid" if live else "disabled",
+            error="entry point must be 'name = module:Class' with name matching [a-z][a-z0-9_]*"
+            if live else f"disabled by {DISABLE_ENV}",
         )
     for name, cls in _registered.items():
         infos[name] = BackendInfo(name, "registered", f"{cls.__module__}:{cls.__qualname__}")
@@ -407,7 +413,10 @@ def get_dist_backend_class(name: str) -> Type[BaseDistBackend]:
 
 def _load_entry_point(name: str) -> Type[BaseDistBackend]:
     scan = _entry_points()
-    eps = scan.by_name.get(name)
+    all_eps = scan.by_name.get(name, [])
+    eps = _live(all_eps, _disabled())
+    if all_eps and not eps:
+        raise _not_found(name, f"its entry point in group {ENTRY_POINT_GROUP!r} is disabled by {DISABLE_ENV}")
     if not eps:
         if name in scan.invalid:
             ep = scan.invalid[name]
@@ -420,28 +429,26 @@ def _load_entry_point(name: str) -> Type[BaseDistBackend]:
         raise BackendConflictError(_conflict_message(name, eps))
     ep = eps[0]
     where = f"entry point '{name} = {ep.value}' in group {ENTRY_POINT_GROUP!r}, distribution {_dist_name(ep)} {_dist_version(ep)}"
-    if _is_disabled(name, eps, _disabled()):
-        raise _not_found(name, f"{where} is disabled by {DISABLE_ENV}")
     if name in _load_errors:
         err = _load_errors[name]
         raise type(err)(str(err)) from err.__cause__
     try:
         obj = ep.load()
     except Exception as exc:
-        err: Exception = BackendLoadError(
+        load_err = BackendLoadError(
             f"dist backend {name!r} ({where}) failed to import: {type(exc).__name__}: {exc}. "
             f"Reinstall {_dist_name(ep)} or install what it needs."
         )
-        err.__cause__ = exc
-        _load_errors[name] = err
-        raise err from exc
+        load_err.__cause__ = exc
+        _load_errors[name] = load_err
+        raise load_err from exc
     if not (isinstance(obj, type) and issubclass(obj, BaseDistBackend)):
-        err = BackendTypeError(
+        type_err = BackendTypeError(
             f"dist backend {name!r} ({where}) resolves to {obj!r}, which is not a subclass of "
             f"mmeval.core.dist_backends.BaseDistBackend; fix the entry point of {_dist_name(ep)}"
         )
-        _load_errors[name] = err
-        raise err
+        _load_errors[name] = type_err
+        raise type_err
     req = _core_requirement(ep)
     if req and not _satisfies(_core_version(), req):
         logger.warning(
@@ -498,14 +505,14 @@ def _validate_name(name: str) -> None:
     _check_name(name)
     if name in _BUILTINS or name in _registered:
         return
-    scan = _entry_points()
-    eps = scan.by_name.get(name)
+    all_eps = _entry_points().by_name.get(name, [])
+    eps = _live(all_eps, _disabled())
+    if all_eps and not eps:
+        raise _not_found(name, f"disabled by {DISABLE_ENV}")
     if not eps:
         raise _not_found(name)
     if len(eps) > 1:
         raise BackendConflictError(_conflict_message(name, eps))
-    if _is_disabled(name, eps, _disabled()):
-        raise _not_found(name, f"disabled by {DISABLE_ENV}")
 
 
 def resolve_backend_name(name: Optional[str] = None) -> str:

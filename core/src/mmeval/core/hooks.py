@@ -70,7 +70,7 @@ def hookimpl(function: _F) -> _F:
     """Mark a method as an mmeval hook implementation (pluggy's ``HookimplMarker``)."""
     import pluggy
 
-    return pluggy.HookimplMarker(PROJECT)(function)  # type: ignore[no-any-return]
+    return pluggy.HookimplMarker(PROJECT)(function)
 
 
 class _HookSpecs:
@@ -292,7 +292,7 @@ def enable_comm_stats(print_at_exit: Optional[bool] = None) -> CommStats:
     marker = pluggy.HookimplMarker(PROJECT)
 
     class _StatsPlugin:
-        @marker  # type: ignore[misc]
+        @marker
         def mmeval_collective_end(self, event: CollectiveEvent) -> None:
             stats.record(event)
 

@@ -61,22 +61,25 @@ class Accuracy(BaseMetric):
     def __init__(
         self,
         topk: Union[int, Sequence[int]] = (1,),
-        thrs: Union[float, None, Sequence[Optional[float]]] = 0.0,
+        thrs: Union[float, Sequence[Optional[float]], None] = 0.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        topk_t: Tuple[Any, ...] = (topk,) if isinstance(topk, numbers.Integral) else tuple(topk)
-        if not topk_t or not all(isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1 for k in topk_t):
+        topk_t: Tuple[Any, ...] = (topk,) if isinstance(topk, numbers.Integral) else tuple(topk)  # type: ignore[arg-type]
+        if not topk_t or not all(isinstance(k, numbers.Integral) and not isinstance(k, bool) and int(k) >= 1
+                                 for k in topk_t):
             raise ValueError(f"topk must be a positive int or a non-empty tuple of them, got {topk!r}")
         self.topk: Tuple[int, ...] = tuple(int(k) for k in topk_t)
-        thrs_t: Tuple[Any, ...] = (thrs,) if thrs is None or isinstance(thrs, numbers.Real) else tuple(thrs)
-        if not thrs_t or not all(t is None or (isinstance(t, numbers.Real) and np.isfinite(t)) for t in thrs_t):
+        thrs_t: Tuple[Any, ...] = (
+            (thrs,) if thrs is None or isinstance(thrs, numbers.Real) else tuple(thrs)  # type: ignore[arg-type]
+        )
+        if not thrs_t or not all(t is None or (isinstance(t, numbers.Real) and np.isfinite(float(t))) for t in thrs_t):
             raise ValueError(f"thrs must be a finite number, None, or a tuple of them, got {thrs!r}")
         self.thrs: Tuple[Optional[float], ...] = tuple(None if t is None else float(t) for t in thrs_t)
 
     # -- accumulate ----------------------------------------------------------
 
-    def add(self, predictions: Any, labels: Any) -> None:  # type: ignore[override]
+    def add(self, predictions: Any, labels: Any) -> None:
         """Add a batch: ``predictions`` (N,) labels or (N, C) scores, ``labels`` (N,)."""
         preds = to_numpy(predictions, "predictions")
         labs = to_numpy(labels, "labels")

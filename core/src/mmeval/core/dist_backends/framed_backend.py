@@ -33,8 +33,8 @@ from ..errors import (
     RemoteSerializationError,
 )
 from ..serialization import (
-    SLOT_SIZE,
     CODECS,
+    SLOT_SIZE,
     Frame,
     Op,
     SlotHeader,

@@ -1,0 +1,107 @@
+"""The mmeval CLI, import cost and the core's independence from frameworks."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import mmeval
+import pytest
+
+CORE_SRC = pathlib.Path(mmeval.__file__).parent
+
+
+def mmeval_cli(*args, env=None):
+    full = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
+    full.update(env or {})
+    return subprocess.run([sys.executable, "-m", "mmeval", *args], capture_output=True, text=True, timeout=120,
+                          env=full)
+
+
+def test_backends_table():
+    proc = mmeval_cli("backends")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert f"mmeval-core {mmeval.__version__}" in out and f"plugin API {mmeval.PLUGIN_API_VERSION}" in out
+    lines = {line.split()[0]: line for line in out.splitlines() if line and not line.startswith((" ", "-"))}
+    assert "ok" in lines["star"] and "mmeval-fixture-plugin 1.2.3" in lines["star"]
+    assert "mmeval-core<0.2,>=0.1" in lines["star"]
+    assert "conflict" in lines["twin"] and "mmeval-fixture-rival" in lines["twin"]
+    assert "invalid" in lines["Star-Invalid"]
+
+
+def test_backends_json_and_check():
+    proc = mmeval_cli("backends", "--json", "--check", "--timeout", "60")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    rows = {r["name"]: r for r in data["backends"]}
+    assert data["mmeval_core"] == mmeval.__version__ and data["plugin_api"] == mmeval.PLUGIN_API_VERSION
+    assert rows["star"]["check"] == "ok" and rows["star"]["loaded"].endswith("StarDist")
+    assert rows["star_broken"]["status"] == "failed" and "libstar_native" in rows["star_broken"]["error"]
+    assert rows["star_notabackend"]["status"] == "failed"
+    assert rows["twin"]["status"] == "conflict" and len(rows["twin"]["providers"]) == 2
+    assert rows["non_dist"]["source"] == "builtin"
+
+
+def test_check_exit_code_reports_failures():
+    assert mmeval_cli("backends", "--check").returncode == 1
+    ok = mmeval_cli("backends", "--check", env={"MMEVAL_DISABLE_PLUGINS": "mmeval-fixture-plugin,mmeval-fixture-rival"})
+    assert ok.returncode == 0, ok.stdout
+
+
+def test_check_times_out_a_hanging_import(tmp_path):
+    (tmp_path / "hang_backend.py").write_text("import time\ntime.sleep(600)\n")
+    info = tmp_path / "hang-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hang\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[mmeval.dist_backends]\nhang = hang_backend:Hang\n")
+    proc = mmeval_cli("backends", "--json", "--check", "--timeout", "3",
+                      env={"PYTHONPATH": str(tmp_path), "MMEVAL_DISABLE_PLUGINS": "mmeval-fixture-plugin"})
+    rows = {r["name"]: r for r in json.loads(proc.stdout)["backends"]}
+    assert rows["hang"]["check"] == "timeout" and "3s" in rows["hang"]["error"]
+
+
+def test_console_script_is_installed():
+    script = pathlib.Path(sys.executable).parent / "mmeval"
+    proc = subprocess.run([str(script), "backends", "--json"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["backends"]
+
+
+def test_import_mmeval_is_light():
+    code = ("import sys, mmeval; mmeval.core.dist.list_all_backends(); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('numpy', 'pluggy', 'torch', 'mpi4py', 'horovod', 'tensorflow')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+FORBIDDEN = {"torch", "tensorflow", "horovod", "mpi4py"}
+
+
+def test_core_source_never_imports_frameworks():
+    for path in CORE_SRC.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                assert name.split(".")[0] not in FORBIDDEN, f"{path} imports {name}"
+
+
+def test_py_typed_shipped():
+    assert (CORE_SRC / "py.typed").exists()
+
+
+@pytest.mark.parametrize("module", ["mmeval.core.dist", "mmeval.core.serialization", "mmeval.core.hooks"])
+def test_modules_documented(module):
+    __import__(module)
+    assert sys.modules[module].__doc__

@@ -1,0 +1,189 @@
+"""Frames, slots and codecs: round trips, zero-copy, and hostile bytes."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mmeval.core import serialization as ser
+from mmeval.core.errors import FrameDecodeError, UnsafePayloadError
+
+
+def roundtrip(obj, codec="pickle"):
+    frame = ser.encode(obj, codec)
+    buf = bytearray(frame.nbytes)
+    frame.write_into(memoryview(buf))
+    return ser.decode(memoryview(buf), codec), buf
+
+
+def test_pickle_roundtrip_nested():
+    obj = {"a": [1, 2.5, None, ("x", b"y")], "arr": np.arange(12).reshape(3, 4), "s": {1, 2}}
+    out, _ = roundtrip(obj)
+    assert out["a"] == obj["a"] and out["s"] == obj["s"]
+    np.testing.assert_array_equal(out["arr"], obj["arr"])
+
+
+def test_arrays_travel_out_of_band_and_decode_without_copy():
+    arr = np.random.default_rng(0).random(1_000_000)
+    frame = ser.encode({"x": arr})
+    # the pickle stream is tiny: the array is a separate buffer
+    assert frame.nbytes >= arr.nbytes
+    buf = bytearray(frame.nbytes)
+    frame.write_into(memoryview(buf))
+    out = ser.decode(memoryview(buf))
+    np.testing.assert_array_equal(out["x"], arr)
+    # the decoded array is a view of the received bytes
+    assert np.shares_memory(out["x"], np.frombuffer(buf, dtype=np.uint8))
+    assert out["x"].ctypes.data % ser.ALIGN == (np.frombuffer(buf, np.uint8).ctypes.data % ser.ALIGN)
+
+
+def test_non_contiguous_array_falls_back_in_band():
+    arr = np.arange(100)[::2]
+    out, _ = roundtrip(arr)
+    np.testing.assert_array_equal(out, arr)
+
+
+def test_safe_codec_roundtrip():
+    obj = {"i": 1, "big": 1 << 100, "neg": -(1 << 70), "f": 1.5, "c": 1 + 2j, "s": "ü", "b": b"\x00",
+           "ba": bytearray(b"q"), "l": [None, True, False], "t": (1, (2,)), 3: "int key",
+           "arr": np.arange(6, dtype=np.int16).reshape(2, 3), "empty": np.zeros((0, 4)),
+           "scalar": np.float32(2.5), "dt": np.array(["2024-01-01"], dtype="datetime64[D]")}
+    out, _ = roundtrip(obj, "safe")
+    for k, v in obj.items():
+        if isinstance(v, np.ndarray):
+            np.testing.assert_array_equal(out[k], v)
+            assert out[k].dtype == v.dtype and out[k].shape == v.shape
+        else:
+            assert out[k] == v and type(out[k]) is type(v)
+
+
+@pytest.mark.parametrize("bad", [object(), {1, 2}, np.array([object()]), lambda: 1,
+                                 np.zeros(2, dtype=[("a", "i4")])])
+def test_safe_codec_refuses_non_plain_data(bad):
+    with pytest.raises(UnsafePayloadError):
+        ser.encode({"x": bad}, "safe")
+
+
+def test_safe_receiver_refuses_pickle_frames():
+    frame = ser.encode({"x": 1}, "pickle").tobytes()
+    with pytest.raises(UnsafePayloadError, match="safe"):
+        ser.decode(frame, "safe")
+
+
+def test_unknown_codec_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown codec 'json'"):
+        ser.encode(1, "json")
+
+
+def test_slot_roundtrip_inline_and_error():
+    slot = bytearray(ser.SLOT_SIZE)
+    frame = ser.encode({"k": "v"})
+    assert ser.build_slot(memoryview(slot), status=ser.Status.OK, op=ser.Op.GATHER, codec=1, seq=7, root=2,
+                          payload=frame)
+    head = ser.parse_slot(slot)
+    assert (head.op, head.seq, head.root, head.inline) == (ser.Op.GATHER, 7, 2, True)
+    assert ser.decode(head.data) == {"k": "v"}
+    big = ser.encode(np.zeros(10_000))
+    assert not ser.build_slot(memoryview(slot), status=ser.Status.OK, op=ser.Op.ALL_GATHER, codec=1, seq=1,
+                              root=-1, payload=big)
+    assert ser.parse_slot(slot).payload_size == big.nbytes
+    ser.build_slot(memoryview(slot), status=ser.Status.ENCODE_ERROR, op=ser.Op.BROADCAST, codec=1, seq=1, root=0,
+                   error="TypeError: nope")
+    assert ser.parse_slot(slot).error_text() == "TypeError: nope"
+
+
+def test_corrupted_slot_is_detected():
+    slot = bytearray(ser.SLOT_SIZE)
+    ser.build_slot(memoryview(slot), status=0, op=1, codec=1, seq=1, root=-1, payload=ser.encode([1, 2, 3]))
+    for pos in (0, 5, 9, 20, 40, ser.HEADER_SIZE + 3):
+        bad = bytearray(slot)
+        bad[pos] ^= 0xFF
+        with pytest.raises(FrameDecodeError):
+            ser.parse_slot(bad)
+
+
+def test_frame_bigger_than_4gib_header_arithmetic():
+    # sizes are 64-bit everywhere: a >4 GiB buffer length survives the header
+    view = memoryview(bytearray(64))
+    frame = ser._assemble(1, b"meta", [view])
+    prefix = frame.tobytes()[: ser._FRAME_PREFIX.size + 8]
+    assert ser._U64.unpack_from(prefix, ser._FRAME_PREFIX.size)[0] == 64
+    head = bytearray(ser.SLOT_SIZE)
+    fake = ser.Frame([], 5 * 2**30)
+    ser.build_slot(memoryview(head), status=0, op=1, codec=1, seq=1, root=-1, payload=fake)
+    assert ser.parse_slot(head).payload_size == 5 * 2**30
+
+
+HOSTILE = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@HOSTILE
+@given(st.binary(max_size=2048))
+def test_random_bytes_never_crash_the_frame_decoder(data):
+    for codec in ("pickle", "safe"):
+        try:
+            ser.decode(data, codec)
+        except (FrameDecodeError, UnsafePayloadError):
+            pass
+
+
+@HOSTILE
+@given(st.booleans(), st.binary(max_size=ser.HEADER_SIZE + 64))
+def test_random_slots_are_rejected(with_magic, head):
+    data = (b"MMEV\x01" + head if with_magic else head).ljust(ser.SLOT_SIZE, b"\x00")[: ser.SLOT_SIZE]
+    with pytest.raises(FrameDecodeError):
+        ser.parse_slot(data)
+    with pytest.raises(FrameDecodeError):
+        ser.parse_slot(data[: len(head)])  # short blocks too
+
+
+plain = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
+    lambda children: st.lists(children, max_size=5) | st.tuples(children, children)
+    | st.dictionaries(st.text(max_size=5), children, max_size=5),
+    max_leaves=30,
+)
+
+
+@HOSTILE
+@given(plain, st.data())
+def test_truncated_and_corrupted_frames_raise_clearly(obj, data):
+    for codec in ("pickle", "safe"):
+        frame = ser.encode(obj, codec).tobytes()
+        assert ser.decode(frame, codec) == obj
+        cut = data.draw(st.integers(0, len(frame) - 1))
+        try:
+            ser.decode(frame[:cut], codec)
+        except (FrameDecodeError, UnsafePayloadError):
+            pass
+        pos = data.draw(st.integers(0, len(frame) - 1))
+        bad = bytearray(frame)
+        bad[pos] ^= data.draw(st.integers(1, 255))
+        if codec == "pickle" and pos >= 16:
+            continue  # a flipped byte inside a pickle stream may still be valid pickle: not the decoder's job
+        try:
+            ser.decode(bytes(bad), codec)
+        except (FrameDecodeError, UnsafePayloadError):
+            pass
+
+
+def test_register_reducer_sends_custom_types_out_of_band():
+    class Blob:
+        def __init__(self, data: bytes) -> None:
+            self.data = data
+
+    seen = []
+
+    def reduce_blob(b):
+        seen.append(b)
+        return (bytes, (pickle.PickleBuffer(b.data),))
+
+    ser.register_reducer(Blob, reduce_blob)
+    try:
+        out, _ = roundtrip([Blob(b"x" * 100_000)])
+    finally:
+        ser._REDUCERS.pop(Blob)
+    assert seen and out == [b"x" * 100_000]
