@@ -125,6 +125,7 @@ _instances: Dict[str, BaseDistBackend] = {}
 _load_errors: Dict[str, BaseException] = {}
 _default: Optional[str] = None
 _auto_logged: Set[str] = set()
+_auto_warned: Set[str] = set()
 
 
 # --------------------------------------------------------------------------
@@ -540,7 +541,9 @@ def _auto_select() -> str:
         try:
             cls = get_dist_backend_class(name)
         except Exception as exc:  # a broken plugin must not break the others
-            logger.warning("mmeval: skipping dist backend %r during auto-selection: %s", name, exc)
+            if name not in _auto_warned:
+                _auto_warned.add(name)
+                logger.warning("mmeval: skipping dist backend %r during auto-selection: %s", name, exc)
             continue
         try:
             if cls.detect():
@@ -559,5 +562,6 @@ def _reset_for_tests() -> None:
         _instances.clear()
         _load_errors.clear()
         _auto_logged.clear()
+        _auto_warned.clear()
         _default = None
         _scan = None
