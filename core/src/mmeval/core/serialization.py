@@ -33,6 +33,7 @@ from __future__ import annotations
 import io
 import pickle
 import struct
+import sys
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -206,6 +207,129 @@ class _Pickler(pickle.Pickler):
         return reducer(obj)
 
 
+# columnar lists ------------------------------------------------------------------
+
+#: Lists at least this long are checked for the columnar layout.
+COLUMNAR_MIN = 512
+_SCALARS = (int, float, bool)
+
+
+def _column(values: List[Any]) -> Optional[Tuple[str, Any]]:
+    """One column of same-typed values as an array, with how to rebuild it; ``None`` if mixed."""
+    first = values[0]
+    t = type(first)
+    np = sys.modules.get("numpy")
+    if np is None:
+        return None
+    if t in _SCALARS:
+        if not all(type(v) is t for v in values):
+            return None
+        try:
+            arr = np.array(values, dtype={int: np.int64, float: np.float64, bool: np.bool_}[t])
+        except OverflowError:
+            return None
+        return "py", arr
+    if t is np.ndarray:
+        dt, shape = first.dtype, first.shape
+        if not shape or dt.hasobject or not all(
+            type(v) is np.ndarray and v.shape == shape and v.dtype == dt for v in values
+        ):
+            return None
+        return "rows", np.array(values, dtype=dt)
+    if isinstance(first, np.generic) and not first.dtype.hasobject:
+        if not all(type(v) is t for v in values):
+            return None
+        return "np", np.array(values, dtype=first.dtype)
+    return None
+
+
+class _Columns:
+    """A homogeneous list sent as a few contiguous columns (see :func:`_to_columns`)."""
+
+    __slots__ = ("layout", "columns")
+
+    def __init__(self, layout: Any, columns: List[Tuple[str, Any]]) -> None:
+        self.layout = layout
+        self.columns = columns
+
+    def __reduce__(self) -> Any:
+        kinds = tuple(k for k, _ in self.columns)
+        return _rebuild_columns, (self.layout, kinds, *[c for _, c in self.columns])
+
+
+def _unpack_column(kind: str, col: Any) -> List[Any]:
+    return col.tolist() if kind == "py" else list(col)
+
+
+def _rebuild_columns(layout: Any, kinds: Tuple[str, ...], *cols: Any) -> List[Any]:
+    """Inverse of :func:`_to_columns`: the original list, rebuilt on the receiving rank."""
+    unpacked = [_unpack_column(k, c) for k, c in zip(kinds, cols)]
+    if layout == "flat":
+        return unpacked[0]
+    if layout == "tuple":
+        return list(zip(*unpacked))
+    keys = layout[1]
+    return [dict(zip(keys, row)) for row in zip(*unpacked)]
+
+
+def _to_columns(lst: List[Any]) -> Optional[_Columns]:
+    """Columns for a list of same-shaped tuples / dicts / arrays / scalars, else ``None``.
+
+    Exact round trip: python ints, floats and bools come back as themselves,
+    numpy scalars with their dtype, arrays with their shape and dtype (as rows
+    of one array). Anything else (strings, mixed types, ragged shapes) is
+    left to pickle.
+    """
+    first = lst[0]
+    t = type(first)
+    if t is tuple:
+        width = len(first)
+        if not width or not all(type(x) is tuple and len(x) == width for x in lst):
+            return None
+        cols = []
+        for i in range(width):
+            col = _column([x[i] for x in lst])
+            if col is None:
+                return None
+            cols.append(col)
+        return _Columns("tuple", cols)
+    if t is dict:
+        keys = tuple(first)
+        if not keys or not all(type(x) is dict and tuple(x) == keys for x in lst):
+            return None
+        cols = []
+        for k in keys:
+            col = _column([x[k] for x in lst])
+            if col is None:
+                return None
+            cols.append(col)
+        return _Columns(("dict", keys), cols)
+    col = _column(lst)
+    return None if col is None else _Columns("flat", [col])
+
+
+def _columnarize(obj: Any, depth: int = 0) -> Any:
+    """Replace long homogeneous lists inside ``obj`` (top levels only) by :class:`_Columns`."""
+    t = type(obj)
+    if t is list:
+        if len(obj) >= COLUMNAR_MIN:
+            cols = _to_columns(obj)
+            if cols is not None:
+                return cols
+            return obj
+        if depth >= 2 or len(obj) > 64:
+            return obj
+        new = [_columnarize(v, depth + 1) for v in obj]
+        return new if any(a is not b for a, b in zip(new, obj)) else obj
+    if t is tuple and depth < 2 and len(obj) <= 64:
+        items = tuple(_columnarize(v, depth + 1) for v in obj)
+        return items if any(a is not b for a, b in zip(items, obj)) else obj
+    if t is dict and depth < 2 and len(obj) <= 64:
+        new_d = {k: _columnarize(v, depth + 1) for k, v in obj.items()}
+        return new_d if any(new_d[k] is not v for k, v in obj.items()) else obj
+    return obj
+
+
 def _pickle_encode(obj: Any) -> Frame:
     buffers: List[memoryview] = []
 
@@ -216,6 +340,7 @@ def _pickle_encode(obj: Any) -> Frame:
             return True
         return False
 
+    obj = _columnarize(obj)
     if _REDUCERS:
         stream = io.BytesIO()
         _Pickler(stream, protocol=5, buffer_callback=take).dump(obj)
