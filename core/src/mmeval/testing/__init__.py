@@ -1,0 +1,1 @@
+"""Helpers for testing backends: :mod:`mmeval.testing.conformance` is the shared suite."""
