@@ -7,6 +7,7 @@ import threading
 import time
 
 import numpy as np
+
 from mmeval import Accuracy
 from mmeval.core.errors import DistCommunicationError
 
@@ -128,3 +129,20 @@ def with_stats(backend):
     backend.all_gather_object(np.zeros(10_000, dtype=np.uint8))
     backend.gather_object(b"x", dst=0)
     return stats.rows(), stats.report()
+
+
+def safe_codec_roundtrip(backend):
+    got = backend.all_gather_object({"rank": backend.rank, "arr": np.arange(3.0)})
+    try:
+        backend.all_gather_object(Accuracy())  # not plain data
+    except DistCommunicationError as exc:
+        return [g["rank"] for g in got], type(exc).__name__, str(exc)
+    return [g["rank"] for g in got], "no error", ""
+
+
+def codec_by_rank(backend):
+    try:
+        backend.all_gather_object({"x": 1})
+    except DistCommunicationError as exc:
+        return type(exc).__name__, str(exc)
+    return "no error", ""

@@ -107,6 +107,8 @@ def free_port() -> int:
 
 def _entry(fn: Callable, rank: int, ws: int, addr: tuple, queue: Any, kwargs: dict, args: tuple) -> None:
     try:
+        if "per_rank" in kwargs:  # {"per_rank": [kwargs of rank 0, kwargs of rank 1, ...]}
+            kwargs = kwargs["per_rank"][rank]
         backend = HubDist(rank, ws, addr, **kwargs)
         queue.put((rank, "ok", fn(backend, *args)))
     except BaseException as exc:  # report everything, including our own errors

@@ -9,8 +9,9 @@ import pathlib
 import subprocess
 import sys
 
-import mmeval
 import pytest
+
+import mmeval
 
 CORE_SRC = pathlib.Path(mmeval.__file__).parent
 

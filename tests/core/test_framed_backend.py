@@ -110,3 +110,27 @@ def test_comm_stats_reporter():
     assert ops[("all_gather_object", "all")]["bytes_sent"] >= 10_000
     assert ops[("gather_object", "to 0")]["calls"] == 1
     assert "mmeval communication stats" in report and "all_gather_object" in report
+
+
+def test_safe_codec_end_to_end():
+    out = _ok(run_ranks(w.safe_codec_roundtrip, 2, backend_kwargs={"codec": "safe"}))
+    for r in range(2):
+        ranks, name, msg = out[r]
+        assert ranks == [0, 1]
+        assert name == "RemoteSerializationError" and "safe" in msg
+
+
+def test_ranks_with_different_codecs_fail_everywhere(monkeypatch):
+    out = _ok(run_ranks(w.codec_by_rank, 2, backend_kwargs={"per_rank": [{"codec": "safe"}, {"codec": "pickle"}]}))
+    for name, msg in out.values():
+        assert name == "CollectiveMismatchError" and "codec=safe" in msg and "codec=pickle" in msg
+    monkeypatch.setenv("MMEVAL_HUB_CODEC", "safe")
+    from hub_backend import HubDist
+
+    assert HubDist(0, 1, ("127.0.0.1", 0)).codec == "safe"
+    monkeypatch.setenv("MMEVAL_HUB_CODEC", "yaml")
+    with pytest.raises(ValueError, match="unknown codec 'yaml'"):
+        HubDist(0, 1, ("127.0.0.1", 0))
+    monkeypatch.setenv("MMEVAL_HUB_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="MMEVAL_HUB_TIMEOUT"):
+        HubDist(0, 1, ("127.0.0.1", 0), codec="pickle")

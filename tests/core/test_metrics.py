@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import mmeval
 import numpy as np
 import pytest
+
+import mmeval
 from mmeval import Accuracy
 from mmeval.core import BaseMetric
 from mmeval.core.base_metric import ArrayResults, _collect, _unzip_permutation

@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 import pytest
+
 from mmeval.core import dist
 from mmeval.core.dist import (
     get_dist_backend,

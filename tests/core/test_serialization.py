@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from mmeval.core import serialization as ser
 from mmeval.core.errors import FrameDecodeError, UnsafePayloadError
 
