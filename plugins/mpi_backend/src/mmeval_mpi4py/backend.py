@@ -1,0 +1,401 @@
+"""The ``mpi4py`` backend: mmeval's frame protocol over non-blocking MPI collectives.
+
+Importing this module, listing backends, building an :class:`MPI4PyDist` and
+calling :meth:`MPI4PyDist.detect` never import ``mpi4py.MPI`` (that import runs
+``MPI_Init``). MPI is imported on the first call that needs the communicator
+(``rank``, ``world_size``, a collective) -- and only then.
+
+Transport (see :class:`~mmeval.core.dist_backends.FramedDistBackend` for the
+protocol above it):
+
+* the slot exchange is one ``Iallgather`` in place, the payloads one
+  ``Iallgatherv`` (in place), ``Igatherv`` (in place at the root) or
+  ``Ibcast`` of ``uint8`` numpy buffers;
+* the frame is written straight into the buffer MPI sends from (one copy of
+  the out-of-band data on the sending side), and the received blocks are
+  returned as views of the receive buffer (no copy), each starting at a
+  64-byte boundary;
+* each request is polled with ``MPI_Test`` until a deadline (spinning with
+  ``sched_yield`` for a moment, then sleeping with a growing backoff so that
+  oversubscribed ranks leave their cores to the peers doing work); on expiry
+  a builtin ``TimeoutError`` is raised, which the core turns into a
+  :class:`~mmeval.core.errors.CollectiveTimeoutError` naming the operation and
+  the backend;
+* blocks over 2 GiB use MPI-4 large counts when the MPI library has them,
+  else a contiguous derived datatype (:mod:`mmeval_mpi4py.layout`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple, TypeVar
+
+import numpy as np
+
+from mmeval.core.dist_backends.framed_backend import Fill, FramedDistBackend, resolve_setting
+from mmeval.core.serialization import ALIGN, SLOT_SIZE
+
+from .launcher import launch_info
+from .layout import INT_MAX, Layout, plan_block, plan_blocks
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mpi4py import MPI
+
+__all__ = ["MPI4PyDist", "LARGE_COUNT_MODES"]
+
+#: Values of ``MMEVAL_MPI4PY_LARGE_COUNT``: ``auto`` (MPI-4 large counts when
+#: the library has them, else a derived datatype), ``native``, ``datatype``.
+LARGE_COUNT_MODES = ("auto", "native", "datatype")
+
+_T = TypeVar("_T")
+
+_yield = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
+
+# Requests given up on (timeout or error) keep their buffers alive for the
+# life of the process: MPI may still write into them if a late peer arrives.
+_abandoned: List[Tuple[Any, Tuple[Any, ...]]] = []
+# Communicators (by sequence key) on which a request was given up: a later
+# collective there could be matched with the pending one, so it is refused.
+_broken: Dict[Hashable, str] = {}
+_state_lock = threading.Lock()
+
+
+def _mpi() -> Any:
+    """``mpi4py.MPI``, imported on first use (this runs ``MPI_Init`` unless mpi4py.rc says not to)."""
+    from mpi4py import MPI
+
+    return MPI
+
+
+def _mpi_if_imported() -> Any:
+    """``mpi4py.MPI`` if something already imported it, else ``None`` (imports nothing)."""
+    return sys.modules.get("mpi4py.MPI")
+
+
+def _mpi_running(mpi: Any) -> bool:
+    try:
+        return bool(mpi.Is_initialized()) and not bool(mpi.Is_finalized())
+    except Exception:  # a half-imported or broken module
+        return False
+
+
+class MPI4PyDist(FramedDistBackend):
+    """Distributed communication over MPI with mpi4py, for any MPI library (MPICH, Open MPI, Intel MPI, ...).
+
+    Args:
+        comm: the communicator whose ranks take part (an ``mpi4py.MPI.Comm``
+            intracommunicator, e.g. from ``COMM_WORLD.Split``). ``None``
+            (default) means ``MPI.COMM_WORLD``, looked up when first needed, so
+            building the backend does not initialize MPI. ``rank`` and
+            ``world_size`` are this communicator's.
+        timeout: seconds a collective may take before every rank still alive
+            raises :class:`~mmeval.core.errors.CollectiveTimeoutError`; default
+            ``MMEVAL_MPI4PY_TIMEOUT``, else ``MMEVAL_TIMEOUT``, else 1800.
+        codec: ``'pickle'`` (default) or ``'safe'`` (see the core).
+
+    Contract:
+
+    * every rank of ``comm`` calls the same collectives in the same order;
+    * :attr:`is_initialized` is true when MPI is running (``mpi4py.MPI``
+      imported, ``MPI_Init`` done, not finalized) or, before MPI is imported,
+      when the launcher's environment says the job has more than one process;
+    * after a timeout or an MPI error the communicator is unusable: later
+      collectives on it raise at once (a request left pending is kept, with
+      its buffers, until the process exits), and at exit the process calls
+      ``MPI_Abort`` rather than ``MPI_Finalize``, which could wait forever for
+      the missing peer (``MMEVAL_MPI4PY_ABORT_AT_EXIT=0`` turns this off).
+
+    ``MMEVAL_MPI4PY_LARGE_COUNT`` (``auto`` | ``native`` | ``datatype``, the same
+    on every rank) chooses how blocks over ``INT_MAX`` bytes are counted.
+    """
+
+    name = "mpi4py"
+
+    #: Seconds of ``MPI_Test`` + ``sched_yield`` before a wait starts sleeping.
+    spin_seconds: float = 0.002
+    #: First and largest sleep between two ``MPI_Test`` calls once spinning is over.
+    min_sleep: float = 20e-6
+    max_sleep: float = 0.001
+    #: Largest MPI count; tests lower it to run the derived-datatype path on small blocks.
+    max_count: int = INT_MAX
+
+    def __init__(self, comm: Optional[MPI.Comm] = None, *, timeout: Optional[float] = None,
+                 codec: Optional[str] = None) -> None:
+        super().__init__(timeout=timeout, codec=codec)
+        self._comm: Optional[MPI.Comm] = comm
+        mode = resolve_setting(self.name, "LARGE_COUNT", None) or "auto"
+        if mode not in LARGE_COUNT_MODES:
+            raise ValueError(f"{self.name}: MMEVAL_MPI4PY_LARGE_COUNT={mode!r}; choose one of {LARGE_COUNT_MODES}")
+        self.large_count: str = mode
+        abort = resolve_setting(self.name, "ABORT_AT_EXIT", None) or "1"
+        #: Call ``MPI_Abort`` at exit after a collective timed out or failed (see :meth:`_guarded`).
+        self.abort_at_exit: bool = abort.strip().lower() not in ("0", "false", "no", "off")
+        self._big_count: Optional[bool] = None
+        self._types: Dict[int, Any] = {}
+
+    # -- runtime state -------------------------------------------------------
+
+    @classmethod
+    def detect(cls) -> bool:
+        """True when this process is one of several started by an MPI launcher.
+
+        Reads the launcher's environment (:mod:`mmeval_mpi4py.launcher`), or
+        asks an MPI that is already initialized; never imports ``mpi4py.MPI``.
+        """
+        info = launch_info()
+        if info.world_size is not None and info.world_size > 1:
+            return True
+        mpi = _mpi_if_imported()
+        if mpi is not None and _mpi_running(mpi):
+            try:
+                return int(mpi.COMM_WORLD.Get_size()) > 1
+            except Exception:
+                return False
+        return False
+
+    @property
+    def is_initialized(self) -> bool:
+        """Whether MPI runs (or, before ``mpi4py.MPI`` is imported, whether a launcher started >1 processes)."""
+        mpi = _mpi_if_imported()
+        if mpi is not None:
+            return _mpi_running(mpi)
+        size = launch_info().world_size
+        return size is not None and size > 1
+
+    def _world_of_one(self) -> bool:
+        # No MPI imported, no communicator given, and no launcher with peers:
+        # answer rank 0 of 1 without running MPI_Init for nothing.
+        if self._comm is not None or _mpi_if_imported() is not None:
+            return False
+        size = launch_info().world_size
+        return size is None or size <= 1
+
+    @property
+    def comm(self) -> MPI.Comm:
+        """The communicator (``MPI.COMM_WORLD`` unless one was given); imports mpi4py.MPI if needed."""
+        if self._comm is None:
+            mpi = _mpi()
+            if not _mpi_running(mpi):
+                raise RuntimeError(
+                    f"{self.name}: MPI is not initialized (or already finalized): call MPI.Init() "
+                    "(mpi4py.rc.initialize is False?) before using the backend"
+                )
+            self._comm = mpi.COMM_WORLD
+        return self._comm
+
+    @property
+    def rank(self) -> int:
+        """Rank of this process in :attr:`comm`."""
+        if self._world_of_one():
+            return 0
+        return int(self.comm.Get_rank())
+
+    @property
+    def world_size(self) -> int:
+        """Number of processes in :attr:`comm`."""
+        if self._world_of_one():
+            return 1
+        return int(self.comm.Get_size())
+
+    def _sequence_key(self) -> Hashable:
+        # One sequence per communicator, shared by every backend object over it.
+        return (self.name, int(self.comm.py2f()))
+
+    # -- large counts ----------------------------------------------------------
+
+    def _uses_big_count(self) -> bool:
+        if self._big_count is None:
+            if self.large_count == "native":
+                self._big_count = True
+            elif self.large_count == "datatype":
+                self._big_count = False
+            else:
+                import mpi4py
+
+                mpi = _mpi()
+                major = int(str(mpi4py.__version__).split(".")[0])
+                self._big_count = major >= 4 and tuple(mpi.Get_version()) >= (4, 0)
+        return self._big_count
+
+    def _datatype(self, unit: int) -> Any:
+        mpi = _mpi()
+        if unit == 1:
+            return mpi.BYTE
+        dtype = self._types.get(unit)
+        if dtype is None:
+            dtype = mpi.BYTE.Create_contiguous(unit).Commit()
+            self._types[unit] = dtype
+        return dtype
+
+    def _plan(self, sizes: Sequence[int]) -> Layout:
+        return plan_blocks(sizes, big_count=self._uses_big_count(), max_count=self.max_count)
+
+    # -- waiting -------------------------------------------------------------
+
+    def _wait(self, request: Any, keep: Tuple[Any, ...], timeout: float, what: str) -> None:
+        """Poll ``request`` until it completes; raise ``TimeoutError`` after ``timeout`` seconds.
+
+        ``keep`` holds the buffers the request uses: if the wait is given up
+        they are kept alive with the request, since MPI may still touch them.
+        """
+        try:
+            if request.Test():
+                return
+            start = time.monotonic()
+            deadline = start + timeout
+            spin_until = start + self.spin_seconds
+            delay = self.min_sleep
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    raise TimeoutError(f"{self.name}: MPI request for {what} still pending after {timeout:g}s")
+                if now < spin_until:
+                    _yield()
+                else:
+                    time.sleep(min(delay, deadline - now))
+                    delay = min(delay * 2, self.max_sleep)
+                if request.Test():
+                    return
+        except BaseException:
+            with _state_lock:
+                _abandoned.append((request, keep))
+            raise
+
+    # -- transport primitives ------------------------------------------------
+
+    def _guarded(self, what: str, call: Callable[[], _T]) -> _T:
+        """Run one transport step; if it fails, mark the communicator unusable and re-raise.
+
+        A step that fails or times out leaves an MPI request pending, so a
+        later collective on the same communicator could be matched with it:
+        such a collective is refused at once. With ``abort_at_exit`` the
+        process also calls ``MPI_Abort`` when it exits, because
+        ``MPI_Finalize`` may wait forever for the peer that never came.
+        """
+        key = self._sequence_key()
+        with _state_lock:
+            reason = _broken.get(key)
+        if reason is not None:
+            raise RuntimeError(
+                f"{self.name}: this communicator is unusable since an earlier collective failed ({reason}); "
+                "no further collective can run on it"
+            )
+        try:
+            return call()
+        except BaseException as exc:
+            with _state_lock:
+                _broken.setdefault(key, f"{what}: {type(exc).__name__}")
+            if self.abort_at_exit:
+                _abort_at_exit()
+            raise
+
+    def _exchange_slots(self, fill: Fill, timeout: float) -> Sequence[memoryview]:
+        """``Iallgather`` in place of one ``SLOT_SIZE`` block per rank."""
+        return self._guarded("the slot exchange (Iallgather)", lambda: self._slots(fill, timeout))
+
+    def _all_gather_bytes(self, sizes: Sequence[int], fill: Fill, timeout: float) -> Sequence[memoryview]:
+        """``Iallgatherv`` in place: this rank's frame is written at its own offset of the receive buffer."""
+        return self._guarded("the payloads (Iallgatherv)", lambda: self._allgatherv(sizes, fill, timeout))
+
+    def _gather_bytes(self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float) -> Optional[Sequence[memoryview]]:
+        """``Igatherv`` to ``dst`` (in place there); other ranks send from a buffer of their own size."""
+        return self._guarded(f"the payloads (Igatherv to rank {dst})", lambda: self._gatherv(sizes, fill, dst, timeout))
+
+    def _broadcast_bytes(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
+        """``Ibcast`` of ``size`` bytes from ``src``."""
+        return self._guarded(f"the payload (Ibcast from rank {src})", lambda: self._bcast(size, fill, src, timeout))
+
+    def _slots(self, fill: Fill, timeout: float) -> Sequence[memoryview]:
+        mpi = _mpi()
+        comm = self.comm
+        rank, ws = comm.Get_rank(), comm.Get_size()
+        buf = _empty(SLOT_SIZE * ws)
+        view = memoryview(buf)
+        fill(view[rank * SLOT_SIZE : (rank + 1) * SLOT_SIZE])
+        req = comm.Iallgather(mpi.IN_PLACE, [buf, SLOT_SIZE, mpi.BYTE])
+        self._wait(req, (buf,), timeout, "the slot exchange (Iallgather)")
+        return [view[r * SLOT_SIZE : (r + 1) * SLOT_SIZE] for r in range(ws)]
+
+    def _allgatherv(self, sizes: Sequence[int], fill: Fill, timeout: float) -> Sequence[memoryview]:
+        mpi = _mpi()
+        comm = self.comm
+        rank = comm.Get_rank()
+        lay = self._plan(sizes)
+        buf = _empty(lay.nbytes)
+        view = memoryview(buf)
+        start = lay.offsets[rank]
+        fill(view[start : start + sizes[rank]])
+        _zero(view, start + sizes[rank], start + lay.padded(rank))
+        dtype = self._datatype(lay.unit)
+        req = comm.Iallgatherv(mpi.IN_PLACE, [buf, (list(lay.counts), list(lay.displs)), dtype])
+        self._wait(req, (buf, dtype), timeout, "the payloads (Iallgatherv)")
+        return [view[off : off + size] for off, size in zip(lay.offsets, sizes)]
+
+    def _gatherv(self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float) -> Optional[Sequence[memoryview]]:
+        mpi = _mpi()
+        comm = self.comm
+        rank = comm.Get_rank()
+        lay = self._plan(sizes)
+        dtype = self._datatype(lay.unit)
+        if rank == dst:
+            buf = _empty(lay.nbytes)
+            view = memoryview(buf)
+            start = lay.offsets[rank]
+            fill(view[start : start + sizes[rank]])
+            req = comm.Igatherv(mpi.IN_PLACE, [buf, (list(lay.counts), list(lay.displs)), dtype], root=dst)
+            self._wait(req, (buf, dtype), timeout, f"the payloads (Igatherv to rank {dst})")
+            return [view[off : off + size] for off, size in zip(lay.offsets, sizes)]
+        padded = lay.padded(rank)
+        send = _empty(padded)
+        sview = memoryview(send)
+        fill(sview[: sizes[rank]])
+        _zero(sview, sizes[rank], padded)
+        req = comm.Igatherv([send, lay.counts[rank], dtype], None, root=dst)
+        self._wait(req, (send, dtype), timeout, f"the payload (Igatherv to rank {dst})")
+        return None
+
+    def _bcast(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
+        comm = self.comm
+        unit, count = plan_block(size, big_count=self._uses_big_count(), max_count=self.max_count)
+        dtype = self._datatype(unit)
+        buf = _empty(count * unit)
+        view = memoryview(buf)
+        if fill is not None:
+            fill(view[:size])
+            _zero(view, size, count * unit)
+        req = comm.Ibcast([buf, count, dtype], root=src)
+        self._wait(req, (buf, dtype), timeout, f"the payload (Ibcast from rank {src})")
+        return None if fill is not None else view[:size]
+
+
+def _abort_at_exit() -> None:
+    """Make mpi4py call ``MPI_Abort`` instead of ``MPI_Finalize`` when Python exits."""
+    try:
+        from mpi4py.run import set_abort_status
+
+        set_abort_status(1)
+    except Exception:  # older mpi4py: the private hook set_abort_status wraps
+        mpi = _mpi_if_imported()
+        setter = getattr(mpi, "_set_abort_status", None)
+        if setter is not None:
+            setter(1)
+
+
+def _empty(nbytes: int) -> np.ndarray:
+    """An uninitialized ``uint8`` buffer of ``nbytes`` (at least 1) whose first byte is 64-byte aligned.
+
+    Block offsets are multiples of 64, so every block -- and every out-of-band
+    buffer inside a frame -- lands on a 64-byte boundary in memory.
+    """
+    raw = np.empty(max(nbytes, 1) + ALIGN, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start : start + max(nbytes, 1)]
+
+
+def _zero(view: memoryview, start: int, end: int) -> None:
+    """Zero the unit padding after a block: no stale memory is ever sent."""
+    if end > start:
+        view[start:end] = bytes(end - start)
