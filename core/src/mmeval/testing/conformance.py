@@ -40,7 +40,7 @@ def expected_payload(rank: int, size: int = 64) -> Dict[str, Any]:
         "nested": [rank, (rank * 1.5, None, True), {"k": b"\x00\xff" * rank}],
         "array": np.arange(size, dtype=np.float64) * (rank + 1),
         "ints": np.arange(size % 7 + rank, dtype=np.int32),
-        "scalar": np.float32(rank) / 3,
+        "scalar": np.float32(rank / 3),  # NumPy 1.x: float32 / int is float64
     }
 
 
