@@ -1,0 +1,448 @@
+"""torch.distributed backends for mmeval: ``torch_cpu`` and ``torch_cuda``.
+
+Both implement the four transport primitives of
+:class:`~mmeval.core.dist_backends.FramedDistBackend`; the core does the rest
+(serialization, per-rank headers, error propagation, timeouts, hooks). Every
+object collective costs one small all-gather of fixed-size slots (objects of up
+to ~4 KB ride in it) plus, for larger objects, one byte collective:
+
+* all-gather: one ``all_gather_into_tensor`` of blocks padded to the largest
+  frame (rounded up to 64 bytes); every rank gets zero-copy views of the
+  received tensor;
+* gather: one ``gather``; only the destination allocates receive buffers;
+* broadcast: one ``broadcast`` of exactly the frame's bytes.
+
+Send buffers are uint8 tensors; the frame is written straight into their numpy
+view (the one copy of the payload on the sending side). Sizes are Python ints
+throughout, so objects over 2 GiB work.
+
+Each collective waits with a timeout (``timeout=`` of the constructor, else
+``MMEVAL_TORCH_CPU_TIMEOUT`` / ``MMEVAL_TORCH_CUDA_TIMEOUT``, else
+``MMEVAL_TIMEOUT``, else :data:`~mmeval.core.dist_backends.DEFAULT_TIMEOUT`).
+When a peer dies, the surviving ranks raise
+:class:`~mmeval.core.errors.CollectiveFailedError` as soon as the transport
+notices (a closed socket), and
+:class:`~mmeval.core.errors.CollectiveTimeoutError` at the latest when the
+timeout expires; both name the backend and the operation.
+
+This module does not import torch; the methods do.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+import weakref
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Hashable, List, Optional, Sequence
+
+from mmeval.core.dist_backends.framed_backend import Fill, FramedDistBackend
+from mmeval.core.serialization import SLOT_SIZE
+
+from .tensors import install_tensor_reducer
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+    from torch.distributed import ProcessGroup
+
+__all__ = ["TorchCPUDist", "TorchCUDADist", "BLOCK_ALIGN", "padded_block_size", "split_blocks", "backend_map"]
+
+logger = logging.getLogger("mmeval")
+
+#: Per-rank blocks of a payload all-gather / gather are padded to a multiple of this.
+BLOCK_ALIGN = 64
+
+
+def padded_block_size(sizes: Sequence[int]) -> int:
+    """The per-rank block size for a padded all-gather of blocks of ``sizes`` bytes.
+
+    The largest size rounded up to :data:`BLOCK_ALIGN` (Python ints: no
+    overflow for payloads over 2 or 4 GiB). Rank ``r``'s bytes then start at
+    ``r * padded_block_size(sizes)`` of the receive buffer, 64-byte aligned.
+    """
+    largest = max((int(s) for s in sizes), default=0)
+    if largest < 0:
+        raise ValueError(f"negative block size in {list(sizes)!r}")
+    return (largest + BLOCK_ALIGN - 1) // BLOCK_ALIGN * BLOCK_ALIGN
+
+
+def split_blocks(buffer: memoryview, block: int, sizes: Sequence[int]) -> List[memoryview]:
+    """Views of rank ``r``'s bytes in a receive buffer of ``len(sizes)`` blocks of ``block`` bytes.
+
+    View ``r`` starts at ``r * block`` and is exactly ``sizes[r]`` bytes long;
+    nothing is copied.
+    """
+    if buffer.nbytes < block * len(sizes):
+        raise ValueError(f"receive buffer of {buffer.nbytes} bytes is smaller than {len(sizes)} x {block}")
+    out = []
+    for r, n in enumerate(sizes):
+        n = int(n)
+        if not 0 <= n <= block:
+            raise ValueError(f"block {r} claims {n} bytes, more than the {block}-byte block")
+        out.append(buffer[r * block : r * block + n])
+    return out
+
+
+def backend_map(config: str) -> Dict[str, str]:
+    """Parse a process group's backend string into ``{device type: backend}``.
+
+    ``'cpu:gloo,cuda:nccl'`` -> ``{'cpu': 'gloo', 'cuda': 'nccl'}``. A single
+    name applies to the devices that backend serves: ``'gloo'`` and ``'mpi'``
+    (and ``'ucc'``) to CPU and CUDA, ``'nccl'`` to CUDA only; an unknown single
+    name is assumed to serve both.
+    """
+    config = config.strip().lower()
+    if ":" in config:
+        out: Dict[str, str] = {}
+        for part in config.split(","):
+            device, _, name = part.partition(":")
+            if device.strip() and name.strip():
+                out[device.strip()] = name.strip()
+        return out
+    if config in ("nccl", "xccl"):
+        return {"cuda": config}
+    return {"cpu": config, "cuda": config}
+
+
+def _default_backend_map() -> Dict[str, str]:
+    """``{device type: backend}`` of the initialized default process group."""
+    import torch.distributed as dist
+
+    getter = getattr(dist, "get_backend_config", None)  # torch >= 2.1
+    config = str(getter()) if getter is not None else str(dist.get_backend())
+    if config == "undefined":  # init_process_group() with no backend: gloo for CPU (+ nccl if CUDA)
+        return {"cpu": "gloo", "cuda": "nccl"}
+    return backend_map(config)
+
+
+def _torch_dist_initialized() -> bool:
+    """Whether torch.distributed is imported, available and initialized (never imports torch)."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None:
+        return False
+    try:
+        return bool(dist.is_available() and dist.is_initialized())
+    except Exception:  # a half-imported or broken torch is "not initialized"
+        return False
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, TimeoutError) or "timed out" in text or "timeout" in text
+
+
+class _GroupToken:
+    """The sequence key of one process group (holds no reference to the group)."""
+
+    __slots__ = ("label", "__weakref__")
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"<process group {self.label}>"
+
+
+_tokens_lock = threading.Lock()
+_tokens: "weakref.WeakKeyDictionary[Any, _GroupToken]" = weakref.WeakKeyDictionary()
+
+
+class _TorchDist(FramedDistBackend):
+    """What TorchCPUDist and TorchCUDADist share: group handling, waiting, the primitives.
+
+    Subclasses say where the bytes are staged (:meth:`_device`).
+    """
+
+    def __init__(
+        self,
+        group: Optional["ProcessGroup"] = None,
+        *,
+        timeout: Optional[float] = None,
+        codec: Optional[str] = None,
+    ) -> None:
+        super().__init__(timeout=timeout, codec=codec)
+        #: The process group the collectives run on (``None``: the default group).
+        self.group = group
+        install_tensor_reducer()  # no-op unless torch is imported already
+
+    # -- runtime -------------------------------------------------------------
+
+    def _dist(self) -> Any:
+        """``torch.distributed``, initialized; raises a RuntimeError naming the backend otherwise."""
+        import torch.distributed as dist
+
+        install_tensor_reducer()
+        if not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError(
+                f"{self.name}: torch.distributed is not initialized; call "
+                "torch.distributed.init_process_group(...) before using this backend"
+            )
+        return dist
+
+    @property
+    def is_initialized(self) -> bool:
+        """True once torch.distributed is available and its default process group is initialized.
+
+        Never imports torch: if torch.distributed was not imported, it cannot be initialized.
+        """
+        return _torch_dist_initialized()
+
+    @property
+    def rank(self) -> int:
+        """This process's rank in :attr:`group` (``dist.get_rank(group)``)."""
+        rank = int(self._dist().get_rank(self.group))
+        if rank < 0:
+            raise self._not_member()
+        return rank
+
+    @property
+    def world_size(self) -> int:
+        """The number of processes in :attr:`group` (``dist.get_world_size(group)``)."""
+        dist = self._dist()
+        if self.group is not None and int(dist.get_rank(self.group)) < 0:
+            raise self._not_member()
+        return int(dist.get_world_size(self.group))
+
+    def _not_member(self) -> RuntimeError:
+        import torch.distributed as dist
+
+        return RuntimeError(
+            f"{self.name}: this process (global rank {dist.get_rank()}) is not a member of the process group "
+            "given to the backend; only the group's members may use it"
+        )
+
+    def _process_group(self) -> Any:
+        return self.group if self.group is not None else self._dist().group.WORLD
+
+    def _sequence_key(self) -> Hashable:
+        """One key per process group: backends over the same group share a collective sequence."""
+        group = self._process_group()
+        with _tokens_lock:
+            token = _tokens.get(group)
+            if token is None:
+                label = "WORLD" if self.group is None else f"{id(group):#x}"
+                token = _tokens[group] = _GroupToken(label)
+        return token
+
+    def _global_rank(self, group_rank: int) -> int:
+        """The global rank of ``group_rank`` in :attr:`group` (what ``src`` / ``dst`` of torch take)."""
+        if self.group is None:
+            return group_rank
+        dist = self._dist()
+        getter = getattr(dist, "get_global_rank", None) or dist.distributed_c10d._get_global_rank
+        return int(getter(self.group, group_rank))
+
+    # -- staging (overridden by torch_cuda) ------------------------------------
+
+    def _device(self) -> "torch.device":
+        import torch
+
+        return torch.device("cpu")
+
+    def _to_device(self, cpu_tensor: "torch.Tensor", device: "torch.device") -> "torch.Tensor":
+        """The tensor the transport sends (the CPU buffer itself for torch_cpu)."""
+        return cpu_tensor if device.type == "cpu" else cpu_tensor.to(device)
+
+    def _to_host(self, tensor: "torch.Tensor") -> "torch.Tensor":
+        """Received bytes on the CPU (the tensor itself for torch_cpu; one copy for torch_cuda)."""
+        return tensor if tensor.device.type == "cpu" else tensor.cpu()
+
+    def _wait(self, work: Any, timeout: float, what: str) -> None:
+        """Wait for ``work`` at most ``timeout`` seconds; raise ``TimeoutError`` when it expires."""
+        try:
+            done = work.wait(timeout=timedelta(seconds=timeout))
+        except Exception as exc:
+            if _is_timeout(exc):
+                raise TimeoutError(f"{self.name}: {what} did not complete within {timeout:g}s ({exc})") from exc
+            raise
+        if done is False:
+            raise TimeoutError(f"{self.name}: {what} did not complete within {timeout:g}s")
+
+    # -- transport primitives --------------------------------------------------
+
+    def _filled_send_buffer(self, block: int, size: int, fill: Optional[Fill]) -> "torch.Tensor":
+        """A CPU uint8 tensor of ``block`` bytes: ``fill`` writes the first ``size``, the rest is zeroed."""
+        import torch
+
+        send = torch.empty(block, dtype=torch.uint8)
+        if block:
+            arr = send.numpy()
+            if fill is not None:
+                fill(memoryview(arr)[:size])
+            if size < block:
+                arr[size:] = 0  # padding: never send stale memory
+        return send
+
+    def _all_gather_blocks(self, block: int, sizes: Sequence[int], fill: Fill, timeout: float,
+                           what: str) -> List[memoryview]:
+        """All-gather one ``block``-byte buffer per rank; return views of ``sizes[r]`` bytes of each."""
+        import torch
+
+        dist = self._dist()
+        ws = self.world_size
+        device = self._device()
+        send = self._to_device(self._filled_send_buffer(block, int(sizes[self.rank]), fill), device)
+        recv = torch.empty(block * ws, dtype=torch.uint8, device=device)
+        gather_into = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        work = gather_into(recv, send, group=self.group, async_op=True)
+        self._wait(work, timeout, what)
+        return split_blocks(memoryview(self._to_host(recv).numpy()), block, sizes)
+
+    def _exchange_slots(self, fill: Fill, timeout: float) -> Sequence[memoryview]:
+        """All-gather ``SLOT_SIZE`` bytes per rank (the headers of a collective)."""
+        sizes = [SLOT_SIZE] * self.world_size
+        return self._all_gather_blocks(SLOT_SIZE, sizes, fill, timeout, "the header all-gather")
+
+    def _all_gather_bytes(self, sizes: Sequence[int], fill: Fill, timeout: float) -> Sequence[memoryview]:
+        """All-gather blocks padded to :func:`padded_block_size`; views of exactly ``sizes[r]`` bytes."""
+        block = padded_block_size(sizes)
+        if block == 0:
+            return [memoryview(b"") for _ in sizes]
+        return self._all_gather_blocks(block, sizes, fill, timeout, "the payload all-gather")
+
+    def _gather_bytes(
+        self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float
+    ) -> Optional[Sequence[memoryview]]:
+        """Gather padded blocks to ``dst`` (group rank); only ``dst`` allocates the receive buffer."""
+        import torch
+
+        dist = self._dist()
+        rank, ws = self.rank, self.world_size
+        block = padded_block_size(sizes)
+        if block == 0:
+            return [memoryview(b"") for _ in sizes] if rank == dst else None
+        device = self._device()
+        send = self._to_device(self._filled_send_buffer(block, int(sizes[rank]), fill), device)
+        recv: Optional[torch.Tensor] = None
+        gather_list: Optional[List[torch.Tensor]] = None
+        if rank == dst:
+            recv = torch.empty(block * ws, dtype=torch.uint8, device=device)
+            gather_list = list(recv.split(block))
+        work = dist.gather(send, gather_list, dst=self._global_rank(dst), group=self.group, async_op=True)
+        self._wait(work, timeout, "the payload gather")
+        if recv is None:
+            return None
+        return split_blocks(memoryview(self._to_host(recv).numpy()), block, sizes)
+
+    def _broadcast_bytes(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
+        """Broadcast exactly ``size`` bytes from ``src`` (group rank)."""
+        dist = self._dist()
+        rank = self.rank
+        size = int(size)
+        if size == 0:
+            return None if rank == src else memoryview(b"")
+        device = self._device()
+        buf = self._to_device(self._filled_send_buffer(size, size, fill if rank == src else None), device)
+        work = dist.broadcast(buf, src=self._global_rank(src), group=self.group, async_op=True)
+        self._wait(work, timeout, "the payload broadcast")
+        if rank == src:
+            return None
+        return memoryview(self._to_host(buf).numpy())
+
+
+class TorchCPUDist(_TorchDist):
+    """mmeval backend over torch.distributed with CPU tensors (gloo, mpi, or the CPU half of a mixed group).
+
+    Args:
+        group: the process group to run on; ``None`` (default) is the default
+            group. :attr:`rank` and :attr:`world_size` are then the group's,
+            and ``src`` / ``dst`` of the collectives are ranks *in the group*.
+            Every member of the group must make the same calls; processes
+            outside it must not use the backend (``rank`` raises).
+        timeout: seconds a collective may take before every waiting rank
+            raises (else ``MMEVAL_TORCH_CPU_TIMEOUT``, ``MMEVAL_TIMEOUT``, or
+            1800 s).
+        codec: ``'pickle'`` (default) or ``'safe'`` (see
+            :class:`~mmeval.core.dist_backends.FramedDistBackend`).
+
+    :meth:`detect` is true when torch.distributed is already imported and
+    initialized with a default group that has a CPU backend (``gloo``,
+    ``mpi``, ``cpu:gloo,cuda:nccl``, ...).
+    """
+
+    name = "torch_cpu"
+
+    @classmethod
+    def detect(cls) -> bool:
+        """Whether an initialized torch.distributed default group can move CPU tensors (never imports torch)."""
+        if not _torch_dist_initialized():
+            return False
+        return "cpu" in _default_backend_map()
+
+
+class TorchCUDADist(_TorchDist):
+    """mmeval backend over torch.distributed with CUDA tensors (NCCL).
+
+    Bytes are staged on this rank's own device: the group's bound device
+    (``init_process_group(device_id=...)``) if any, else
+    ``torch.cuda.current_device()`` -- call ``torch.cuda.set_device(local_rank)``
+    first, as the usual launchers' scripts do. Received bytes are copied to
+    the CPU once per collective, and objects are rebuilt there (CUDA tensors
+    inside objects go back to the current device).
+
+    Args:
+        group: the process group to run on (see :class:`TorchCPUDist`).
+        timeout: seconds per collective (else ``MMEVAL_TORCH_CUDA_TIMEOUT``,
+            ``MMEVAL_TIMEOUT``, or 1800 s).
+        codec: ``'pickle'`` (default) or ``'safe'``.
+
+    :meth:`detect` is true when torch.distributed is already imported and
+    initialized with NCCL for CUDA and CUDA is available; auto-selection
+    prefers it to ``torch_cpu`` then.
+    """
+
+    name = "torch_cuda"
+    _warned_local_rank: ClassVar[bool] = False
+
+    @classmethod
+    def detect(cls) -> bool:
+        """Whether an initialized torch.distributed default group uses NCCL and CUDA is available."""
+        if not _torch_dist_initialized():
+            return False
+        if "nccl" not in _default_backend_map().get("cuda", ""):
+            return False
+        torch_mod = sys.modules.get("torch")
+        return bool(torch_mod is not None and torch_mod.cuda.is_available())
+
+    def _device(self) -> "torch.device":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"{self.name}: CUDA is not available in this process; use torch_cpu")
+        bound = getattr(self._process_group(), "bound_device_id", None)
+        if bound is not None and bound.type == "cuda" and bound.index is not None:
+            return torch.device("cuda", bound.index)
+        index = torch.cuda.current_device()
+        local = os.environ.get("LOCAL_RANK", "")
+        if (
+            not TorchCUDADist._warned_local_rank
+            and local.isdigit()
+            and int(local) != index
+            and int(local) < torch.cuda.device_count()
+        ):
+            TorchCUDADist._warned_local_rank = True
+            logger.warning(
+                "%s: staging on cuda:%d (torch.cuda.current_device()) while LOCAL_RANK=%s; call "
+                "torch.cuda.set_device(local_rank) before evaluating if that is not intended",
+                self.name, index, local,
+            )
+        return torch.device("cuda", index)
+
+    def _wait(self, work: Any, timeout: float, what: str) -> None:
+        """Poll the NCCL work until it completes or ``timeout`` expires (then raise ``TimeoutError``).
+
+        NCCL waits are stream-ordered; polling ``is_completed()`` is what bounds
+        the wait on the host. ``wait()`` afterwards re-raises a failed
+        collective's error and orders the current stream after it.
+        """
+        deadline = time.monotonic() + timeout
+        pause = 1e-5
+        while not work.is_completed():
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{self.name}: {what} did not complete within {timeout:g}s")
+            time.sleep(pause)
+            pause = min(pause * 2, 1e-3)
+        work.wait()
