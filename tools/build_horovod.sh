@@ -18,8 +18,8 @@
 #   given to CMake as CXX, rewrites every -std=c++11/14 (and gnu++) to
 #   -std=c++17 -- wherever the flag comes from -- and drops debug info (-g0),
 #   which shortens the build and shrinks the libraries.
-# * CMake >= 4 refuses horovod's cmake_minimum_required(3.13) without
-#   CMAKE_POLICY_VERSION_MINIMUM=3.5.
+# * CMake >= 4 refuses the bundled gloo's cmake_minimum_required(2.8.12)
+#   without CMAKE_POLICY_VERSION_MINIMUM=3.5.
 # * pip caches a wheel it built from an sdist by the sdist alone, not by the
 #   HOROVOD_* variables: a torch-flavoured wheel would silently be reused for
 #   TensorFlow. Hence --no-cache-dir.

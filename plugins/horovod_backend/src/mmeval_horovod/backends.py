@@ -1,0 +1,445 @@
+"""Horovod backends for mmeval: ``torch_horovod`` and ``tf_horovod``.
+
+Both are :class:`~mmeval.core.dist_backends.FramedDistBackend` subclasses:
+mmeval's core does the framing, headers, error propagation and hooks; this
+module supplies the four transport primitives over Horovod's collectives on
+``uint8`` tensors (torch tensors for ``torch_horovod``, TensorFlow tensors for
+``tf_horovod``):
+
+============================  ==============================================
+primitive                     Horovod operation
+============================  ==============================================
+``_exchange_slots``           ``allgather`` of one 4 KiB block per rank
+``_all_gather_bytes``         ``allgather`` (first dims may differ per rank:
+                              no padding)
+``_gather_bytes``             ``alltoall`` with splits that send every byte
+                              to ``dst`` only (Horovod has no gather; the
+                              other ranks receive nothing)
+``_broadcast_bytes``          ``broadcast``
+============================  ==============================================
+
+**Names.** Horovod matches a collective across ranks by its tensor *name*.
+Horovod's own ``broadcast_object`` names the op after the object's type, so
+a root broadcasting a ``dict`` while the other ranks pass ``None`` waits
+forever. Here every operation is named ``mmeval.<backend>.ps<id>.<n>.<op>``
+where ``n`` counts the operations of this backend on this process set in this
+process: identical on every rank (they run the same collectives in the same
+order -- the core's contract) and unique per call, whatever the objects are.
+A rank that has run a different number of collectives therefore never matches
+the others: the collective times out (below) instead of mixing payloads.
+
+**Timeouts.** Every operation is started asynchronously and waited for at
+most the collective's remaining time (``timeout=``, else
+``MMEVAL_TORCH_HOROVOD_TIMEOUT`` / ``MMEVAL_TF_HOROVOD_TIMEOUT``, else
+``MMEVAL_TIMEOUT``, else :data:`~mmeval.core.dist_backends.DEFAULT_TIMEOUT`
+= 1800 s). On expiry the builtin :class:`TimeoutError` is raised (the core
+turns it into :class:`~mmeval.core.errors.CollectiveTimeoutError`, itself a
+``TimeoutError``) on every rank that is still waiting. The abandoned Horovod
+operation stays queued inside Horovod; the group must not be used for further
+collectives (call ``hvd.shutdown()`` or end the process).
+
+**Process sets.** ``process_set=`` takes a registered
+``horovod.<framework>.ProcessSet``; every operation is limited to it, and
+``rank`` / ``world_size`` are the process set's. ``src`` / ``dst`` are ranks
+*within* the process set (the backend translates them to the global ranks
+Horovod's ``broadcast`` expects).
+
+Importing this module imports neither Horovod nor a framework: they are
+imported when a backend object is first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+import time
+from types import ModuleType
+from typing import Any, Callable, ClassVar, Dict, Hashable, List, Optional, Sequence, Tuple
+
+from mmeval.core.dist_backends import FramedDistBackend
+from mmeval.core.serialization import SLOT_SIZE
+
+__all__ = ["TorchHorovodDist", "TFHorovodDist"]
+
+Fill = Callable[[memoryview], None]
+
+_counter_lock = threading.Lock()
+_counters: Dict[Hashable, int] = {}
+
+
+def _split(data: memoryview, sizes: Sequence[int], backend: str, op: str) -> List[memoryview]:
+    """Cut ``data`` into consecutive blocks of ``sizes`` bytes (rank order)."""
+    total = sum(sizes)
+    if data.nbytes != total:
+        raise RuntimeError(
+            f"{backend}: horovod {op} returned {data.nbytes} bytes, expected {total} (sizes {list(sizes)})"
+        )
+    out: List[memoryview] = []
+    pos = 0
+    for n in sizes:
+        out.append(data[pos : pos + n])
+        pos += n
+    return out
+
+
+def _byte_view(array: Any) -> memoryview:
+    """A flat, writable-if-possible ``uint8`` memoryview of a numpy array."""
+    mv = memoryview(array)
+    if mv.ndim != 1 or mv.format != "B":
+        mv = mv.cast("B")
+    return mv
+
+
+class _HorovodDist(FramedDistBackend):
+    """Common machinery of the Horovod backends (not registered itself).
+
+    Subclasses name the Horovod framework module (:attr:`_module_name`) and
+    implement three operations on framework byte tensors, each of which must
+    return within ``timeout`` seconds or raise :class:`TimeoutError`:
+    :meth:`_allgather`, :meth:`_alltoall` and :meth:`_broadcast`, plus
+    :meth:`_new_buffer`.
+
+    Args:
+        process_set: a registered ``horovod.<framework>.ProcessSet`` to limit
+            every collective to (``None``: all Horovod processes).
+        timeout: seconds before a collective gives up (see the module doc).
+        codec: ``'pickle'`` (default) or ``'safe'`` (see
+            :class:`~mmeval.core.dist_backends.FramedDistBackend`).
+    """
+
+    #: the Horovod framework module: ``'horovod.torch'`` / ``'horovod.tensorflow'``
+    _module_name: ClassVar[str] = ""
+    #: the extra to install, for error messages
+    _extra: ClassVar[str] = ""
+
+    def __init__(self, process_set: Any = None, *, timeout: Optional[float] = None,
+                 codec: Optional[str] = None) -> None:
+        super().__init__(timeout=timeout, codec=codec)
+        self.process_set = process_set
+        self._hvd_module: Optional[ModuleType] = None
+
+    # -- runtime -------------------------------------------------------------
+
+    @property
+    def hvd(self) -> ModuleType:
+        """The Horovod framework module (imported on first use)."""
+        mod = self._hvd_module
+        if mod is None:
+            try:
+                mod = importlib.import_module(self._module_name)
+            except ImportError as exc:
+                raise ImportError(
+                    f"{self.name}: cannot import {self._module_name} ({type(exc).__name__}: {exc}). Install "
+                    f"mmeval-horovod[{self._extra}] and build Horovod for it (see the mmeval-horovod README: "
+                    f"tools/build_horovod.sh {self._extra})."
+                ) from exc
+            self._hvd_module = mod
+        return mod
+
+    @classmethod
+    def detect(cls) -> bool:
+        """True when ``horovod.<framework>`` is already imported and ``hvd.init()`` has run.
+
+        Never imports Horovod or a framework: looks in ``sys.modules`` only.
+        """
+        mod = sys.modules.get(cls._module_name)
+        if mod is None:
+            return False
+        is_init = getattr(mod, "is_initialized", None)
+        return bool(is_init()) if callable(is_init) else False
+
+    @property
+    def is_initialized(self) -> bool:
+        """Horovod's own ``hvd.is_initialized()``."""
+        return bool(self.hvd.is_initialized())
+
+    def _ps(self) -> Any:
+        """The process set every operation runs on (Horovod's global one by default)."""
+        return self.hvd.global_process_set if self.process_set is None else self.process_set
+
+    def _require_init(self, what: str) -> ModuleType:
+        hvd = self.hvd
+        if not hvd.is_initialized():
+            raise RuntimeError(
+                f"{self.name}: {what} needs Horovod to be initialized: call {self._module_name}.init() first "
+                "(and launch with horovodrun)"
+            )
+        return hvd
+
+    def _ps_query(self, what: str) -> int:
+        hvd = self._require_init(what)
+        if self.process_set is None:
+            return int(hvd.rank() if what == "rank" else hvd.size())
+        ps = self.process_set
+        if getattr(ps, "process_set_id", None) is None:
+            raise RuntimeError(
+                f"{self.name}: {what}: {ps} is not registered with Horovod (pass it to hvd.init(process_sets=...) "
+                "or hvd.add_process_set())"
+            )
+        try:
+            value = ps.rank() if what == "rank" else ps.size()
+        except ValueError as exc:  # Horovod: "Process is not part of provided process set." ...
+            raise RuntimeError(f"{self.name}: {what} of {ps} (global rank {hvd.rank()}): {exc}") from exc
+        if value is None or value < 0:
+            raise RuntimeError(f"{self.name}: {what} of {ps} is unavailable (global rank {hvd.rank()})")
+        return int(value)
+
+    @property
+    def rank(self) -> int:
+        """This process's rank in the process set (Horovod's global rank without one)."""
+        return self._ps_query("rank")
+
+    @property
+    def world_size(self) -> int:
+        """The number of processes in the process set (all Horovod processes without one)."""
+        return self._ps_query("world_size")
+
+    def _process_set_id(self) -> int:
+        return 0 if self.process_set is None else int(self.process_set.process_set_id)
+
+    def _sequence_key(self) -> Hashable:
+        # every backend object over one process set shares one sequence
+        return (self.name, self._process_set_id())
+
+    def _global_rank(self, rank: int) -> int:
+        """Horovod's ``broadcast`` takes a *global* root rank, even within a process set."""
+        if self.process_set is None:
+            return rank
+        ranks = self.process_set.ranks
+        if not ranks:
+            raise RuntimeError(f"{self.name}: {self.process_set} lists no ranks")
+        return int(sorted(ranks)[rank])
+
+    def _op_name(self, op: str) -> str:
+        """A tensor name identical on every rank and unique per operation (see the module doc)."""
+        key = (self.name, self._process_set_id())
+        with _counter_lock:
+            n = _counters.get(key, 0) + 1
+            _counters[key] = n
+        return f"mmeval.{self.name}.ps{key[1]}.{n}.{op}"
+
+    # -- framework operations (subclasses) -----------------------------------
+
+    def _new_buffer(self, nbytes: int) -> Tuple[Any, memoryview]:
+        """A framework send buffer of ``nbytes`` bytes and a writable byte view of it."""
+        raise NotImplementedError
+
+    def _allgather(self, buf: Any, name: str, timeout: float) -> memoryview:
+        """All-gather ``buf`` (first dims may differ per rank): the concatenation in rank order."""
+        raise NotImplementedError
+
+    def _alltoall(self, buf: Any, splits: List[int], name: str, timeout: float) -> memoryview:
+        """Send ``splits[r]`` consecutive bytes of ``buf`` to rank ``r``; return what this rank received."""
+        raise NotImplementedError
+
+    def _broadcast(self, buf: Any, root: int, name: str, timeout: float) -> memoryview:
+        """Broadcast ``buf`` from global rank ``root``; return the received bytes."""
+        raise NotImplementedError
+
+    # -- transport primitives ------------------------------------------------
+
+    def _exchange_slots(self, fill: Fill, timeout: float) -> Sequence[memoryview]:
+        buf, view = self._new_buffer(SLOT_SIZE)
+        fill(view)
+        data = self._allgather(buf, self._op_name("slots"), timeout)
+        return _split(data, [SLOT_SIZE] * self.world_size, self.name, "allgather (headers)")
+
+    def _all_gather_bytes(self, sizes: Sequence[int], fill: Fill, timeout: float) -> Sequence[memoryview]:
+        mine = sizes[self.rank]
+        buf, view = self._new_buffer(mine)
+        fill(view)
+        data = self._allgather(buf, self._op_name("allgather"), timeout)
+        return _split(data, sizes, self.name, "allgather")
+
+    def _gather_bytes(self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float) -> Optional[Sequence[memoryview]]:
+        rank = self.rank
+        mine = sizes[rank]
+        buf, view = self._new_buffer(mine)
+        fill(view)
+        splits = [0] * len(sizes)
+        splits[dst] = mine
+        data = self._alltoall(buf, splits, self._op_name("gather"), timeout)
+        if rank != dst:
+            return None
+        return _split(data, sizes, self.name, "alltoall (gather)")
+
+    def _broadcast_bytes(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
+        buf, view = self._new_buffer(size)
+        if fill is not None:
+            fill(view)
+        data = self._broadcast(buf, self._global_rank(src), self._op_name("broadcast"), timeout)
+        return None if self.rank == src else data
+
+    def _timeout(self, op: str, name: str, timeout: float) -> TimeoutError:
+        return TimeoutError(f"{self.name}: horovod {op} {name!r} did not complete within {timeout:.3g}s")
+
+
+class TorchHorovodDist(_HorovodDist):
+    """mmeval backend over ``horovod.torch`` (registered as ``torch_horovod``).
+
+    Operations run with ``hvd.*_async`` and are polled (``hvd.poll``) until
+    they complete or the collective's deadline passes. Buffers are CPU
+    ``torch.uint8`` tensors; the frame is written straight into the send
+    tensor (one copy).
+
+    Args:
+        process_set: a registered ``horovod.torch.ProcessSet`` (``None``: all processes).
+        timeout: seconds before a collective raises ``TimeoutError`` on every waiting rank.
+        codec: ``'pickle'`` (default) or ``'safe'``.
+    """
+
+    name = "torch_horovod"
+    _module_name = "horovod.torch"
+    _extra = "torch"
+
+    def _new_buffer(self, nbytes: int) -> Tuple[Any, memoryview]:
+        import torch
+
+        t = torch.empty(nbytes, dtype=torch.uint8)
+        return t, _byte_view(t.numpy())
+
+    def _wait(self, handle: Any, op: str, name: str, timeout: float) -> memoryview:
+        hvd = self.hvd
+        deadline = time.monotonic() + timeout
+        delay = 1e-5
+        while not hvd.poll(handle):
+            if time.monotonic() >= deadline:
+                raise self._timeout(op, name, timeout)
+            time.sleep(delay)
+            delay = min(delay * 2, 2e-3)
+        out = hvd.synchronize(handle)
+        if isinstance(out, tuple):  # alltoall: (output, received_splits)
+            out = out[0]
+        return _byte_view(out.numpy())
+
+    def _allgather(self, buf: Any, name: str, timeout: float) -> memoryview:
+        handle = self.hvd.allgather_async(buf, name=name, process_set=self._ps())
+        return self._wait(handle, "allgather", name, timeout)
+
+    def _alltoall(self, buf: Any, splits: List[int], name: str, timeout: float) -> memoryview:
+        import torch
+
+        split_t = torch.tensor(splits, dtype=torch.int32)
+        handle = self.hvd.alltoall_async(buf, splits=split_t, name=name, process_set=self._ps())
+        return self._wait(handle, "alltoall", name, timeout)
+
+    def _broadcast(self, buf: Any, root: int, name: str, timeout: float) -> memoryview:
+        handle = self.hvd.broadcast_async_(buf, root_rank=root, name=name, process_set=self._ps())
+        return self._wait(handle, "broadcast", name, timeout)
+
+
+class TFHorovodDist(_HorovodDist):
+    """mmeval backend over ``horovod.tensorflow`` (registered as ``tf_horovod``).
+
+    Names: in eager mode TensorFlow drops the ``name=`` of an op (Horovod then
+    sees one fixed name per op type, e.g. ``__wrapped__HorovodAllgather...``),
+    so each operation is traced into a one-op ``tf.function`` graph, where the
+    node -- and so the Horovod tensor -- gets its unique name. That costs a
+    trace (about 10 ms) per operation, a few per collective.
+
+    Timeouts: TensorFlow's Horovod ops have no poll; the op runs in a
+    short-lived daemon thread that the caller waits for with the collective's
+    remaining time. An operation that times out leaves its thread blocked
+    inside Horovod until Horovod shuts down (at the latest at exit).
+
+    Buffers are numpy ``uint8`` arrays converted to ``tf.uint8`` tensors.
+
+    Args:
+        process_set: a registered ``horovod.tensorflow.ProcessSet`` (``None``: all processes).
+        timeout: seconds before a collective raises ``TimeoutError`` on every waiting rank.
+        codec: ``'pickle'`` (default) or ``'safe'``.
+    """
+
+    name = "tf_horovod"
+    _module_name = "horovod.tensorflow"
+    _extra = "tensorflow"
+
+    def _new_buffer(self, nbytes: int) -> Tuple[Any, memoryview]:
+        import numpy as np
+
+        arr = np.empty(nbytes, dtype=np.uint8)
+        return arr, _byte_view(arr)
+
+    def _in_thread(self, op: str, name: str, timeout: float, call: Callable[[], Any]) -> memoryview:
+        result: Dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                out = call()
+                if isinstance(out, (tuple, list)):  # alltoall: (output, received_splits)
+                    out = out[0]
+                arr = out.numpy()
+                if not arr.flags.writeable:
+                    arr = arr.copy()
+                result["value"] = arr
+            except BaseException as exc:
+                result["error"] = exc
+
+        worker = threading.Thread(target=target, name=f"mmeval-{name}", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if worker.is_alive():
+            raise self._timeout(op, name, timeout)
+        if "error" in result:
+            raise result["error"]
+        return _byte_view(result["value"])
+
+    def _allgather(self, buf: Any, name: str, timeout: float) -> memoryview:
+        hvd, ps = self.hvd, self._ps()
+
+        def op(x: Any) -> Any:
+            return hvd.allgather(x, name=name, ignore_name_scope=True, process_set=ps)
+
+        return self._in_thread("allgather", name, timeout, lambda: _graph_op(op, name)(_to_tf(buf)))
+
+    def _alltoall(self, buf: Any, splits: List[int], name: str, timeout: float) -> memoryview:
+        hvd, ps = self.hvd, self._ps()
+
+        def op(x: Any, s: Any) -> Any:
+            return hvd.alltoall(x, splits=s, name=name, ignore_name_scope=True, process_set=ps)
+
+        return self._in_thread(
+            "alltoall", name, timeout, lambda: _graph_op(op, name)(_to_tf(buf), _to_tf_int32(splits))
+        )
+
+    def _broadcast(self, buf: Any, root: int, name: str, timeout: float) -> memoryview:
+        hvd, ps = self.hvd, self._ps()
+
+        def op(x: Any) -> Any:
+            return hvd.broadcast(x, root, name=name, ignore_name_scope=True, process_set=ps)
+
+        return self._in_thread("broadcast", name, timeout, lambda: _graph_op(op, name)(_to_tf(buf)))
+
+
+class _OneShot:
+    """A callable wrapper without ``__code__``: TensorFlow keys its retracing statistics by the
+    function's code object, so one-op graphs traced from a shared closure would log "excessive
+    retracing" warnings; a fresh object per operation is traced exactly once."""
+
+    def __init__(self, fn: Callable[..., Any], name: str) -> None:
+        self._fn = fn
+        self.__name__ = "mmeval_horovod_op"
+        self.__qualname__ = name
+
+    def __call__(self, *args: Any) -> Any:
+        return self._fn(*args)
+
+
+def _graph_op(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``fn`` as a one-op ``tf.function``: inside a graph, TensorFlow keeps the op's name."""
+    import tensorflow as tf
+
+    return tf.function(_OneShot(fn, name), autograph=False)  # type: ignore[no-any-return]
+
+
+def _to_tf(array: Any) -> Any:
+    import tensorflow as tf
+
+    return tf.convert_to_tensor(array, dtype=tf.uint8)
+
+
+def _to_tf_int32(values: List[int]) -> Any:
+    import tensorflow as tf
+
+    return tf.convert_to_tensor(values, dtype=tf.int32)
