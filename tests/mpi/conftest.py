@@ -1,0 +1,7 @@
+"""Fixtures of the MPI tests; the launching machinery lives in :mod:`mpi_runner`."""
+
+from __future__ import annotations
+
+from mpi_runner import mpiexec
+
+__all__ = ["mpiexec"]

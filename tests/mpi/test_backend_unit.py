@@ -1,0 +1,193 @@
+"""MPI4PyDist without MPI: packaging, settings, a world of one, waiting and broken communicators.
+
+Nothing here imports ``mpi4py.MPI``; a fake communicator stands in where one is
+needed. The real transport is tested under mpiexec (test_mpi_runs.py).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any, List
+
+import numpy as np
+import pytest
+
+mmeval_mpi4py = pytest.importorskip("mmeval_mpi4py")
+from mmeval.core.dist_backends import FramedDistBackend  # noqa: E402
+from mmeval.core.dist_backends.framed_backend import DEFAULT_TIMEOUT  # noqa: E402
+from mmeval_mpi4py import MPI4PyDist  # noqa: E402
+from mmeval_mpi4py import backend as backend_module  # noqa: E402
+
+LAUNCHER_VARS = ("PMI", "OMPI_", "HYD", "MPI_LOCAL", "MV2_", "MPIRUN_", "SLURM_", "MMEVAL_")
+
+
+@pytest.fixture(autouse=True)
+def no_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run every test as a plain single process with no mmeval settings."""
+    import os
+
+    for key in list(os.environ):
+        if key.startswith(LAUNCHER_VARS):
+            monkeypatch.delenv(key)
+
+
+class FakeComm:
+    """Just enough of an mpi4py communicator for rank, size and the sequence key."""
+
+    def __init__(self, rank: int, size: int, handle: int) -> None:
+        self._rank, self._size, self._handle = rank, size, handle
+
+    def Get_rank(self) -> int:
+        return self._rank
+
+    def Get_size(self) -> int:
+        return self._size
+
+    def py2f(self) -> int:
+        return self._handle
+
+
+class FakeRequest:
+    def __init__(self, done_after: int) -> None:
+        self.tests = 0
+        self.done_after = done_after
+
+    def Test(self) -> bool:
+        self.tests += 1
+        return self.tests > self.done_after
+
+
+# -- packaging ----------------------------------------------------------------
+
+
+def test_distribution_metadata() -> None:
+    dist = metadata.distribution("mmeval-mpi4py")
+    assert dist.version == "0.1.0"
+    requires = [r.replace(" ", "") for r in dist.requires or []]
+    assert any(r.startswith("mmeval-core") and ">=0.1" in r and "<0.2" in r for r in requires), requires
+    assert any(r.startswith("mpi4py>=3.1") for r in requires), requires
+    assert any(r.startswith("mpich") and 'extra=="mpich"' in r for r in requires), requires
+    eps = [ep for ep in dist.entry_points if ep.group == "mmeval.dist_backends"]
+    assert [(ep.name, ep.value) for ep in eps] == [("mpi4py", "mmeval_mpi4py.backend:MPI4PyDist")]
+
+
+def test_typed_package() -> None:
+    assert (Path(mmeval_mpi4py.__file__).parent / "py.typed").is_file()
+
+
+def test_class_contract() -> None:
+    assert issubclass(MPI4PyDist, FramedDistBackend)
+    assert MPI4PyDist.name == "mpi4py"
+    from mmeval.core.dist import get_dist_backend_class
+
+    assert get_dist_backend_class("mpi4py") is MPI4PyDist
+
+
+# -- settings -------------------------------------------------------------------
+
+
+def test_timeout_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert MPI4PyDist().timeout == DEFAULT_TIMEOUT
+    monkeypatch.setenv("MMEVAL_TIMEOUT", "30")
+    assert MPI4PyDist().timeout == 30.0
+    monkeypatch.setenv("MMEVAL_MPI4PY_TIMEOUT", "12.5")
+    assert MPI4PyDist().timeout == 12.5
+    assert MPI4PyDist(timeout=3).timeout == 3.0
+    with pytest.raises(ValueError, match="positive"):
+        MPI4PyDist(timeout=0)
+    monkeypatch.setenv("MMEVAL_MPI4PY_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="MMEVAL_MPI4PY_TIMEOUT"):
+        MPI4PyDist()
+
+
+def test_large_count_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert MPI4PyDist().large_count == "auto"
+    monkeypatch.setenv("MMEVAL_MPI4PY_LARGE_COUNT", "datatype")
+    b = MPI4PyDist()
+    assert b.large_count == "datatype" and b._uses_big_count() is False
+    monkeypatch.setenv("MMEVAL_MPI4PY_LARGE_COUNT", "huge")
+    with pytest.raises(ValueError, match="auto"):
+        MPI4PyDist()
+
+
+def test_abort_at_exit_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert MPI4PyDist().abort_at_exit is True
+    monkeypatch.setenv("MMEVAL_MPI4PY_ABORT_AT_EXIT", "0")
+    assert MPI4PyDist().abort_at_exit is False
+
+
+# -- a world of one -------------------------------------------------------------
+
+
+def test_world_of_one_without_mpi() -> None:
+    if "mpi4py.MPI" in sys.modules:  # pragma: no cover
+        pytest.skip("mpi4py.MPI was imported in this process")
+    b = MPI4PyDist()
+    assert not MPI4PyDist.detect()
+    assert not b.is_initialized
+    assert (b.rank, b.world_size) == (0, 1)
+    arr = np.arange(5)
+    obj = {"a": arr}
+    got = b.all_gather_object(obj)
+    assert len(got) == 1 and got[0] is not obj and np.array_equal(got[0]["a"], arr)
+    assert b.broadcast_object(obj) is obj
+    assert b.gather_object(obj)[0]["a"].tolist() == [0, 1, 2, 3, 4]
+    assert b.barrier() is None
+    with pytest.raises(ValueError, match=r"mpi4py\.broadcast_object: src=1"):
+        b.broadcast_object(obj, src=1)
+    assert "not initialized" in repr(b)
+    assert "mpi4py.MPI" not in sys.modules
+
+
+def test_rank_and_size_are_the_communicators() -> None:
+    a = MPI4PyDist(FakeComm(2, 5, handle=901))
+    assert (a.rank, a.world_size) == (2, 5)
+    b = MPI4PyDist(FakeComm(2, 5, handle=901))
+    c = MPI4PyDist(FakeComm(0, 3, handle=902))
+    assert a._sequence_key() == b._sequence_key() != c._sequence_key()
+    assert a._next_seq() + 1 == b._next_seq()  # one count per communicator
+
+
+# -- waiting ------------------------------------------------------------------
+
+
+def test_wait_returns_when_the_request_completes() -> None:
+    b = MPI4PyDist(FakeComm(0, 2, handle=903))
+    req = FakeRequest(done_after=50)
+    b._wait(req, (), timeout=10, what="a test")
+    assert req.tests == 51
+
+
+def test_wait_times_out_and_keeps_the_buffers() -> None:
+    b = MPI4PyDist(FakeComm(0, 2, handle=904))
+    req = FakeRequest(done_after=10**9)
+    buf = np.empty(10, np.uint8)
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match="a test"):
+        b._wait(req, (buf,), timeout=0.3, what="a test")
+    elapsed = time.monotonic() - start
+    assert 0.3 <= elapsed < 1.5
+    assert any(r is req and k[0] is buf for r, k in backend_module._abandoned)
+    assert req.tests < 5000, "after the spin phase the wait sleeps between tests"
+
+
+def test_failed_step_makes_the_communicator_unusable() -> None:
+    b = MPI4PyDist(FakeComm(0, 2, handle=905))
+    b.abort_at_exit = False
+    calls: List[Any] = []
+
+    def boom() -> None:
+        calls.append(1)
+        raise TimeoutError("late peer")
+
+    with pytest.raises(TimeoutError):
+        b._guarded("the slot exchange", boom)
+    other = MPI4PyDist(FakeComm(0, 2, handle=905))  # same communicator, another object
+    with pytest.raises(RuntimeError, match="unusable since an earlier collective failed"):
+        other._guarded("the slot exchange", boom)
+    assert calls == [1]
+    fine = MPI4PyDist(FakeComm(0, 2, handle=906))
+    assert fine._guarded("x", lambda: 7) == 7

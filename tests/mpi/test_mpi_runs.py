@@ -1,0 +1,93 @@
+"""Real MPI processes: the programs of tests/mpi/programs under ``mpiexec -n 1..4`` and with no launcher.
+
+World sizes 3 and 4 run oversubscribed on small machines; the backend sleeps
+between polls, so waiting ranks leave the cores to the ranks doing work.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import pytest
+from mpi_runner import run_program
+
+SIZES = [2, 3, 4]
+#: Seconds a fault run's collectives wait before giving up.
+FAULT_TIMEOUT = 6.0
+
+
+@pytest.mark.parametrize("n", [None, 1, 2, 3, 4], ids=lambda n: "no-launcher" if n is None else f"np{n}")
+def test_nothing_imports_mpi_before_use(mpiexec: str, n: Optional[int]) -> None:
+    """Plugin import, listing, construction, detect() and auto-selection leave mpi4py.MPI unimported."""
+    run = run_program(mpiexec, "no_mpi_init.py", n, timeout=120)
+    ranks = range(n or 1)
+    run.expect_success(n or 1)
+    distributed = (n or 1) > 1
+    for r in ranks:
+        res = run.results[r]
+        assert res["detect"] is distributed, run.describe()
+        assert res["is_initialized"] == [distributed] * 4, run.describe()
+        assert res["auto"] == ("mpi4py" if distributed else "non_dist"), run.describe()
+
+
+@pytest.mark.parametrize("n", SIZES, ids=lambda n: f"np{n}")
+def test_collectives(mpiexec: str, n: int) -> None:
+    """all_gather / gather / broadcast / barrier: nested, empty, 64 MB, uneven, derived datatypes, Split."""
+    run = run_program(mpiexec, "collectives.py", n, timeout=300)
+    run.expect_success(n)
+
+
+@pytest.mark.parametrize("n", [None, 1, *SIZES], ids=lambda n: "no-launcher" if n is None else f"np{n}")
+def test_evaluation_matches_one_process(mpiexec: str, n: Optional[int]) -> None:
+    """Accuracy over padded, uneven and contiguous shards equals the single-process result on every rank."""
+    run = run_program(mpiexec, "evaluate.py", n, timeout=240)
+    run.expect_success(n or 1)
+    expected = {r: res["info"]["expected"] for r, res in run.results.items()}
+    assert len({str(v) for v in expected.values()}) == 1
+    assert all(res["info"]["auto"] == ("mpi4py" if (n or 1) > 1 else "non_dist") for res in run.results.values())
+
+
+@pytest.mark.parametrize("n", SIZES, ids=lambda n: f"np{n}")
+@pytest.mark.parametrize("scenario", ["unpicklable", "compute-error", "mismatch"])
+def test_faults_every_rank_raises(mpiexec: str, scenario: str, n: int) -> None:
+    """An unpicklable object, a failing compute_metric, mismatched calls: every rank raises, nobody hangs."""
+    run = run_program(mpiexec, "faults.py", n, scenario, timeout=120)
+    run.expect_success(n)
+
+
+@pytest.mark.parametrize("n", SIZES, ids=lambda n: f"np{n}")
+@pytest.mark.parametrize("scenario", ["exit-before", "exit-during"])
+def test_rank_exit_survivors_raise_in_time(mpiexec: str, scenario: str, n: int) -> None:
+    """A rank exits before / in the middle of a collective: the survivors raise within the timeout.
+
+    Hydra kills the whole job when a rank dies unless ``-disable-auto-cleanup``
+    is given, so it is. The survivors raise a DistCommunicationError naming the
+    operation and the backend, the communicator then refuses further
+    collectives at once, and the job ends (MPI_Abort at exit) instead of waiting
+    in MPI_Finalize for the dead rank.
+    """
+    grace = 3.0
+    run = run_program(
+        mpiexec, "faults.py", n, scenario, timeout=90, launcher_args=["-disable-auto-cleanup"],
+        env={"MMEVAL_MPI4PY_TIMEOUT": str(FAULT_TIMEOUT), "MMEVAL_TEST_GRACE": str(grace)},
+    )
+    survivors = range(n - 1)
+    run.expect_ranks(survivors)
+    assert n - 1 not in run.results, run.describe()
+    for r in survivors:
+        info = run.results[r]["info"]
+        assert info["seconds"] < FAULT_TIMEOUT + 5, run.describe()
+        assert "all_gather_object" in info["error"] and "mpi4py" in info["error"], info["error"]
+        phase = "exchanging headers" if scenario == "exit-before" else "exchanging payloads"
+        assert phase in info["error"], info["error"]
+    assert run.returncode != 0, "the job must end with an error code (a rank exited, survivors aborted)"
+    assert run.seconds < 60, run.describe()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("MMEVAL_MPI_BIG") != "1", reason="set MMEVAL_MPI_BIG=1: needs ~14 GB of RAM")
+def test_objects_over_2gib(mpiexec: str) -> None:
+    """A real broadcast and gather of a 2 GiB + 4 KiB array (MPI-4 large counts or a derived datatype)."""
+    run = run_program(mpiexec, "collectives.py", 2, "--big", timeout=590)
+    run.expect_success(2)
