@@ -22,7 +22,7 @@ The module imports no framework; it needs numpy.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -106,7 +106,8 @@ def _check_barrier(b: BaseDistBackend) -> None:
 
 
 def _check_empty(b: BaseDistBackend) -> None:
-    for empty in (b"", [], {}, None, ()):
+    empties: Tuple[Any, ...] = (b"", [], {}, None, ())
+    for empty in empties:
         got = b.all_gather_object(empty)
         assert got == [empty] * b.world_size, f"all_gather_object({empty!r}) returned {got!r}"
     assert b.broadcast_object(b"" if b.rank == 0 else None, src=0) == b""
