@@ -410,10 +410,27 @@ def conformance(ctx: Ctx) -> List[str]:
     return check_backend(ctx.backend())
 
 
+def _generic_paths_backend(ctx: Ctx) -> Any:
+    """A backend that takes the paths meant for transports other than gloo/NCCL (MPI, UCC, ...).
+
+    It reports an unknown transport, so the all-gather uses a separate send
+    buffer (no in-place) and the gather uses one padded ``dist.gather``.
+    """
+    from mmeval_torch import TorchCPUDist, TorchCUDADist
+
+    base = TorchCUDADist if ctx.kind == "torch_cuda" else TorchCPUDist
+
+    class GenericPaths(base):  # type: ignore[valid-type,misc]
+        def _transport_name(self, device: Any) -> str:
+            return "some-other-backend"
+
+    return GenericPaths(timeout=CHECK_TIMEOUT)
+
+
 @check
-def collectives(ctx: Ctx, big: int = 0) -> Dict[str, Any]:
+def collectives(ctx: Ctx, big: int = 0, generic_paths: bool = False) -> Dict[str, Any]:
     """all_gather / broadcast from every src / gather to every dst / barrier, checked on every rank."""
-    b = ctx.backend()
+    b = _generic_paths_backend(ctx) if generic_paths else ctx.backend()
     rank, ws = ctx.rank, ctx.world_size
     mine = make_obj(rank, big)
     expected = [make_obj(r, big) for r in range(ws)]
@@ -456,9 +473,9 @@ def empty_payloads(ctx: Ctx) -> int:
 
 
 @check
-def uneven_payloads(ctx: Ctx) -> List[int]:
+def uneven_payloads(ctx: Ctx, generic_paths: bool = False) -> List[int]:
     """Ranks send very different sizes (inline and out-of-line mixed, not multiples of 64)."""
-    b = ctx.backend()
+    b = _generic_paths_backend(ctx) if generic_paths else ctx.backend()
     rank, ws = ctx.rank, ctx.world_size
 
     def payload(r: int) -> bytes:

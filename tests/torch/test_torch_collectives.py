@@ -50,6 +50,14 @@ def test_large_payload_64mb(ranks: Any) -> None:
     assert all(r["ranks_seen"] == list(range(ranks.world_size)) for r in reports)
 
 
+def test_generic_transport_paths(ranks: Any) -> None:
+    """The separate-send-buffer all-gather and the dist.gather path (used for MPI, UCC, ...), run over gloo."""
+    reports = values(ranks.run("collectives", 3 << 20, True))
+    assert all(r["ranks_seen"] == list(range(ranks.world_size)) for r in reports)
+    sizes = values(ranks.run("uneven_payloads", True))
+    assert all(s == sizes[0] for s in sizes)
+
+
 def test_empty_payloads(ranks: Any) -> None:
     assert all(n > 0 for n in values(ranks.run("empty_payloads")))
 

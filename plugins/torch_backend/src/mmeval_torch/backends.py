@@ -7,13 +7,17 @@ object collective costs one small all-gather of fixed-size slots (objects of up
 to ~4 KB ride in it) plus, for larger objects, one byte collective:
 
 * all-gather: one ``all_gather_into_tensor`` of blocks padded to the largest
-  frame (rounded up to 64 bytes); every rank gets zero-copy views of the
-  received tensor;
-* gather: one ``gather``; only the destination allocates receive buffers;
+  frame (rounded up to 64 bytes), in place on gloo and NCCL (this rank's block
+  of the receive tensor is the send buffer); every rank gets zero-copy views of
+  the received tensor;
+* gather: on gloo, one message per rank straight into its place in the
+  destination's receive buffer (``dist.gather`` on gloo receives into a
+  temporary and copies out); elsewhere one padded ``dist.gather``; only the
+  destination allocates receive buffers;
 * broadcast: one ``broadcast`` of exactly the frame's bytes.
 
-Send buffers are uint8 tensors; the frame is written straight into their numpy
-view (the one copy of the payload on the sending side). Sizes are Python ints
+Buffers are uint8 tensors; the frame is written straight into their numpy view
+(the one copy of the payload on the sending side). Sizes are Python ints
 throughout, so objects over 2 GiB work.
 
 Each collective waits with a timeout (``timeout=`` of the constructor, else
@@ -54,6 +58,12 @@ logger = logging.getLogger("mmeval")
 
 #: Per-rank blocks of a payload all-gather / gather are padded to a multiple of this.
 BLOCK_ALIGN = 64
+
+#: torch backends whose all-gather accepts this rank's block of the output as its input.
+_IN_PLACE_ALL_GATHER = ("gloo", "nccl")
+
+#: Tag of the point-to-point messages of a gather (apart from user traffic on the default tag 0).
+_GATHER_TAG = 0x6D6D65
 
 
 def padded_block_size(sizes: Sequence[int]) -> int:
@@ -135,12 +145,14 @@ def _is_timeout(exc: BaseException) -> bool:
 
 
 class _GroupToken:
-    """The sequence key of one process group (holds no reference to the group)."""
+    """The sequence key of one process group (holds no reference to the group), and what is known of it."""
 
-    __slots__ = ("label", "__weakref__")
+    __slots__ = ("label", "transports", "__weakref__")
 
     def __init__(self, label: str) -> None:
         self.label = label
+        #: device type -> torch backend name serving it in this group
+        self.transports: Dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"<process group {self.label}>"
@@ -263,29 +275,61 @@ class _TorchDist(FramedDistBackend):
 
     # -- transport primitives --------------------------------------------------
 
+    def _transport_name(self, device: "torch.device") -> str:
+        """The torch.distributed backend (``'gloo'``, ``'nccl'``, ``'mpi'``, ...) serving ``device`` in the group."""
+        token = self._sequence_key()
+        assert isinstance(token, _GroupToken)
+        name = token.transports.get(device.type)
+        if name is None:
+            dist = self._dist()
+            getter = getattr(dist, "get_backend_config", None)  # torch >= 2.1
+            config = str(getter(self.group)) if getter is not None else str(dist.get_backend(self.group))
+            name = backend_map(config).get(device.type, "") if config != "undefined" else ""
+            token.transports[device.type] = name
+        return name
+
+    def _fill_block(self, block: memoryview, size: int, fill: Optional[Fill]) -> None:
+        """Write the frame into ``block[:size]`` (``fill``) and zero the rest: no stale memory is sent."""
+        if fill is not None and size:
+            fill(block[:size])
+        if size < block.nbytes:
+            import numpy as np
+
+            np.frombuffer(block, dtype=np.uint8)[size:] = 0
+
     def _filled_send_buffer(self, block: int, size: int, fill: Optional[Fill]) -> "torch.Tensor":
         """A CPU uint8 tensor of ``block`` bytes: ``fill`` writes the first ``size``, the rest is zeroed."""
         import torch
 
         send = torch.empty(block, dtype=torch.uint8)
         if block:
-            arr = send.numpy()
-            if fill is not None:
-                fill(memoryview(arr)[:size])
-            if size < block:
-                arr[size:] = 0  # padding: never send stale memory
+            self._fill_block(memoryview(send.numpy()), size, fill)
         return send
 
     def _all_gather_blocks(self, block: int, sizes: Sequence[int], fill: Fill, timeout: float,
                            what: str) -> List[memoryview]:
-        """All-gather one ``block``-byte buffer per rank; return views of ``sizes[r]`` bytes of each."""
+        """All-gather one ``block``-byte buffer per rank; return views of ``sizes[r]`` bytes of each.
+
+        With gloo and NCCL the all-gather runs in place: this rank's block of
+        the receive tensor is its send buffer, so the frame is written once,
+        into memory that is kept, and no separate send tensor is allocated.
+        """
         import torch
 
         dist = self._dist()
-        ws = self.world_size
+        rank, ws = self.rank, self.world_size
+        size = int(sizes[rank])
         device = self._device()
-        send = self._to_device(self._filled_send_buffer(block, int(sizes[self.rank]), fill), device)
         recv = torch.empty(block * ws, dtype=torch.uint8, device=device)
+        mine = recv[rank * block : (rank + 1) * block]
+        if self._transport_name(device) in _IN_PLACE_ALL_GATHER:
+            if device.type == "cpu":
+                self._fill_block(memoryview(mine.numpy()), size, fill)
+            else:
+                mine.copy_(self._filled_send_buffer(block, size, fill))
+            send = mine
+        else:  # e.g. MPI, which refuses aliased send and receive buffers
+            send = self._to_device(self._filled_send_buffer(block, size, fill), device)
         gather_into = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
         work = gather_into(recv, send, group=self.group, async_op=True)
         self._wait(work, timeout, what)
@@ -306,15 +350,63 @@ class _TorchDist(FramedDistBackend):
     def _gather_bytes(
         self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float
     ) -> Optional[Sequence[memoryview]]:
-        """Gather padded blocks to ``dst`` (group rank); only ``dst`` allocates the receive buffer."""
+        """Gather every rank's block to ``dst`` (group rank); only ``dst`` allocates the receive buffer.
+
+        On gloo (CPU) the blocks travel point to point, each straight into its
+        place in ``dst``'s receive buffer (gloo's ``gather`` receives into a
+        temporary and copies out of it); elsewhere one ``dist.gather`` of
+        blocks padded to :func:`padded_block_size`.
+        """
+        if padded_block_size(sizes) == 0:
+            return [memoryview(b"") for _ in sizes] if self.rank == dst else None
+        device = self._device()
+        if device.type == "cpu" and self._transport_name(device) == "gloo":
+            return self._gather_point_to_point(sizes, fill, dst, timeout)
+        return self._gather_collective(sizes, fill, dst, timeout, device)
+
+    def _gather_point_to_point(
+        self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float
+    ) -> Optional[Sequence[memoryview]]:
+        import torch
+
+        dist = self._dist()
+        rank = self.rank
+        deadline = time.monotonic() + timeout
+        if rank != dst:
+            size = int(sizes[rank])
+            if size:
+                send = self._filled_send_buffer(size, size, fill)
+                work = dist.isend(send, dst=self._global_rank(dst), group=self.group, tag=_GATHER_TAG)
+                self._wait(work, timeout, f"sending this rank's payload to rank {dst} (gather)")
+            return None
+        offsets, total = [], 0
+        for n in sizes:  # each block 64-byte aligned; no padding to the largest
+            offsets.append(total)
+            total += padded_block_size([n])
+        recv = torch.empty(total, dtype=torch.uint8)
+        view = memoryview(recv.numpy())
+        own = int(sizes[rank])
+        fill(view[offsets[rank] : offsets[rank] + own])
+        works = []
+        for r, n in enumerate(sizes):
+            if r != rank and n:
+                part = recv[offsets[r] : offsets[r] + int(n)]
+                works.append((r, dist.irecv(part, src=self._global_rank(r), group=self.group, tag=_GATHER_TAG)))
+        for r, work in works:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{self.name}: receiving rank {r}'s payload (gather) did not complete in time")
+            self._wait(work, left, f"receiving rank {r}'s payload (gather)")
+        return [view[o : o + int(n)] for o, n in zip(offsets, sizes)]
+
+    def _gather_collective(
+        self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float, device: "torch.device"
+    ) -> Optional[Sequence[memoryview]]:
         import torch
 
         dist = self._dist()
         rank, ws = self.rank, self.world_size
         block = padded_block_size(sizes)
-        if block == 0:
-            return [memoryview(b"") for _ in sizes] if rank == dst else None
-        device = self._device()
         send = self._to_device(self._filled_send_buffer(block, int(sizes[rank]), fill), device)
         recv: Optional[torch.Tensor] = None
         gather_list: Optional[List[torch.Tensor]] = None
@@ -328,14 +420,19 @@ class _TorchDist(FramedDistBackend):
         return split_blocks(memoryview(self._to_host(recv).numpy()), block, sizes)
 
     def _broadcast_bytes(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
-        """Broadcast exactly ``size`` bytes from ``src`` (group rank)."""
+        """Broadcast exactly ``size`` bytes from ``src`` (group rank), in place in one buffer."""
         dist = self._dist()
         rank = self.rank
         size = int(size)
         if size == 0:
             return None if rank == src else memoryview(b"")
         device = self._device()
-        buf = self._to_device(self._filled_send_buffer(size, size, fill if rank == src else None), device)
+        if rank == src:
+            buf = self._to_device(self._filled_send_buffer(size, size, fill), device)
+        else:
+            import torch
+
+            buf = torch.empty(size, dtype=torch.uint8, device=device)
         work = dist.broadcast(buf, src=self._global_rank(src), group=self.group, async_op=True)
         self._wait(work, timeout, "the payload broadcast")
         if rank == src:
