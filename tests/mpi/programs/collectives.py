@@ -192,6 +192,9 @@ def over_2gib(b: Any, c: Checker, r: int, ws: int) -> None:
     got = b.gather_object(np.full(n if r == 1 else 10, r + 1, dtype=np.uint8), dst=0)
     if r == 0:
         c.check("2 GiB gather", got is not None and got[1].nbytes == n and int(got[1][-1]) == 2)
+    c.info["large_count"] = {"mode": b.large_count, "big_count": b._uses_big_count(), "units": sorted(b._types)}
+    if b.large_count == "datatype":
+        c.check("a derived datatype carried the 2 GiB block", 2 in b._types, sorted(b._types))
 
 
 if __name__ == "__main__":
