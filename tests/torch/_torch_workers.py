@@ -595,7 +595,12 @@ def subgroups(ctx: Ctx) -> Dict[str, Any]:
     metric.add(scores[grank::gws], labels[grank::gws])
     result = metric.compute(size=n)
     assert result == reference_accuracy(n, seed=5), f"subgroup evaluation {result} != {reference_accuracy(n, seed=5)}"
-    return {"group": mine, "group_rank": grank, "group_size": gws, "result": result, "non_member": non_member}
+    # a group with no backend for this backend's device is refused with a clear error
+    other_device = "cuda:gloo" if ctx.kind == "torch_cpu" else "cpu:gloo"
+    wrong_device_group = dist.new_group(list(range(ws)), backend=other_device)
+    wrong_device = expect_raises(lambda: ctx.backend(group=wrong_device_group)._device())
+    return {"group": mine, "group_rank": grank, "group_size": gws, "result": result, "non_member": non_member,
+            "wrong_device": wrong_device}
 
 
 # -- checks: evaluation -----------------------------------------------------------

@@ -78,6 +78,8 @@ def test_subgroups(ranks: Any) -> None:
             non_member = report["non_member"]
             assert non_member["type"] == "RuntimeError"
             assert "not a member" in non_member["message"] and ranks.kind in non_member["message"]
+        assert report["wrong_device"]["type"] == "RuntimeError"
+        assert "the process group has no backend for" in report["wrong_device"]["message"]
     assert len({str(r["result"]) for r in reports}) == 1
 
 

@@ -252,7 +252,13 @@ class _TorchDist(FramedDistBackend):
     def _device(self) -> "torch.device":
         import torch
 
-        return torch.device("cpu")
+        device = torch.device("cpu")
+        if self._transport_name(device) == "":
+            raise RuntimeError(
+                f"{self.name}: the process group has no backend for CPU tensors (an NCCL-only group?); "
+                "use torch_cuda, or init_process_group('cpu:gloo,cuda:nccl')"
+            )
+        return device
 
     def _to_device(self, cpu_tensor: "torch.Tensor", device: "torch.device") -> "torch.Tensor":
         """The tensor the transport sends (the CPU buffer itself for torch_cpu)."""
@@ -284,7 +290,8 @@ class _TorchDist(FramedDistBackend):
             dist = self._dist()
             getter = getattr(dist, "get_backend_config", None)  # torch >= 2.1
             config = str(getter(self.group)) if getter is not None else str(dist.get_backend(self.group))
-            name = backend_map(config).get(device.type, "") if config != "undefined" else ""
+            # "" when the group has no backend for the device; "unknown" when torch does not say
+            name = backend_map(config).get(device.type, "") if config != "undefined" else "unknown"
             token.transports[device.type] = name
         return name
 
@@ -509,6 +516,8 @@ class TorchCUDADist(_TorchDist):
 
         if not torch.cuda.is_available():
             raise RuntimeError(f"{self.name}: CUDA is not available in this process; use torch_cpu")
+        if self._transport_name(torch.device("cuda")) == "":
+            raise RuntimeError(f"{self.name}: the process group has no backend for CUDA tensors; use torch_cpu")
         bound = getattr(self._process_group(), "bound_device_id", None)
         if bound is not None and bound.type == "cuda" and bound.index is not None:
             return torch.device("cuda", bound.index)
