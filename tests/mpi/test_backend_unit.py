@@ -113,6 +113,15 @@ def test_large_count_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         MPI4PyDist()
 
 
+def test_buffer_cache_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert MPI4PyDist().buffer_cache_bytes == 256 * 2**20
+    monkeypatch.setenv("MMEVAL_MPI4PY_BUFFER_CACHE_MB", "0")
+    assert MPI4PyDist().buffer_cache_bytes == 0
+    monkeypatch.setenv("MMEVAL_MPI4PY_BUFFER_CACHE_MB", "lots")
+    with pytest.raises(ValueError, match="BUFFER_CACHE_MB"):
+        MPI4PyDist()
+
+
 def test_abort_at_exit_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert MPI4PyDist().abort_at_exit is True
     monkeypatch.setenv("MMEVAL_MPI4PY_ABORT_AT_EXIT", "0")

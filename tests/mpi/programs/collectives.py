@@ -114,6 +114,19 @@ def main() -> None:
         out = b.broadcast_object(mine if r == ws - 1 else None, src=ws - 1)
         c.check("64MB broadcast", np.array_equal(out["data"], big_of(ws - 1, n)))
         del out, mine
+        # Results still held must survive later collectives (buffers are reused only when free).
+        held = b.all_gather_object({"data": big_of(r, 8 * MB)})
+        held_b = b.broadcast_object(big_of(0, 4 * MB) if r == 0 else None, src=0)
+        for k in range(3):
+            again = b.all_gather_object({"data": big_of(r + 10 + k, 8 * MB)})
+            c.check(f"fresh result {k}", all(np.array_equal(g["data"], big_of(i + 10 + k, 8 * MB))
+                                             for i, g in enumerate(again)))
+            b.broadcast_object(big_of(9, 4 * MB) if r == 0 else None, src=0)
+            del again
+        c.check("held all_gather result intact", all(np.array_equal(g["data"], big_of(i, 8 * MB))
+                                                      for i, g in enumerate(held)))
+        c.check("held broadcast result intact", np.array_equal(held_b, big_of(0, 4 * MB)))
+        del held, held_b
         # uneven: rank 0 stays inline (small), the others grow
         sizes = [100 + 1_000_003 * i for i in range(ws)]
         got = b.all_gather_object(big_of(r, sizes[r]))

@@ -15,6 +15,9 @@ protocol above it):
   the out-of-band data on the sending side), and the received blocks are
   returned as views of the receive buffer (no copy), each starting at a
   64-byte boundary;
+* large buffers are reused between collectives once nothing refers to them
+  any more (:mod:`mmeval_mpi4py.buffers`), so their pages are not faulted in
+  again on every call;
 * each request is polled with ``MPI_Test`` until a deadline (spinning with
   ``sched_yield`` for a moment, then sleeping with a growing backoff so that
   oversubscribed ranks leave their cores to the peers doing work); on expiry
@@ -36,8 +39,9 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, List, Optional,
 import numpy as np
 
 from mmeval.core.dist_backends.framed_backend import Fill, FramedDistBackend, resolve_setting
-from mmeval.core.serialization import ALIGN, SLOT_SIZE
+from mmeval.core.serialization import SLOT_SIZE
 
+from .buffers import DEFAULT_CACHE_BYTES, BufferPool, aligned_empty
 from .launcher import launch_info
 from .layout import INT_MAX, Layout, plan_block, plan_blocks
 
@@ -61,6 +65,8 @@ _abandoned: List[Tuple[Any, Tuple[Any, ...]]] = []
 # collective there could be matched with the pending one, so it is refused.
 _broken: Dict[Hashable, str] = {}
 _state_lock = threading.Lock()
+# Large transport buffers reused between collectives (see mmeval_mpi4py.buffers).
+_POOL = BufferPool()
 
 
 def _mpi() -> Any:
@@ -108,8 +114,10 @@ class MPI4PyDist(FramedDistBackend):
       ``MPI_Abort`` rather than ``MPI_Finalize``, which could wait forever for
       the missing peer (``MMEVAL_MPI4PY_ABORT_AT_EXIT=0`` turns this off).
 
-    ``MMEVAL_MPI4PY_LARGE_COUNT`` (``auto`` | ``native`` | ``datatype``, the same
-    on every rank) chooses how blocks over ``INT_MAX`` bytes are counted.
+    Settings from the environment: ``MMEVAL_MPI4PY_LARGE_COUNT`` (``auto`` |
+    ``native`` | ``datatype``, the same on every rank) chooses how blocks over
+    ``INT_MAX`` bytes are counted; ``MMEVAL_MPI4PY_BUFFER_CACHE_MB`` (default
+    256, 0 turns it off) bounds the large buffers kept for reuse.
     """
 
     name = "mpi4py"
@@ -130,6 +138,13 @@ class MPI4PyDist(FramedDistBackend):
         if mode not in LARGE_COUNT_MODES:
             raise ValueError(f"{self.name}: MMEVAL_MPI4PY_LARGE_COUNT={mode!r}; choose one of {LARGE_COUNT_MODES}")
         self.large_count: str = mode
+        cache = resolve_setting(self.name, "BUFFER_CACHE_MB", None)
+        try:
+            cache_bytes = DEFAULT_CACHE_BYTES if cache is None else int(float(cache) * 2**20)
+        except ValueError:
+            raise ValueError(f"{self.name}: MMEVAL_MPI4PY_BUFFER_CACHE_MB={cache!r} is not a number of MiB") from None
+        #: Bytes of large transport buffers kept for reuse between collectives (0: none).
+        self.buffer_cache_bytes: int = max(cache_bytes, 0)
         abort = resolve_setting(self.name, "ABORT_AT_EXIT", None) or "1"
         #: Call ``MPI_Abort`` at exit after a collective timed out or failed (see :meth:`_guarded`).
         self.abort_at_exit: bool = abort.strip().lower() not in ("0", "false", "no", "off")
@@ -230,6 +245,10 @@ class MPI4PyDist(FramedDistBackend):
             self._types[unit] = dtype
         return dtype
 
+    def _buffer(self, nbytes: int) -> np.ndarray:
+        """A 64-byte aligned transport buffer, reused from the pool when a large one is free."""
+        return _POOL.get(nbytes, self.buffer_cache_bytes)
+
     def _plan(self, sizes: Sequence[int]) -> Layout:
         return plan_blocks(sizes, big_count=self._uses_big_count(), max_count=self.max_count)
 
@@ -312,7 +331,7 @@ class MPI4PyDist(FramedDistBackend):
         mpi = _mpi()
         comm = self.comm
         rank, ws = comm.Get_rank(), comm.Get_size()
-        buf = _empty(SLOT_SIZE * ws)
+        buf = aligned_empty(SLOT_SIZE * ws)
         view = memoryview(buf)
         fill(view[rank * SLOT_SIZE : (rank + 1) * SLOT_SIZE])
         req = comm.Iallgather(mpi.IN_PLACE, [buf, SLOT_SIZE, mpi.BYTE])
@@ -324,7 +343,7 @@ class MPI4PyDist(FramedDistBackend):
         comm = self.comm
         rank = comm.Get_rank()
         lay = self._plan(sizes)
-        buf = _empty(lay.nbytes)
+        buf = self._buffer(lay.nbytes)
         view = memoryview(buf)
         start = lay.offsets[rank]
         fill(view[start : start + sizes[rank]])
@@ -341,7 +360,7 @@ class MPI4PyDist(FramedDistBackend):
         lay = self._plan(sizes)
         dtype = self._datatype(lay.unit)
         if rank == dst:
-            buf = _empty(lay.nbytes)
+            buf = self._buffer(lay.nbytes)
             view = memoryview(buf)
             start = lay.offsets[rank]
             fill(view[start : start + sizes[rank]])
@@ -349,7 +368,7 @@ class MPI4PyDist(FramedDistBackend):
             self._wait(req, (buf, dtype), timeout, f"the payloads (Igatherv to rank {dst})")
             return [view[off : off + size] for off, size in zip(lay.offsets, sizes)]
         padded = lay.padded(rank)
-        send = _empty(padded)
+        send = self._buffer(padded)
         sview = memoryview(send)
         fill(sview[: sizes[rank]])
         _zero(sview, sizes[rank], padded)
@@ -361,7 +380,7 @@ class MPI4PyDist(FramedDistBackend):
         comm = self.comm
         unit, count = plan_block(size, big_count=self._uses_big_count(), max_count=self.max_count)
         dtype = self._datatype(unit)
-        buf = _empty(count * unit)
+        buf = self._buffer(count * unit)
         view = memoryview(buf)
         if fill is not None:
             fill(view[:size])
@@ -382,17 +401,6 @@ def _abort_at_exit() -> None:
         setter = getattr(mpi, "_set_abort_status", None)
         if setter is not None:
             setter(1)
-
-
-def _empty(nbytes: int) -> np.ndarray:
-    """An uninitialized ``uint8`` buffer of ``nbytes`` (at least 1) whose first byte is 64-byte aligned.
-
-    Block offsets are multiples of 64, so every block -- and every out-of-band
-    buffer inside a frame -- lands on a 64-byte boundary in memory.
-    """
-    raw = np.empty(max(nbytes, 1) + ALIGN, dtype=np.uint8)
-    start = -raw.ctypes.data % ALIGN
-    return raw[start : start + max(nbytes, 1)]
 
 
 def _zero(view: memoryview, start: int, end: int) -> None:
