@@ -96,6 +96,12 @@ def split_blocks(buffer: memoryview, block: int, sizes: Sequence[int]) -> List[m
     return out
 
 
+def _byte_view(tensor: "torch.Tensor") -> memoryview:
+    """A writable 1-D memoryview of a contiguous CPU uint8 tensor's bytes (no copy)."""
+    array: Any = tensor.numpy()
+    return memoryview(array)
+
+
 def backend_map(config: str) -> Dict[str, str]:
     """Parse a process group's backend string into ``{device type: backend}``.
 
@@ -310,7 +316,7 @@ class _TorchDist(FramedDistBackend):
 
         send = torch.empty(block, dtype=torch.uint8)
         if block:
-            self._fill_block(memoryview(send.numpy()), size, fill)
+            self._fill_block(_byte_view(send), size, fill)
         return send
 
     def _all_gather_blocks(self, block: int, sizes: Sequence[int], fill: Fill, timeout: float,
@@ -331,7 +337,7 @@ class _TorchDist(FramedDistBackend):
         mine = recv[rank * block : (rank + 1) * block]
         if self._transport_name(device) in _IN_PLACE_ALL_GATHER:
             if device.type == "cpu":
-                self._fill_block(memoryview(mine.numpy()), size, fill)
+                self._fill_block(_byte_view(mine), size, fill)
             else:
                 mine.copy_(self._filled_send_buffer(block, size, fill))
             send = mine
@@ -340,7 +346,7 @@ class _TorchDist(FramedDistBackend):
         gather_into = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
         work = gather_into(recv, send, group=self.group, async_op=True)
         self._wait(work, timeout, what)
-        return split_blocks(memoryview(self._to_host(recv).numpy()), block, sizes)
+        return split_blocks(_byte_view(self._to_host(recv)), block, sizes)
 
     def _exchange_slots(self, fill: Fill, timeout: float) -> Sequence[memoryview]:
         """All-gather ``SLOT_SIZE`` bytes per rank (the headers of a collective)."""
@@ -391,7 +397,7 @@ class _TorchDist(FramedDistBackend):
             offsets.append(total)
             total += padded_block_size([n])
         recv = torch.empty(total, dtype=torch.uint8)
-        view = memoryview(recv.numpy())
+        view = _byte_view(recv)
         own = int(sizes[rank])
         fill(view[offsets[rank] : offsets[rank] + own])
         works = []
@@ -419,12 +425,12 @@ class _TorchDist(FramedDistBackend):
         gather_list: Optional[List[torch.Tensor]] = None
         if rank == dst:
             recv = torch.empty(block * ws, dtype=torch.uint8, device=device)
-            gather_list = list(recv.split(block))
+            gather_list = [recv[r * block : (r + 1) * block] for r in range(ws)]
         work = dist.gather(send, gather_list, dst=self._global_rank(dst), group=self.group, async_op=True)
         self._wait(work, timeout, "the payload gather")
         if recv is None:
             return None
-        return split_blocks(memoryview(self._to_host(recv).numpy()), block, sizes)
+        return split_blocks(_byte_view(self._to_host(recv)), block, sizes)
 
     def _broadcast_bytes(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
         """Broadcast exactly ``size`` bytes from ``src`` (group rank), in place in one buffer."""
@@ -444,7 +450,7 @@ class _TorchDist(FramedDistBackend):
         self._wait(work, timeout, "the payload broadcast")
         if rank == src:
             return None
-        return memoryview(self._to_host(buf).numpy())
+        return _byte_view(self._to_host(buf))
 
 
 class TorchCPUDist(_TorchDist):

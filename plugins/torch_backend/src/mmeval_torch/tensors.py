@@ -105,7 +105,7 @@ def reduce_tensor(tensor: "torch.Tensor") -> Any:
         data = data.cpu()
     if not data.is_contiguous():
         data = data.contiguous()
-    raw = data.reshape(-1).view(torch.uint8).numpy()
+    raw: Any = data.reshape(-1).view(torch.uint8).numpy()
     payload: Union[bytes, pickle.PickleBuffer]
     payload = raw.tobytes() if raw.nbytes <= INBAND_MAX else pickle.PickleBuffer(raw)
     return rebuild_tensor, (FORMAT_VERSION, payload, tensor.dtype, tuple(tensor.shape),
