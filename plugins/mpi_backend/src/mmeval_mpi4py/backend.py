@@ -332,7 +332,7 @@ class MPI4PyDist(FramedDistBackend):
         comm = self.comm
         rank, ws = comm.Get_rank(), comm.Get_size()
         buf = aligned_empty(SLOT_SIZE * ws)
-        view = memoryview(buf)
+        view = buf.data
         fill(view[rank * SLOT_SIZE : (rank + 1) * SLOT_SIZE])
         req = comm.Iallgather(mpi.IN_PLACE, [buf, SLOT_SIZE, mpi.BYTE])
         self._wait(req, (buf,), timeout, "the slot exchange (Iallgather)")
@@ -344,7 +344,7 @@ class MPI4PyDist(FramedDistBackend):
         rank = comm.Get_rank()
         lay = self._plan(sizes)
         buf = self._buffer(lay.nbytes)
-        view = memoryview(buf)
+        view = buf.data
         start = lay.offsets[rank]
         fill(view[start : start + sizes[rank]])
         _zero(view, start + sizes[rank], start + lay.padded(rank))
@@ -361,7 +361,7 @@ class MPI4PyDist(FramedDistBackend):
         dtype = self._datatype(lay.unit)
         if rank == dst:
             buf = self._buffer(lay.nbytes)
-            view = memoryview(buf)
+            view = buf.data
             start = lay.offsets[rank]
             fill(view[start : start + sizes[rank]])
             req = comm.Igatherv(mpi.IN_PLACE, [buf, (list(lay.counts), list(lay.displs)), dtype], root=dst)
@@ -369,7 +369,7 @@ class MPI4PyDist(FramedDistBackend):
             return [view[off : off + size] for off, size in zip(lay.offsets, sizes)]
         padded = lay.padded(rank)
         send = self._buffer(padded)
-        sview = memoryview(send)
+        sview = send.data
         fill(sview[: sizes[rank]])
         _zero(sview, sizes[rank], padded)
         req = comm.Igatherv([send, lay.counts[rank], dtype], None, root=dst)
@@ -381,7 +381,7 @@ class MPI4PyDist(FramedDistBackend):
         unit, count = plan_block(size, big_count=self._uses_big_count(), max_count=self.max_count)
         dtype = self._datatype(unit)
         buf = self._buffer(count * unit)
-        view = memoryview(buf)
+        view = buf.data
         if fill is not None:
             fill(view[:size])
             _zero(view, size, count * unit)

@@ -113,7 +113,8 @@ class BufferPool:
 
     def _trim(self, cache_bytes: int, keep: _Entry) -> None:
         total = sum(e.capacity for e in self._entries)
-        for entry in sorted(self._entries, key=lambda e: (_refs(e) > _FREE_REFS, e.used)):  # free, oldest first
+        free_refs = _FREE_REFS if _FREE_REFS is not None else 0
+        for entry in sorted(self._entries, key=lambda e: (_refs(e) > free_refs, e.used)):  # free, oldest first
             if total <= cache_bytes:
                 break
             if entry is not keep:
