@@ -122,13 +122,18 @@ def run_program(
     timeout: float = 240,
     env: Optional[Dict[str, str]] = None,
     launcher_args: Sequence[str] = (),
+    count_flag: str = "-n",
 ) -> MPIRun:
-    """Run ``programs/<program>`` on ``n`` ranks (``n=None``: plain ``python``, no launcher), at most ``timeout`` s."""
+    """Run ``programs/<program>`` on ``n`` ranks (``n=None``: plain ``python``, no launcher), at most ``timeout`` s.
+
+    ``mpiexec`` is the launcher to use (``mpiexec`` or ``mpirun``); ``count_flag`` its
+    process-count option.
+    """
     script = str(PROGRAMS / program)
     cmd = [sys.executable, script, *args]
     if n is not None:
         assert mpiexec is not None
-        cmd = [mpiexec, *launcher_args, "-n", str(n), *cmd]
+        cmd = [mpiexec, *launcher_args, count_flag, str(n), *cmd]
     start = time.monotonic()
     proc = subprocess.Popen(
         cmd, cwd=str(PROGRAMS), env=child_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

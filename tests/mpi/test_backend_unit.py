@@ -200,3 +200,18 @@ def test_failed_step_makes_the_communicator_unusable() -> None:
     assert calls == [1]
     fine = MPI4PyDist(FakeComm(0, 2, handle=906))
     assert fine._guarded("x", lambda: 7) == 7
+
+
+def test_null_and_inter_communicators_are_refused() -> None:
+    class Null(FakeComm):
+        def __bool__(self) -> bool:
+            return False
+
+    class Inter(FakeComm):
+        def Is_inter(self) -> bool:
+            return True
+
+    with pytest.raises(ValueError, match="COMM_NULL"):
+        MPI4PyDist(Null(0, 1, handle=907))
+    with pytest.raises(TypeError, match="intracommunicator"):
+        MPI4PyDist(Inter(0, 2, handle=908))

@@ -48,6 +48,15 @@ def test_evaluation_matches_one_process(mpiexec: str, n: Optional[int]) -> None:
     assert all(res["info"]["auto"] == ("mpi4py" if (n or 1) > 1 else "non_dist") for res in run.results.values())
 
 
+def test_tutorial_launch_with_mpirun(mpiexec: str) -> None:
+    """The tutorial's ``mpirun -np 3 python3 ...`` flow."""
+    mpirun = os.path.join(os.path.dirname(mpiexec), "mpirun")
+    if not os.path.exists(mpirun):  # pragma: no cover - an MPI without the alias
+        pytest.skip(f"no mpirun next to {mpiexec}")
+    run = run_program(mpirun, "evaluate.py", 3, timeout=240, count_flag="-np")
+    run.expect_success(3)
+
+
 @pytest.mark.parametrize("n", SIZES, ids=lambda n: f"np{n}")
 @pytest.mark.parametrize("scenario", ["unpicklable", "compute-error", "mismatch"])
 def test_faults_every_rank_raises(mpiexec: str, scenario: str, n: int) -> None:

@@ -174,6 +174,19 @@ def main() -> None:
         c.equal("split broadcast", out, f"from {max(members)}")
         c.equal("world still in step", b.all_gather_object(r), list(range(ws)))
         sub.Free()
+        # a rank left out of a split gets COMM_NULL: refused with a clear error
+        only_zero = world.Split(0 if r == 0 else MPI.UNDEFINED, key=0)
+        if r == 0:
+            c.equal("single-member group", MPI4PyDist(only_zero).all_gather_object("solo"), ["solo"])
+            only_zero.Free()
+        else:
+            c.raises("COMM_NULL refused", ValueError, lambda: MPI4PyDist(only_zero), "COMM_NULL")
+        # an intercommunicator is refused: the collectives assume one group
+        local = world.Split(r % 2, key=r)
+        inter = local.Create_intercomm(0, world, 1 - r % 2, tag=7)
+        c.raises("intercommunicator refused", TypeError, lambda: MPI4PyDist(inter), "intracommunicator")
+        inter.Free()
+        local.Free()
 
     def mismatch() -> None:
         # Different collectives on different ranks: every rank raises, and the group stays usable.

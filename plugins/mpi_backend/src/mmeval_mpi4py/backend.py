@@ -133,6 +133,12 @@ class MPI4PyDist(FramedDistBackend):
     def __init__(self, comm: Optional[MPI.Comm] = None, *, timeout: Optional[float] = None,
                  codec: Optional[str] = None) -> None:
         super().__init__(timeout=timeout, codec=codec)
+        if comm is not None:
+            if not comm:  # MPI.COMM_NULL, e.g. from Split(MPI.UNDEFINED)
+                raise ValueError(f"{self.name}: comm is MPI.COMM_NULL; this process is not in the group")
+            is_inter = getattr(comm, "Is_inter", None)
+            if is_inter is not None and is_inter():
+                raise TypeError(f"{self.name}: comm must be an intracommunicator, got an intercommunicator")
         self._comm: Optional[MPI.Comm] = comm
         mode = resolve_setting(self.name, "LARGE_COUNT", None) or "auto"
         if mode not in LARGE_COUNT_MODES:
