@@ -300,7 +300,17 @@ CHECKS: Dict[str, Callable[[Any], Any]] = {
     "two_backend_objects": check_name_collision_free,
 }
 
+def wait_for_peers(suffix: str, limit: float = 120.0) -> None:
+    """A barrier through OUT_DIR for when the group is broken: a rank that exits shuts Horovod down, which
+    would turn a slower peer's pending timeout into a 'Horovod has been shut down' failure."""
+    deadline = time.monotonic() + limit
+    paths = [os.path.join(OUT_DIR, f"rank{r}{suffix}") for r in range(WS)]
+    while not all(os.path.exists(p) for p in paths) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 if __name__ == "__main__":
     run(CHECKS, os.path.join(OUT_DIR, f"rank{RANK}.json"))
     run({"timeout": check_timeout}, os.path.join(OUT_DIR, f"rank{RANK}.timeout.json"))
+    wait_for_peers(".timeout.json")
     print(f"rank {RANK}: done", flush=True)
