@@ -213,6 +213,12 @@ def test_homogeneous_per_sample_lists_travel_as_columns():
     [np.zeros(3), np.zeros(4)] * 300,        # ragged arrays
     [1] * 600 + [1.0],                       # mixed types
     [1 << 70] * 600,                         # overflows int64
+    [np.str_("a"), np.str_("abc")] * 300,    # one numpy type, two dtypes: not one column (no truncation)
+    [np.datetime64("2020-01-01", "D"), np.datetime64("2020-01-01T05", "h")] * 300,  # two units
+    [np.zeros(4), np.zeros((4, 1))] * 300,   # same length, different ndim
+    [np.zeros(3, ">f4"), np.zeros(3, "<f4")] * 300,  # byte orders differ
+    [np.arange(20.0)[::2]] * 600,            # non-contiguous rows
+    [(i, np.arange(i, i + 3, dtype=np.int16)) for i in range(700)],
     {"results": [(i, float(i)) for i in range(1000)], "meta": ("x", [1, 2])},
 ])
 def test_columnar_round_trip_is_exact(obj):
