@@ -213,11 +213,15 @@ class BaseMetric(metaclass=ABCMeta):
                 raise ValueError(f"{self.name}.compute(size={size!r}): size must be a non-negative int or None")
             size = int(size)
         backend = self.dist_comm
-        local = self._local_results()
         if not backend.is_initialized or backend.world_size == 1:
-            return self.compute_metric(_truncate(local, size, self.name))
+            return self.compute_metric(_truncate(self._local_results(), size, self.name))
+        computes = backend.rank == 0
+        # the ranks that only send do not merge their batches first: the frame takes them as they
+        # are, and rank 0 joins them while decoding (their peak memory stays ~1x their results)
+        local = self._local_results() if computes or not 1 < len(self._batches) <= _MAX_SENT_BATCHES \
+            else _ArrayBatches(self._batches)
         gathered = backend.gather_object(local, dst=0)
-        if backend.rank == 0:
+        if computes:
             assert gathered is not None
             try:
                 collected = _collect(gathered, self.dist_collect_mode, self.name)
@@ -236,6 +240,34 @@ class BaseMetric(metaclass=ABCMeta):
 # --------------------------------------------------------------------------
 # collection
 # --------------------------------------------------------------------------
+
+#: Ranks that only send their array results send up to this many batches unmerged.
+_MAX_SENT_BATCHES = 1024
+
+
+class _ArrayBatches:
+    """A rank's array results as the batches it kept; unpickled as one :class:`ArrayResults`.
+
+    Sending the batches as they are spares the sending rank a concatenated copy
+    of its results (each batch array travels out-of-band, copied once into the
+    transport's buffer); the receiving rank concatenates them while decoding.
+    """
+
+    __slots__ = ("batches",)
+
+    def __init__(self, batches: List[Dict[str, np.ndarray]]) -> None:
+        self.batches = batches
+
+    def __reduce__(self) -> Any:
+        keys = tuple(self.batches[0])
+        arrays = [batch[k] for k in keys for batch in self.batches]  # key-major
+        return _join_batches, (keys, len(self.batches), *arrays)
+
+
+def _join_batches(keys: Sequence[str], count: int, *arrays: np.ndarray) -> ArrayResults:
+    """Inverse of :class:`_ArrayBatches`: every key's batches concatenated."""
+    return ArrayResults({k: np.concatenate(arrays[i * count : (i + 1) * count]) for i, k in enumerate(keys)})
+
 
 
 def _truncate(results: Union[List[Any], ArrayResults], size: Optional[int], name: str) -> Any:
