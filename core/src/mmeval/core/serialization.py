@@ -359,6 +359,10 @@ def _to_columns(lst: List[Any]) -> Optional[_Columns]:
     return None if col is None else _Columns("flat", [col])
 
 
+#: The only types :func:`_columnarize` looks into (exact types, like the checks).
+_CONTAINER_TYPES = frozenset((list, tuple, dict))
+
+
 def _columnarize(obj: Any, depth: int = 0) -> Any:
     """Replace long homogeneous lists inside ``obj`` (top levels only) by :class:`_Columns`."""
     t = type(obj)
@@ -368,14 +372,18 @@ def _columnarize(obj: Any, depth: int = 0) -> Any:
             if cols is not None:
                 return cols
             return obj
-        if depth >= 2 or len(obj) > 64:
+        if depth >= 2 or len(obj) > 64 or _CONTAINER_TYPES.isdisjoint(map(type, obj)):
             return obj
         new = [_columnarize(v, depth + 1) for v in obj]
         return new if any(a is not b for a, b in zip(new, obj)) else obj
     if t is tuple and depth < 2 and len(obj) <= 64:
+        if _CONTAINER_TYPES.isdisjoint(map(type, obj)):  # scalars only: nothing to replace (the common case)
+            return obj
         items = tuple(_columnarize(v, depth + 1) for v in obj)
         return items if any(a is not b for a, b in zip(items, obj)) else obj
     if t is dict and depth < 2 and len(obj) <= 64:
+        if _CONTAINER_TYPES.isdisjoint(map(type, obj.values())):
+            return obj
         new_d = {k: _columnarize(v, depth + 1) for k, v in obj.items()}
         return new_d if any(new_d[k] is not v for k, v in obj.items()) else obj
     return obj
