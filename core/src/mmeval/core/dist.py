@@ -228,10 +228,11 @@ def backend_infos(refresh: bool = False) -> List[BackendInfo]:
     infos: Dict[str, BackendInfo] = {}
     for name, cls in _BUILTINS.items():
         infos[name] = BackendInfo(name, "builtin", f"{cls.__module__}:{cls.__qualname__}", "mmeval-core", _core_version())
-        if name in scan.shadowed:
-            claims = "; ".join(f"{_dist_name(ep)} {_dist_version(ep)} ({name} = {ep.value})" for ep in scan.shadowed[name])
+        claimed = _live(scan.shadowed.get(name, []), disabled)
+        if claimed:
+            claims = "; ".join(f"{_dist_name(ep)} {_dist_version(ep)} ({name} = {ep.value})" for ep in claimed)
             infos[name].error = f"also claimed by {claims}: ignored, the built-in backend is used"
-            infos[name].providers = [(_dist_name(ep), _dist_version(ep), ep.value) for ep in scan.shadowed[name]]
+            infos[name].providers = [(_dist_name(ep), _dist_version(ep), ep.value) for ep in claimed]
     for name, all_eps in scan.by_name.items():
         eps = _live(all_eps, disabled) or all_eps
         first = eps[0]
