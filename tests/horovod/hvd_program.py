@@ -55,7 +55,7 @@ else:
 
 from mmeval.core.base_metric import RemoteMetricError  # noqa: E402
 from mmeval.core.dist import get_dist_backend, resolve_backend_name  # noqa: E402
-from mmeval.core.errors import CollectiveTimeoutError, RemoteSerializationError  # noqa: E402
+from mmeval.core.errors import CollectiveMismatchError, CollectiveTimeoutError, RemoteSerializationError  # noqa: E402
 from mmeval.metrics import Accuracy  # noqa: E402
 from mmeval.testing import conformance  # noqa: E402
 
@@ -250,17 +250,33 @@ def check_name_collision_free(b: Any) -> Dict[str, Any]:
     return {}
 
 
+def check_extra_collective(b: Any) -> Dict[str, Any]:
+    # Rank 0 calls one collective more than the others (a barrier before their all-gather): the header
+    # exchange, named the same for every collective, pairs the two, and every rank raises at once.
+    start = time.monotonic()
+    if b.rank == 0:
+        exc = _expect_error(b.barrier, CollectiveMismatchError)
+    else:
+        exc = _expect_error(lambda: b.all_gather_object(np.zeros(100_000)), CollectiveMismatchError)
+    elapsed = time.monotonic() - start
+    assert "barrier" in str(exc) and "all_gather_object" in str(exc), str(exc)
+    assert elapsed < CHECK_TIMEOUT, elapsed
+    # the group is still usable afterwards
+    assert b.all_gather_object(b.rank) == list(range(b.world_size))
+    return {"elapsed": elapsed, "message": str(exc)}
+
+
 def check_timeout(_: Any) -> Dict[str, Any]:
-    # Rank 0 skips one operation name, as a rank that ran an extra collective would: no rank's operation can
-    # match, and every rank must raise a TimeoutError after SHORT_TIMEOUT seconds instead of hanging.
+    # Rank 0 skips one payload operation name, so the payload all-gather of a large object cannot match
+    # across ranks: every rank must raise a TimeoutError after SHORT_TIMEOUT seconds instead of hanging.
     b = Backend(timeout=SHORT_TIMEOUT)
     if b.rank == 0:
         b._op_name("skipped")
     start = time.monotonic()
-    exc = _expect_error(b.barrier, CollectiveTimeoutError)
+    exc = _expect_error(lambda: b.all_gather_object(np.zeros(100_000)), CollectiveTimeoutError)
     elapsed = time.monotonic() - start
     assert isinstance(exc, TimeoutError)
-    assert Backend.name in str(exc) and "barrier" in str(exc), str(exc)
+    assert Backend.name in str(exc) and "all_gather_object" in str(exc), str(exc)
     assert SHORT_TIMEOUT * 0.9 <= elapsed < SHORT_TIMEOUT + 10, elapsed
     return {"elapsed": elapsed, "message": str(exc)}
 
@@ -298,6 +314,7 @@ CHECKS: Dict[str, Callable[[Any], Any]] = {
     "compute_metric_raises": check_compute_metric_raises,
     "process_set": check_process_set,
     "two_backend_objects": check_name_collision_free,
+    "extra_collective": check_extra_collective,
 }
 
 def wait_for_peers(suffix: str, limit: float = 120.0) -> None:

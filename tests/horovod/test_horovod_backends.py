@@ -53,6 +53,7 @@ CHECKS = [
     "compute_metric_raises",
     "process_set",
     "two_backend_objects",
+    "extra_collective",
 ]
 
 

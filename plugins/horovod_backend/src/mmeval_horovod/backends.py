@@ -239,10 +239,21 @@ class _HorovodDist(FramedDistBackend):
 
     # -- transport primitives ------------------------------------------------
 
+    def _slot_name(self) -> str:
+        """The header exchange's name: the same for every collective of this process set.
+
+        Headers are all-gathered under one constant name (Horovod only needs names unique among
+        operations in flight), so ranks that disagree on the collective -- one rank calling one
+        more, or a different one -- still meet in the header exchange and every rank raises
+        :class:`~mmeval.core.errors.CollectiveMismatchError` at once. Payload operations, which only
+        run once the headers agree, take per-call names from :meth:`_op_name`.
+        """
+        return f"mmeval.{self.name}.ps{self._process_set_id()}.slots"
+
     def _exchange_slots(self, fill: Fill, timeout: float) -> Sequence[memoryview]:
         buf, view = self._new_buffer(SLOT_SIZE)
         fill(view)
-        data = self._allgather(buf, self._op_name("slots"), timeout)
+        data = self._allgather(buf, self._slot_name(), timeout)
         return _split(data, [SLOT_SIZE] * self.world_size, self.name, "allgather (headers)")
 
     def _all_gather_bytes(self, sizes: Sequence[int], fill: Fill, timeout: float) -> Sequence[memoryview]:
