@@ -146,3 +146,31 @@ def codec_by_rank(backend):
     except DistCommunicationError as exc:
         return type(exc).__name__, str(exc)
     return "no error", ""
+
+
+def _explode():
+    raise ValueError("cannot rebuild this result here")
+
+
+class FailsOnLoad:
+    def __reduce__(self):
+        return _explode, ()
+
+
+class ObjectMetric(Accuracy):
+    def add(self, item):  # object results, MMEval style
+        self._results.append(item)
+
+    def compute_metric(self, results):
+        return {"n": len(results)}
+
+
+def undecodable_result_on_rank_1(backend):
+    m = ObjectMetric(dist_backend=backend)
+    m.add(FailsOnLoad() if backend.rank == 1 else ("fine", backend.rank))
+    start = time.monotonic()
+    try:
+        m.compute()
+    except Exception as exc:
+        return type(exc).__name__, str(exc), time.monotonic() - start
+    return "no error", "", 0.0

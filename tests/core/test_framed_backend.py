@@ -134,3 +134,21 @@ def test_ranks_with_different_codecs_fail_everywhere(monkeypatch):
     monkeypatch.setenv("MMEVAL_HUB_TIMEOUT", "soon")
     with pytest.raises(ValueError, match="MMEVAL_HUB_TIMEOUT"):
         HubDist(0, 1, ("127.0.0.1", 0), codec="pickle")
+
+
+def test_results_rank_0_cannot_decode_fail_every_rank_quickly():
+    out = _ok(run_ranks(w.undecodable_result_on_rank_1, 3, backend_kwargs={"timeout": 60}))
+    for name, msg, took in out.values():
+        assert name == "FrameDecodeError", msg
+        assert "cannot rebuild this result here" in msg
+        assert took < 30  # not the 60 s timeout
+
+
+def test_world_of_one_fails_like_a_larger_world():
+    from hub_backend import HubDist
+
+    from mmeval.core.errors import RemoteSerializationError
+
+    b = HubDist(0, 1, ("127.0.0.1", 0))
+    with pytest.raises(RemoteSerializationError, match="rank 0"):
+        b.all_gather_object(lambda: 1)

@@ -14,7 +14,13 @@ import numpy as np
 
 from .dist import _validate_name, get_dist_backend
 from .dist_backends.base_backend import BaseDistBackend
-from .errors import MMEvalError
+from .errors import (
+    CollectiveFailedError,
+    CollectiveMismatchError,
+    CollectiveTimeoutError,
+    MMEvalError,
+    RemoteSerializationError,
+)
 
 __all__ = ["BaseMetric", "ArrayResults", "RemoteMetricError"]
 
@@ -220,7 +226,16 @@ class BaseMetric(metaclass=ABCMeta):
         # are, and rank 0 joins them while decoding (their peak memory stays ~1x their results)
         local = self._local_results() if computes or not 1 < len(self._batches) <= _MAX_SENT_BATCHES \
             else _ArrayBatches(self._batches)
-        gathered = backend.gather_object(local, dst=0)
+        try:
+            gathered = backend.gather_object(local, dst=0)
+        except _SHARED_FAILURES:
+            raise  # every rank of the group raises these together
+        except Exception as exc:
+            # a failure of this rank alone (e.g. rank 0 could not decode a peer's results): tell the
+            # others, who would otherwise wait in the broadcast below for the whole timeout
+            if computes:
+                _broadcast_failure(backend, exc)
+            raise
         if computes:
             assert gathered is not None
             try:
@@ -344,6 +359,17 @@ def _unzip_permutation(counts: List[int]) -> np.ndarray:
 # --------------------------------------------------------------------------
 # errors of compute_metric
 # --------------------------------------------------------------------------
+
+
+#: Collective errors that every rank of the group raises together (nothing more to tell the others).
+_SHARED_FAILURES = (RemoteSerializationError, CollectiveMismatchError, CollectiveTimeoutError, CollectiveFailedError)
+
+
+def _broadcast_failure(backend: BaseDistBackend, exc: BaseException) -> None:
+    try:
+        backend.broadcast_object(("error", _pack_exception(exc)), src=0)
+    except Exception as second:  # the others are gone too: keep the original error
+        logger.debug("mmeval: could not tell the other ranks about %r: %s", exc, second)
 
 
 def _pack_exception(exc: BaseException) -> Dict[str, Any]:

@@ -197,8 +197,15 @@ class FramedDistBackend(BaseDistBackend):
     # -- machinery ----------------------------------------------------------
 
     def _local_copy(self, obj: Any) -> Any:
-        # a world of one still returns an independent object, as with peers
-        return decode(encode(obj, self.codec).tobytes(), self.codec)
+        # a world of one still returns an independent object, and fails as a larger world would
+        try:
+            frame = encode(obj, self.codec)
+        except Exception as exc:
+            raise RemoteSerializationError(
+                f"{self.name}: rank 0 (of 1) could not serialize its object ({type(exc).__name__}: {exc}). "
+                f"Send only picklable objects{' of plain data (codec=safe)' if self.codec == 'safe' else ''}."
+            ) from exc
+        return decode(frame.tobytes(), self.codec)
 
     def _check_root(self, op: str, arg: str, root: int) -> None:
         ws = self.world_size
