@@ -147,8 +147,11 @@ def main() -> int:
     ]
     skipped = []
     for name, _ws, run in plans:
-        if not installed(name) or (name.endswith("horovod") and not _horovod_usable(name)):
-            skipped.append(name)
+        if not installed(name):
+            skipped.append(f"{name} (its plugin is not installed)")
+            continue
+        if name.endswith("horovod") and not _horovod_usable(name):
+            skipped.append(f"{name} (Horovod for {'torch' if name.startswith('torch') else 'tensorflow'} is not built here)")
             continue
         out = os.path.join(tmp, f"{name}.json")
         try:
@@ -167,7 +170,7 @@ def main() -> int:
         print(f"{row['backend']:<14} {row['world_size']:>5} {row['result']['top1']:>8.4f} {row['result']['top3']:>8.4f} "
               f"{row['seconds']:>7.2f} {row['bytes']:>12,}  {'yes' if same else 'NO'}")
     if skipped:
-        print(f"\nnot installed here (skipped): {', '.join(skipped)}")
+        print("\nskipped: " + "; ".join(skipped))
     if failures:
         print("\nFAILED:\n  " + "\n  ".join(failures))
         return 1
