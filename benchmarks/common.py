@@ -1,0 +1,238 @@
+"""What every part of the benchmark suite shares: payloads, the interleaved timing loop, memory, the machine.
+
+Imports only the standard library and numpy, so the MMEval 0.2.1 side of the
+suite (run in its own environment) can use it too.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import pickle
+import platform
+import socket
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+MB = 2**20
+#: Every payload of the object-collective benchmark, smallest first.
+PAYLOADS = ("dict1k", "arr1m", "arr16m", "arr64m", "arr256m", "tuples100k")
+#: Timed iterations per payload (after one warm-up), sized so the whole suite fits ~20 min on 2 cores.
+ITERS = {"dict1k": 25, "arr1m": 11, "arr16m": 7, "arr64m": 5, "arr256m": 3, "tuples100k": 5}
+#: Array payloads: bytes of the array inside the dict.
+ARRAY_BYTES = {"arr1m": MB, "arr16m": 16 * MB, "arr64m": 64 * MB, "arr256m": 256 * MB}
+#: Rows of the per-sample payload, and scores per row.
+TUPLES, SCORES = 100_000, 10
+#: The allocator pin of every timed process (glibc's adaptive mmap threshold makes 1-32 MB timings order-dependent).
+MALLOC_PIN = {"MALLOC_MMAP_THRESHOLD_": "65536"}
+#: Operations of the object-collective benchmark.
+OPS = ("all_gather", "gather", "broadcast")
+
+Method = Callable[[], Any]
+
+
+# --------------------------------------------------------------------------
+# payloads
+# --------------------------------------------------------------------------
+
+
+def _array(nbytes: int, rank: int) -> np.ndarray:
+    """A deterministic float32 array of ``nbytes`` bytes, different per rank (cheap to rebuild and check)."""
+    out = np.arange(nbytes // 4, dtype=np.float32)
+    out *= np.float32(1e-3)
+    out += np.float32(rank)
+    return out
+
+
+def tuples_payload(rank: int, rows: int = TUPLES) -> List[Any]:
+    """Per-sample results as metrics keep them: ``(int label, float32 scores[10])`` per sample.
+
+    The score rows are views of one batch array, as when a metric appends
+    ``scores[i]`` of each batch.
+    """
+    rng = np.random.default_rng(1000 + rank)
+    scores = rng.random((rows, SCORES), dtype=np.float32)
+    labels = ((np.arange(rows) * 7 + rank) % SCORES).tolist()
+    return [(labels[i], scores[i]) for i in range(rows)]
+
+
+def make_payload(name: str, rank: int) -> Any:
+    """The payload ``name`` (one of :data:`PAYLOADS`) as rank ``rank`` sends it."""
+    if name == "dict1k":
+        return {"rank": rank, "epoch": 3, "tag": "val", "ids": list(range(rank, rank + 100)),
+                "loss": 0.25 + rank, "names": [f"sample_{i:05d}" for i in range(40)]}
+    if name in ARRAY_BYTES:
+        return {"rank": rank, "data": _array(ARRAY_BYTES[name], rank)}
+    if name == "tuples100k":
+        return tuples_payload(rank)
+    raise ValueError(f"unknown payload {name!r}; choose from {PAYLOADS}")
+
+
+def check_payload(name: str, got: Any, rank: int) -> None:
+    """Raise ``AssertionError`` unless ``got`` is rank ``rank``'s payload ``name`` (sampled for big ones)."""
+    if name == "dict1k":
+        assert got == make_payload(name, rank), f"{name} from rank {rank} differs"
+    elif name in ARRAY_BYTES:
+        assert got["rank"] == rank, f"{name}: rank field {got['rank']} != {rank}"
+        data = got["data"]
+        assert isinstance(data, np.ndarray) and data.dtype == np.float32 and data.nbytes == ARRAY_BYTES[name]
+        idx = np.linspace(0, data.size - 1, 4097).astype(np.int64)
+        want = idx.astype(np.float32) * np.float32(1e-3) + np.float32(rank)
+        assert np.array_equal(data[idx], want), f"{name} from rank {rank}: wrong bytes"
+    elif name == "tuples100k":
+        want = tuples_payload(rank)
+        assert isinstance(got, list) and len(got) == len(want), f"{name} from rank {rank}: wrong length"
+        for i in (0, 1, len(want) // 2, len(want) - 1):
+            assert type(got[i]) is tuple and got[i][0] == want[i][0] and type(got[i][0]) is int
+            assert np.array_equal(got[i][1], want[i][1]) and got[i][1].dtype == np.float32
+    else:
+        raise ValueError(name)
+
+
+def raw_nbytes(payload: Any) -> int:
+    """Bytes the raw transport moves for ``payload``: its plain pickle (protocol 5, in-band).
+
+    For array payloads that is the array plus ~100 bytes; for the per-sample
+    list it is the 7.5 MB that pickle makes of 100,000 tuples (the size the
+    baseline measured MMEval 0.2.1 against).
+    """
+    return len(pickle.dumps(payload, protocol=5))
+
+
+# --------------------------------------------------------------------------
+# timing
+# --------------------------------------------------------------------------
+
+
+def interleaved(
+    methods: Dict[str, Method],
+    iters: int,
+    warmup: int,
+    barrier: Callable[[], None],
+    max_over_ranks: Callable[[float], float],
+    after: Optional[Callable[[str, Any], None]] = None,
+) -> Dict[str, List[float]]:
+    """Time every method, interleaved: iteration ``i`` runs all of them once, in an order rotated by ``i``.
+
+    Each call is preceded by a barrier; its time is the slowest rank's (the
+    per-iteration max over ranks). ``after(name, result)`` sees each result
+    of the warm-up iterations (for checks). Returns the timed iterations'
+    seconds per method.
+    """
+    names = list(methods)
+    times: Dict[str, List[float]] = {n: [] for n in names}
+    for it in range(warmup + iters):
+        k = it % len(names)
+        for name in names[k:] + names[:k]:
+            barrier()
+            t0 = time.perf_counter()
+            out = methods[name]()
+            dt = time.perf_counter() - t0
+            if it < warmup and after is not None:
+                after(name, out)
+            del out
+            worst = max_over_ranks(dt)
+            if it >= warmup:
+                times[name].append(worst)
+        gc.collect()
+    return times
+
+
+def median(values: Sequence[float]) -> float:
+    """The median (``nan`` for no values)."""
+    return float(np.median(values)) if len(values) else float("nan")
+
+
+# --------------------------------------------------------------------------
+# memory
+# --------------------------------------------------------------------------
+
+
+def vm_status() -> Dict[str, int]:
+    """``VmRSS`` and ``VmHWM`` (peak RSS) of this process, in bytes, from ``/proc/self/status``."""
+    out: Dict[str, int] = {}
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    key, value = line.split(":", 1)
+                    out[key] = int(value.split()[0]) * 1024
+    except OSError:
+        pass
+    return out
+
+
+def reset_peak_rss() -> bool:
+    """Reset this process's peak RSS (``VmHWM``) to its current RSS; ``False`` where Linux does not allow it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------------------
+# the machine
+# --------------------------------------------------------------------------
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` says."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info() -> Dict[str, Any]:
+    """Where the figures come from: CPU, cores, load, memory, OS, Python."""
+    mem_total = mem_avail = 0
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    mem_total = int(line.split()[1]) * 1024
+                elif line.startswith("MemAvailable:"):
+                    mem_avail = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return {
+        "host": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "cpus": os.cpu_count(),
+        "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "mem_total_gib": round(mem_total / 2**30, 1),
+        "mem_available_gib": round(mem_avail / 2**30, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "time": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+
+
+def mem_available() -> int:
+    """``MemAvailable`` in bytes (0 if unknown)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as indented JSON (atomically: a temporary file renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=False))
+    tmp.replace(path)

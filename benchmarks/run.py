@@ -1,0 +1,270 @@
+"""The benchmark suite of issue 7 in one command: every part, then docs/benchmarks.{json,md,png}.
+
+Run (``tox -e bench`` runs exactly this)::
+
+    python benchmarks/run.py                  # everything (~20 min on 2 cores)
+    python benchmarks/run.py --quick          # a smoke run: fewer payloads and iterations
+    python benchmarks/run.py --parts startup codec --out-dir /tmp/bench
+
+Parts, each a child process with a hard timeout (a part that fails or times
+out is reported as such; the others still run):
+
+* ``collectives`` -- ``collectives.py`` for every installed backend at world
+  sizes 2 and 4: torch_cpu (gloo, spawned ranks), mpi4py (under ``mpiexec``),
+  torch_horovod (under ``horovodrun --gloo``, only where a Horovod build is
+  importable: ``$MMEVAL_BENCH_HOROVOD_PYTHON`` or ``.tox/horovod-torch``);
+* ``mmeval021`` -- the same script with MMEval 0.2.1's backends, in MMEval
+  0.2.1's own environment (``mmeval021_env.py`` builds it once);
+* ``compute`` -- ``compute.py``: Accuracy.compute end to end, ours and MMEval 0.2.1;
+* ``startup`` -- ``startup.py``; ``codec`` -- ``codec.py``.
+
+Every child runs with ``MALLOC_MMAP_THRESHOLD_=65536``, gloo on the loopback
+interface and one intra-op thread per rank. ``report.py`` turns the JSON into
+the Markdown and the plot (and can be re-run alone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import common  # noqa: E402
+import mmeval021_env  # noqa: E402
+import report  # noqa: E402
+
+PARTS = ("collectives", "mmeval021", "compute", "startup", "codec")
+#: Distributions of the test suite's fixture plugins: never part of a measurement.
+FIXTURE_DISTS = "mmeval-fixture-plugin,mmeval-fixture-rival"
+
+
+class Job:
+    """One child process of the suite."""
+
+    def __init__(self, part: str, title: str, cmd: List[str], timeout: float,
+                 env: Optional[Dict[str, str]] = None) -> None:
+        self.part, self.title, self.cmd, self.timeout = part, title, cmd, timeout
+        self.env = env or {}
+        self.out: Optional[Path] = None
+
+
+def _fixtures_installed() -> bool:
+    """Whether the test suite's fixture plugins are installed here (a dev venv, not the bench env)."""
+    from importlib import metadata
+
+    for name in FIXTURE_DISTS.split(","):
+        try:
+            metadata.version(name)
+            return True
+        except metadata.PackageNotFoundError:
+            continue
+    return False
+
+
+def _child_env(extra: Dict[str, str]) -> Dict[str, str]:
+    env = dict(os.environ)
+    env.update(common.MALLOC_PIN)
+    env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    if _fixtures_installed():  # a dev venv: keep the test suite's fixture backends and hooks out of the timings
+        env.setdefault("MMEVAL_DISABLE_PLUGINS", FIXTURE_DISTS)
+    env.update(extra)
+    return env
+
+
+def _importable(python: str, code: str, timeout: float = 180) -> Tuple[bool, str]:
+    try:
+        proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, str(exc)
+    last = (proc.stderr.strip().splitlines() or [""])[-1]
+    return proc.returncode == 0, last
+
+
+def horovod_python() -> Tuple[Optional[str], str]:
+    """A Python whose environment has Horovod built for torch (and horovodrun), else ``None`` and why."""
+    candidates = [os.environ.get("MMEVAL_BENCH_HOROVOD_PYTHON", ""), str(REPO / ".tox" / "horovod-torch" / "bin" / "python")]
+    for python in [c for c in candidates if c]:
+        if not Path(python).exists():
+            continue
+        ok, why = _importable(python, "import horovod.torch, torch")
+        runner = Path(python).parent / "horovodrun"
+        if ok and runner.exists():
+            return python, ""
+        return None, f"{python}: {why or 'no horovodrun next to it'}"
+    return None, "no Horovod environment (tox -e horovod-torch builds one; or set MMEVAL_BENCH_HOROVOD_PYTHON)"
+
+
+def plan(args: argparse.Namespace, notes: List[str]) -> List[Job]:
+    """The jobs to run, in order."""
+    py = sys.executable
+    quick = args.quick
+    scale = ["--iters-scale", "0.4"] if quick else []
+    payloads = ["--payloads", "dict1k", "arr16m", "tuples100k"] if quick else []
+    sizes = (2,) if quick else (2, 4)
+    jobs: List[Job] = []
+    parts = set(args.parts)
+    if "collectives" in parts:
+        for ws in sizes:
+            jobs.append(Job("collectives", f"torch_cpu ws={ws}",
+                            [py, str(HERE / "collectives.py"), "--backend", "torch_cpu", "--world-size", str(ws),
+                             *payloads, *scale], 900 if ws == 2 else 1200))
+        ok, why = _importable(py, "import mpi4py.MPI")
+        if ok and shutil.which("mpiexec", path=os.path.dirname(py) + os.pathsep + os.environ.get("PATH", "")):
+            for ws in sizes:
+                # ws=4 runs 4 busy-polling MPICH ranks on 2 cores: fewer iterations, and it is reported as erratic
+                extra = scale if ws == 2 else ["--iters-scale", "0.4" if quick else "0.6"]
+                jobs.append(Job("collectives", f"mpi4py ws={ws}",
+                                [py, str(HERE / "collectives.py"), "--backend", "mpi4py", "--world-size", str(ws),
+                                 "--timeout", "600", *payloads, *extra], 660))
+        else:
+            notes.append(f"mpi4py not benchmarked: {why or 'mpiexec not found'}")
+        hpy, why = horovod_python() if not args.no_horovod else (None, "--no-horovod given")
+        if hpy is not None:
+            runner = str(Path(hpy).parent / "horovodrun")
+            pythonpath = os.pathsep.join([str(REPO / "core" / "src"), str(REPO / "plugins" / "horovod_backend" / "src")])
+            hpayloads = payloads or ["--payloads", "dict1k", "arr64m", "arr256m", "tuples100k"]
+            jobs.append(Job("collectives", "torch_horovod ws=2",
+                            [runner, "--gloo", "-np", "2", "-H", "localhost:2", hpy, str(HERE / "collectives.py"),
+                             "--backend", "torch_horovod", "--world-size", "2", *hpayloads, *scale], 900,
+                            env={"PYTHONPATH": pythonpath}))
+            notes.append(f"torch_horovod benchmarked with {hpy} (horovodrun --gloo, ws=2), this tree's core "
+                         "and plugin on PYTHONPATH")
+        else:
+            notes.append(f"horovod not benchmarked: {why}")
+    old_py: Optional[str] = None
+    if parts & {"mmeval021", "compute"} and not args.no_mmeval021:
+        try:
+            old_py = str(mmeval021_env.ensure(mmeval021_env.default_venv()))
+        except RuntimeError as exc:
+            notes.append(f"MMEval 0.2.1 not run: {exc}; compare with /work/shared/perf-baseline.md")
+    if "mmeval021" in parts and old_py is not None:
+        for ws in sizes:
+            jobs.append(Job("mmeval021", f"MMEval 0.2.1 torch_cpu ws={ws}",
+                            [old_py, str(HERE / "collectives.py"), "--impl", "mmeval021", "--backend", "torch_cpu",
+                             "--world-size", str(ws), "--payloads", "dict1k", "arr64m", "tuples100k",
+                             "--ops", "all_gather", "broadcast", "--only", "mmeval", "raw", "raw_prealloc", *scale],
+                            900))
+        for ws in sizes:
+            jobs.append(Job("mmeval021", f"MMEval 0.2.1 mpi4py ws={ws}",
+                            [old_py, str(HERE / "collectives.py"), "--impl", "mmeval021", "--backend", "mpi4py",
+                             "--world-size", str(ws), "--payloads", "dict1k", "arr64m", "tuples100k",
+                             "--ops", "all_gather", "broadcast", "--only", "mmeval", "raw", "raw_prealloc",
+                             "--timeout", "600", *(scale or ["--iters-scale", "0.6"] if ws == 4 else scale)], 660))
+    if "compute" in parts:
+        iters = ["--iters", "2" if quick else "5"]
+        for backend in ("torch_cpu", "mpi4py"):
+            for ws in sizes:
+                jobs.append(Job("compute", f"compute ours {backend} ws={ws}",
+                                [py, str(HERE / "compute.py"), "--impl", "ours", "--backend", backend,
+                                 "--world-size", str(ws), *iters], 600))
+                if old_py is not None:
+                    jobs.append(Job("compute", f"compute MMEval 0.2.1 {backend} ws={ws}",
+                                    [old_py, str(HERE / "compute.py"), "--impl", "mmeval021", "--backend", backend,
+                                     "--world-size", str(ws), "--iters", "2" if quick else "3"], 900))
+    if "startup" in parts:
+        jobs.append(Job("startup", "start-up", [py, str(HERE / "startup.py"), "--reps", "3" if quick else "9"], 600))
+    if "codec" in parts:
+        jobs.append(Job("codec", "codecs", [py, str(HERE / "codec.py"), "--reps-scale", "0.3" if quick else "1"], 600))
+    return jobs
+
+
+def _kill_tree(proc: "subprocess.Popen[bytes]") -> None:
+    """Kill a job's whole session (the launcher and every rank it started)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def run_job(job: Job, tmp: Path, index: int) -> Optional[str]:
+    """Run one job (its output streams through); ``None`` if it succeeded, else why not."""
+    job.out = tmp / f"{index:02d}-{job.part}.json"
+    cmd = [*job.cmd, "--out", str(job.out)]
+    print(f"\n== [{index}] {job.title}: {' '.join(cmd[1:3])} ... (load {os.getloadavg()[0]:.2f})", flush=True)
+    t0 = time.monotonic()
+    # its own session: on timeout the whole tree (launcher and ranks) is killed, not just the launcher
+    proc = subprocess.Popen(cmd, env=_child_env(job.env), cwd=str(REPO), start_new_session=True)
+    try:
+        code = proc.wait(timeout=job.timeout)
+    except subprocess.TimeoutExpired:
+        _kill_tree(proc)
+        return f"{job.title}: killed after {job.timeout:g}s"
+    except BaseException:  # Ctrl-C, tox stopping us: take the ranks down too
+        _kill_tree(proc)
+        raise
+    print(f"   ({time.monotonic() - t0:.0f}s)", flush=True)
+    if code != 0:
+        return f"{job.title}: exit status {code}"
+    if not job.out.exists():
+        return f"{job.title}: wrote no results"
+    return None
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    parser.add_argument("--quick", action="store_true", help="smoke run: fewer payloads, sizes and iterations")
+    parser.add_argument("--no-mmeval021", action="store_true", help="skip MMEval 0.2.1 (its env is not built)")
+    parser.add_argument("--no-horovod", action="store_true")
+    parser.add_argument("--out-dir", type=Path, default=REPO / "docs", help="where benchmarks.{json,md,png} go")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    machine = common.machine_info()
+    print(f"mmeval benchmark suite on {machine['cpu_model']} x{machine['cpus']}, load {machine['loadavg']}, "
+          f"{machine['mem_available_gib']} GiB free", flush=True)
+    notes: List[str] = []
+    jobs = plan(args, notes)
+    for note in notes:
+        print("note: " + note, flush=True)
+    errors: List[str] = []
+    runs: List[Dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="mmeval-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        for i, job in enumerate(jobs):
+            load_before = os.getloadavg()[0]
+            why = run_job(job, tmp, i)
+            if why is not None:
+                errors.append(why)
+                print("   FAILED: " + why, flush=True)
+                continue
+            assert job.out is not None
+            data = report.load(job.out)
+            runs.append({"part": job.part, "title": job.title, "meta": data.get("meta", {}),
+                         "load_before": load_before, "load_after": os.getloadavg()[0]})
+            for rec in data["records"]:
+                rec.setdefault("impl", "ours")
+                rec["run"] = job.title
+            runs[-1]["records"] = data["records"]
+    result = {
+        "meta": {
+            "machine": machine, "machine_at_end": common.machine_info(),
+            "command": "tox -e bench" if os.environ.get("TOX_ENV_NAME") else "python " + " ".join(sys.argv),
+            "quick": args.quick, "seconds": round(time.monotonic() - started, 1), "notes": notes,
+            "errors": errors, "allocator": common.MALLOC_PIN, "python": sys.version.split()[0],
+            "versions": report.versions(),
+        },
+        "runs": runs,
+    }
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    common.write_json(args.out_dir / "benchmarks.json", result)
+    text = report.render(result, args.out_dir)
+    print("\n" + text)
+    print(f"\nwrote {args.out_dir / 'benchmarks.json'}, benchmarks.md and benchmarks.png "
+          f"in {result['meta']['seconds']:.0f}s", flush=True)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
