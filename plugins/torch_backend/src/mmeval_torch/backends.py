@@ -41,7 +41,7 @@ import threading
 import time
 import weakref
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, Hashable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Hashable, List, Optional, Sequence, Set
 
 from mmeval.core.dist_backends.framed_backend import Fill, FramedDistBackend
 from mmeval.core.serialization import SLOT_SIZE
@@ -96,6 +96,28 @@ def split_blocks(buffer: memoryview, block: int, sizes: Sequence[int]) -> List[m
     return out
 
 
+#: CPU staging buffers of at least this many bytes come from numpy (see :func:`_empty`).
+NUMPY_ALLOC_MIN = 1 << 20
+
+
+def _empty(nbytes: int, device: Optional["torch.device"] = None) -> "torch.Tensor":
+    """An uninitialized uint8 buffer of ``nbytes`` on ``device`` (CPU by default).
+
+    Large CPU buffers are numpy arrays wrapped without a copy: numpy asks the
+    kernel for transparent huge pages (``madvise``), torch's CPU allocator does
+    not (unless ``THP_MEM_ALLOC_ENABLE=1``), and faulting in a fresh 128 MiB
+    receive buffer 4 KiB at a time cost more than copying the payload into it
+    (54 ms vs 16 ms here). The tensor keeps the array alive.
+    """
+    import torch
+
+    if (device is None or device.type == "cpu") and nbytes >= NUMPY_ALLOC_MIN:
+        import numpy as np
+
+        return torch.from_numpy(np.empty(nbytes, dtype=np.uint8))
+    return torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+
 def _byte_view(tensor: "torch.Tensor") -> memoryview:
     """A writable 1-D memoryview of a contiguous CPU uint8 tensor's bytes (no copy)."""
     array: Any = tensor.numpy()
@@ -148,6 +170,32 @@ def _torch_dist_initialized() -> bool:
 def _is_timeout(exc: BaseException) -> bool:
     text = str(exc).lower()
     return isinstance(exc, TimeoutError) or "timed out" in text or "timeout" in text
+
+
+_kept: Set[int] = set()
+
+
+def _keep_alive(group: Any) -> None:
+    """Keep ``group`` until the process exits: never destroyed, its worker threads are never joined.
+
+    After a collective failed or timed out, gloo's worker thread may still be
+    blocked reading from a peer that is unreachable (a cut link) or alive but
+    elsewhere. Destroying the group -- ``destroy_process_group()``, or the
+    interpreter's exit -- joins that thread, so the process would hang for the
+    group's own timeout (30 minutes by default) after mmeval had raised. The
+    group cannot be used any more anyway; one reference that is never released
+    keeps it (``Py_IncRef``: module globals are cleared at exit, this is not).
+    """
+    with _tokens_lock:
+        if id(group) in _kept:
+            return
+        _kept.add(id(group))
+    try:
+        import ctypes
+
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(group))
+    except Exception:  # not CPython: the exit may wait for gloo's timeout
+        logger.debug("mmeval: could not keep the failed process group alive", exc_info=True)
 
 
 class _GroupToken:
@@ -275,14 +323,20 @@ class _TorchDist(FramedDistBackend):
         return tensor if tensor.device.type == "cpu" else tensor.cpu()
 
     def _wait(self, work: Any, timeout: float, what: str) -> None:
-        """Wait for ``work`` at most ``timeout`` seconds; raise ``TimeoutError`` when it expires."""
+        """Wait for ``work`` at most ``timeout`` seconds; raise ``TimeoutError`` when it expires.
+
+        A wait that fails keeps the process group alive to the end of the
+        process (see :func:`_keep_alive`).
+        """
         try:
             done = work.wait(timeout=timedelta(seconds=timeout))
         except Exception as exc:
+            _keep_alive(self._process_group())
             if _is_timeout(exc):
                 raise TimeoutError(f"{self.name}: {what} did not complete within {timeout:g}s ({exc})") from exc
             raise
         if done is False:
+            _keep_alive(self._process_group())
             raise TimeoutError(f"{self.name}: {what} did not complete within {timeout:g}s")
 
     # -- transport primitives --------------------------------------------------
@@ -312,9 +366,8 @@ class _TorchDist(FramedDistBackend):
 
     def _filled_send_buffer(self, block: int, size: int, fill: Optional[Fill]) -> "torch.Tensor":
         """A CPU uint8 tensor of ``block`` bytes: ``fill`` writes the first ``size``, the rest is zeroed."""
-        import torch
 
-        send = torch.empty(block, dtype=torch.uint8)
+        send = _empty(block)
         if block:
             self._fill_block(_byte_view(send), size, fill)
         return send
@@ -327,13 +380,12 @@ class _TorchDist(FramedDistBackend):
         the receive tensor is its send buffer, so the frame is written once,
         into memory that is kept, and no separate send tensor is allocated.
         """
-        import torch
 
         dist = self._dist()
         rank, ws = self.rank, self.world_size
         size = int(sizes[rank])
         device = self._device()
-        recv = torch.empty(block * ws, dtype=torch.uint8, device=device)
+        recv = _empty(block * ws, device)
         mine = recv[rank * block : (rank + 1) * block]
         if self._transport_name(device) in _IN_PLACE_ALL_GATHER:
             if device.type == "cpu":
@@ -380,7 +432,6 @@ class _TorchDist(FramedDistBackend):
     def _gather_point_to_point(
         self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float
     ) -> Optional[Sequence[memoryview]]:
-        import torch
 
         dist = self._dist()
         rank = self.rank
@@ -396,7 +447,7 @@ class _TorchDist(FramedDistBackend):
         for n in sizes:  # each block 64-byte aligned; no padding to the largest
             offsets.append(total)
             total += padded_block_size([n])
-        recv = torch.empty(total, dtype=torch.uint8)
+        recv = _empty(total)
         view = _byte_view(recv)
         own = int(sizes[rank])
         fill(view[offsets[rank] : offsets[rank] + own])
@@ -415,7 +466,6 @@ class _TorchDist(FramedDistBackend):
     def _gather_collective(
         self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float, device: "torch.device"
     ) -> Optional[Sequence[memoryview]]:
-        import torch
 
         dist = self._dist()
         rank, ws = self.rank, self.world_size
@@ -424,7 +474,7 @@ class _TorchDist(FramedDistBackend):
         recv: Optional[torch.Tensor] = None
         gather_list: Optional[List[torch.Tensor]] = None
         if rank == dst:
-            recv = torch.empty(block * ws, dtype=torch.uint8, device=device)
+            recv = _empty(block * ws, device)
             gather_list = [recv[r * block : (r + 1) * block] for r in range(ws)]
         work = dist.gather(send, gather_list, dst=self._global_rank(dst), group=self.group, async_op=True)
         self._wait(work, timeout, "the payload gather")
@@ -443,9 +493,8 @@ class _TorchDist(FramedDistBackend):
         if rank == src:
             buf = self._to_device(self._filled_send_buffer(size, size, fill), device)
         else:
-            import torch
 
-            buf = torch.empty(size, dtype=torch.uint8, device=device)
+            buf = _empty(size, device)
         work = dist.broadcast(buf, src=self._global_rank(src), group=self.group, async_op=True)
         self._wait(work, timeout, "the payload broadcast")
         if rank == src:
