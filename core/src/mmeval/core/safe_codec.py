@@ -231,5 +231,8 @@ def _dec(r: _Reader, depth: int) -> Any:
         if size * dt.itemsize != buf.nbytes:
             raise FrameDecodeError(f"safe codec: array of shape {shape} and {dt} does not match its {buf.nbytes}-byte buffer")
         np = _np()
-        return np.frombuffer(buf, dtype=dt).reshape(shape) if size else np.empty(shape, dtype=dt)
+        try:  # numpy refuses more than 64 dimensions, and empty shapes whose other sizes overflow
+            return np.frombuffer(buf, dtype=dt).reshape(shape) if size else np.empty(shape, dtype=dt)
+        except (ValueError, TypeError) as exc:
+            raise FrameDecodeError(f"safe codec: cannot build an array of shape {shape} and {dt} ({exc})") from None
     raise FrameDecodeError(f"safe codec: unknown tag {tag!r}")
