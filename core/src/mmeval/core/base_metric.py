@@ -222,10 +222,15 @@ class BaseMetric(metaclass=ABCMeta):
         if not backend.is_initialized or backend.world_size == 1:
             return self.compute_metric(_truncate(self._local_results(), size, self.name))
         computes = backend.rank == 0
+        # the safe codec moves plain data only: array results travel as a plain dict, and an error
+        # report's pickled exception is never unpickled (a hostile rank 0 could run code with it)
+        plain = getattr(backend, "codec", "pickle") == "safe"
         # the ranks that only send do not merge their batches first: the frame takes them as they
         # are, and rank 0 joins them while decoding (their peak memory stays ~1x their results)
-        local = self._local_results() if computes or not 1 < len(self._batches) <= _MAX_SENT_BATCHES \
+        local = self._local_results() if computes or plain or not 1 < len(self._batches) <= _MAX_SENT_BATCHES \
             else _ArrayBatches(self._batches)
+        if plain and isinstance(local, ArrayResults):
+            local = dict(local)  # type: ignore[assignment]
         try:
             gathered = backend.gather_object(local, dst=0)
         except _SHARED_FAILURES:
@@ -238,6 +243,8 @@ class BaseMetric(metaclass=ABCMeta):
             raise
         if computes:
             assert gathered is not None
+            if plain:
+                gathered = [ArrayResults(p) if type(p) is dict else p for p in gathered]
             try:
                 collected = _collect(gathered, self.dist_collect_mode, self.name)
                 result = self.compute_metric(_truncate(collected, size, self.name))
@@ -248,7 +255,7 @@ class BaseMetric(metaclass=ABCMeta):
             return result
         status, value = backend.broadcast_object(None, src=0)
         if status == "error":
-            raise _unpack_exception(value, self.name)
+            raise _unpack_exception(value, self.name, trusted=not plain)
         return value  # type: ignore[no-any-return]
 
 
@@ -387,9 +394,9 @@ def _pack_exception(exc: BaseException) -> Dict[str, Any]:
     return packed
 
 
-def _unpack_exception(packed: Mapping[str, Any], name: str) -> BaseException:
+def _unpack_exception(packed: Mapping[str, Any], name: str, trusted: bool = True) -> BaseException:
     note = f"raised by {name}.compute_metric on rank 0 (the computing rank)"
-    if packed.get("pickled") is not None:
+    if trusted and packed.get("pickled") is not None:
         try:
             exc = pickle.loads(packed["pickled"])
             if isinstance(exc, BaseException):
