@@ -169,12 +169,13 @@ def _dist_version(ep: Any) -> str:
 
 
 def _live(eps: List[Any], disabled: Set[str]) -> List[Any]:
-    """The entry points not disabled by name or by distribution name."""
+    """The entry points not disabled by name or by distribution name (``-``, ``_`` and ``.`` alike, as pip has it)."""
     if not disabled:
         return eps
+    dists = {re.sub(r"[-_.]+", "-", name) for name in disabled}
     return [
         ep for ep in eps
-        if ep.name not in disabled and _dist_name(ep).lower().replace("_", "-") not in disabled
+        if ep.name not in disabled and re.sub(r"[-_.]+", "-", _dist_name(ep).lower()) not in dists
     ]
 
 
