@@ -210,6 +210,10 @@ class _Pickler(pickle.Pickler):
         return reducer(obj)
 
 
+#: Pickle streams shorter than this are decoded without pausing the garbage collector.
+_GC_PAUSE_MIN = 1 << 16
+
+
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while many container objects are built.
@@ -469,6 +473,8 @@ def decode(frame: Buffer, allowed: str = "pickle") -> Any:
 
         return safe_codec.loads(meta, buffers)
     try:
+        if meta_len < _GC_PAUSE_MIN:  # too few objects to trigger a collection: skip the bookkeeping
+            return pickle.loads(meta, buffers=buffers)
         with _gc_paused():
             return pickle.loads(meta, buffers=buffers)
     except Exception as exc:
