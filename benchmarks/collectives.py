@@ -110,6 +110,19 @@ def _backend(name: str, impl: str, comm: Any = None) -> Any:
     return OursMPI(comm, timeout=900)
 
 
+def _fresh_tensor(nbytes: int) -> Any:
+    """A fresh uint8 CPU tensor, allocated the fastest way (numpy memory: transparent huge pages for big ones).
+
+    torch.empty faults large buffers in 4 KiB at a time; the raw baselines must
+    not pay for that where mmeval does not.
+    """
+    import torch
+
+    if nbytes >= common.MB:
+        return torch.from_numpy(np.empty(nbytes, dtype=np.uint8))
+    return torch.empty(nbytes, dtype=torch.uint8)
+
+
 class Side:
     """One rank's view of a backend: sync helpers and the methods to time."""
 
@@ -174,7 +187,7 @@ class TorchSide(Side):
                 return out
 
             def raw() -> Any:
-                recv = torch.empty(nbytes * ws, dtype=torch.uint8)
+                recv = _fresh_tensor(nbytes * ws)
                 self._gather_into(recv, src)
                 return recv
 
@@ -189,7 +202,7 @@ class TorchSide(Side):
                 return out
 
             def raw() -> Any:
-                recv = [torch.empty(nbytes, dtype=torch.uint8) for _ in range(ws)] if rank == 0 else None
+                recv = [_fresh_tensor(nbytes) for _ in range(ws)] if rank == 0 else None
                 dist.gather(src, recv, dst=0)
                 return recv
 
@@ -205,7 +218,7 @@ class TorchSide(Side):
                 return box[0]
 
             def raw() -> Any:
-                buf = src if rank == 0 else torch.empty(nbytes, dtype=torch.uint8)
+                buf = src if rank == 0 else _fresh_tensor(nbytes)
                 dist.broadcast(buf, src=0)
                 return buf
 
@@ -360,7 +373,11 @@ def _checker(side: Side, op: str, name: str) -> Callable[[str, Any], None]:
 
 
 def run_rank(side: Side, args: argparse.Namespace) -> List[Dict[str, Any]]:
-    """Time every payload x operation on this rank; return the records (complete on rank 0)."""
+    """Time every payload x operation on this rank; return the records (complete on rank 0).
+
+    Rank 0 rewrites ``--out`` after every payload, so a run killed by its
+    timeout still leaves what it measured.
+    """
     records: List[Dict[str, Any]] = []
     for name in args.payloads:
         payload = common.make_payload(name, side.rank)
@@ -379,7 +396,8 @@ def run_rank(side: Side, args: argparse.Namespace) -> List[Dict[str, Any]]:
             if args.only:
                 methods = {k: v for k, v in methods.items() if k in args.only}
             t0 = time.monotonic()
-            times = common.interleaved(methods, iters, args.warmup, side.barrier, side.max_over_ranks,
+            warmup = 0 if name in common.NO_WARMUP else args.warmup
+            times = common.interleaved(methods, iters, warmup, side.barrier, side.max_over_ranks,
                                        after=_checker(side, op, name))
             wall = time.monotonic() - t0
             for key, values in times.items():
@@ -407,6 +425,7 @@ def run_rank(side: Side, args: argparse.Namespace) -> List[Dict[str, Any]]:
             _profile(side, args, name, payload, nbytes)
         del payload
         gc.collect()
+        _finish(side, args, records)
     return records
 
 

@@ -110,8 +110,8 @@ class TorchComm(Comm):
         pre = torch.empty(nbytes * self.ws, dtype=torch.uint8)
         into = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
-        def raw() -> Any:
-            recv = torch.empty(nbytes * self.ws, dtype=torch.uint8)
+        def raw() -> Any:  # numpy memory: huge pages, as mmeval's own buffers (torch.empty faults 4 KiB pages)
+            recv = torch.from_numpy(np.empty(nbytes * self.ws, dtype=np.uint8))
             into(recv, src)
             return recv
 

@@ -118,28 +118,33 @@ def plan(args: argparse.Namespace, notes: List[str]) -> List[Job]:
     parts = set(args.parts)
     if "collectives" in parts:
         for ws in sizes:
+            # ws=4 runs 4 ranks on 2 cores, each faulting in up to 1 GiB per 256 MB call: fewer iterations
+            extra = scale if ws == 2 else ["--iters-scale", "0.4" if quick else "0.6"]
             jobs.append(Job("collectives", f"torch_cpu ws={ws}",
                             [py, str(HERE / "collectives.py"), "--backend", "torch_cpu", "--world-size", str(ws),
-                             *payloads, *scale], 900 if ws == 2 else 1200))
+                             "--timeout", "840", *payloads, *extra], 900))
         ok, why = _importable(py, "import mpi4py.MPI")
         if ok and shutil.which("mpiexec", path=os.path.dirname(py) + os.pathsep + os.environ.get("PATH", "")):
             for ws in sizes:
-                # ws=4 runs 4 busy-polling MPICH ranks on 2 cores: fewer iterations, and it is reported as erratic
-                extra = scale if ws == 2 else ["--iters-scale", "0.4" if quick else "0.6"]
+                # ws=4 runs 4 busy-polling MPICH ranks on 2 cores: blocking MPI calls (the raw and mpi4py methods)
+                # take seconds where they take milliseconds at ws=2. Fewer iterations, no 256 MB, reported as erratic.
+                extra = scale if ws == 2 else ["--iters-scale", "0.4"]
+                sel = payloads if ws == 2 or quick else ["--payloads", "dict1k", "arr1m", "arr16m", "arr64m", "tuples100k"]
                 jobs.append(Job("collectives", f"mpi4py ws={ws}",
                                 [py, str(HERE / "collectives.py"), "--backend", "mpi4py", "--world-size", str(ws),
-                                 "--timeout", "600", *payloads, *extra], 660))
+                                 "--timeout", "600", *sel, *extra], 660))
         else:
             notes.append(f"mpi4py not benchmarked: {why or 'mpiexec not found'}")
         hpy, why = horovod_python() if not args.no_horovod else (None, "--no-horovod given")
         if hpy is not None:
             runner = str(Path(hpy).parent / "horovodrun")
             pythonpath = os.pathsep.join([str(REPO / "core" / "src"), str(REPO / "plugins" / "horovod_backend" / "src")])
-            hpayloads = payloads or ["--payloads", "dict1k", "arr64m", "arr256m", "tuples100k"]
+            # Horovod's own allgather_object takes ~12 s for 64 MB here: no 256 MB, few iterations
+            hpayloads = payloads or ["--payloads", "dict1k", "arr16m", "arr64m", "tuples100k"]
             jobs.append(Job("collectives", "torch_horovod ws=2",
                             [runner, "--gloo", "-np", "2", "-H", "localhost:2", hpy, str(HERE / "collectives.py"),
-                             "--backend", "torch_horovod", "--world-size", "2", *hpayloads, *scale], 900,
-                            env={"PYTHONPATH": pythonpath}))
+                             "--backend", "torch_horovod", "--world-size", "2", "--timeout", "540", *hpayloads,
+                             "--iters-scale", "0.4"], 600, env={"PYTHONPATH": pythonpath}))
             notes.append(f"torch_horovod benchmarked with {hpy} (horovodrun --gloo, ws=2), this tree's core "
                          "and plugin on PYTHONPATH")
         else:
@@ -151,18 +156,15 @@ def plan(args: argparse.Namespace, notes: List[str]) -> List[Job]:
         except RuntimeError as exc:
             notes.append(f"MMEval 0.2.1 not run: {exc}; compare with /work/shared/perf-baseline.md")
     if "mmeval021" in parts and old_py is not None:
-        for ws in sizes:
-            jobs.append(Job("mmeval021", f"MMEval 0.2.1 torch_cpu ws={ws}",
-                            [old_py, str(HERE / "collectives.py"), "--impl", "mmeval021", "--backend", "torch_cpu",
-                             "--world-size", str(ws), "--payloads", "dict1k", "arr64m", "tuples100k",
-                             "--ops", "all_gather", "broadcast", "--only", "mmeval", "raw", "raw_prealloc", *scale],
-                            900))
-        for ws in sizes:
-            jobs.append(Job("mmeval021", f"MMEval 0.2.1 mpi4py ws={ws}",
-                            [old_py, str(HERE / "collectives.py"), "--impl", "mmeval021", "--backend", "mpi4py",
-                             "--world-size", str(ws), "--payloads", "dict1k", "arr64m", "tuples100k",
-                             "--ops", "all_gather", "broadcast", "--only", "mmeval", "raw", "raw_prealloc",
-                             "--timeout", "600", *(scale or ["--iters-scale", "0.6"] if ws == 4 else scale)], 660))
+        # what the targets need (100k tuples; 1 KB and 64 MB for context at ws=2), MMEval 0.2.1's two collectives
+        for backend in ("torch_cpu", "mpi4py"):
+            for ws in sizes:
+                sel = ["dict1k", "arr64m", "tuples100k"] if ws == 2 else ["dict1k", "tuples100k"]
+                jobs.append(Job("mmeval021", f"MMEval 0.2.1 {backend} ws={ws}",
+                                [old_py, str(HERE / "collectives.py"), "--impl", "mmeval021", "--backend", backend,
+                                 "--world-size", str(ws), "--payloads", *sel, "--ops", "all_gather", "broadcast",
+                                 "--only", "mmeval", "raw", "raw_prealloc", "--timeout", "540",
+                                 *(scale or (["--iters-scale", "0.6"] if ws == 4 else []))], 600))
     if "compute" in parts:
         iters = ["--iters", "2" if quick else "5"]
         for backend in ("torch_cpu", "mpi4py"):
@@ -170,10 +172,10 @@ def plan(args: argparse.Namespace, notes: List[str]) -> List[Job]:
                 jobs.append(Job("compute", f"compute ours {backend} ws={ws}",
                                 [py, str(HERE / "compute.py"), "--impl", "ours", "--backend", backend,
                                  "--world-size", str(ws), *iters], 600))
-                if old_py is not None:
+                if old_py is not None:  # 0.2.1's compute() takes seconds: fewer iterations
                     jobs.append(Job("compute", f"compute MMEval 0.2.1 {backend} ws={ws}",
                                     [old_py, str(HERE / "compute.py"), "--impl", "mmeval021", "--backend", backend,
-                                     "--world-size", str(ws), "--iters", "2" if quick else "3"], 900))
+                                     "--world-size", str(ws), "--iters", "2" if quick or ws > 2 else "3"], 900))
     if "startup" in parts:
         jobs.append(Job("startup", "start-up", [py, str(HERE / "startup.py"), "--reps", "3" if quick else "9"], 600))
     if "codec" in parts:
@@ -182,7 +184,14 @@ def plan(args: argparse.Namespace, notes: List[str]) -> List[Job]:
 
 
 def _kill_tree(proc: "subprocess.Popen[bytes]") -> None:
-    """Kill a job's whole session (the launcher and every rank it started)."""
+    """Stop a job's whole session: SIGTERM (launchers such as horovodrun then stop the ranks they
+    started in sessions of their own), then SIGKILL what is left of the group."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        pass
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -236,10 +245,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             load_before = os.getloadavg()[0]
             why = run_job(job, tmp, i)
             if why is not None:
-                errors.append(why)
+                errors.append(why + (" (partial results kept)" if job.out is not None and job.out.exists() else ""))
                 print("   FAILED: " + why, flush=True)
+            if job.out is None or not job.out.exists():
                 continue
-            assert job.out is not None
             data = report.load(job.out)
             runs.append({"part": job.part, "title": job.title, "meta": data.get("meta", {}),
                          "load_before": load_before, "load_after": os.getloadavg()[0]})
