@@ -241,3 +241,18 @@ def test_columnar_round_trip_is_exact(obj):
         else:
             assert a == b
     same(obj, out)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1000, 4096, 1 << 20])
+def test_write_range_chunks_reassemble_the_frame(chunk):
+    obj = {"a": np.arange(1000, dtype=np.float32), "b": [np.ones(3)] * 5, "c": "x" * 100, "d": np.zeros(17, np.int8)}
+    frame = ser.encode(obj)
+    whole = frame.tobytes()
+    out = bytearray(b"\xff" * frame.nbytes)  # stale bytes: every byte, gaps included, must be written
+    for start in range(0, frame.nbytes, chunk):
+        n = min(chunk, frame.nbytes - start)
+        frame.write_range(memoryview(out)[start : start + n], start)
+    assert bytes(out) == whole
+    buf = bytearray(frame.nbytes)
+    frame(memoryview(buf))  # a frame is the fill callback
+    assert bytes(buf) == whole

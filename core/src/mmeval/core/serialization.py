@@ -155,6 +155,38 @@ class Frame:
         if pos < self.nbytes:
             out[pos : self.nbytes] = bytes(self.nbytes - pos)
 
+    def __call__(self, out: memoryview) -> None:
+        """Same as :meth:`write_into`: a frame is the ``fill`` callback the transports receive."""
+        self.write_into(out)
+
+    def write_range(self, out: memoryview, start: int) -> None:
+        """Write bytes ``start .. start + out.nbytes`` of the frame (clipped to its end) to ``out``.
+
+        Lets a transport send a large frame in chunks through a small staging
+        buffer instead of copying all of it into one fresh buffer first.
+        """
+        out = out.cast("B") if out.format != "B" or out.ndim != 1 else out
+        stop = min(start + out.nbytes, self.nbytes)
+        if start < 0 or start > stop:
+            raise ValueError(f"range starting at {start} is outside the {self.nbytes}-byte frame")
+        pos = start  # the frame position of the next byte to write
+        for offset, part in self._parts:
+            end = offset + part.nbytes
+            if end <= pos:
+                continue
+            if offset >= stop:
+                break
+            if offset > pos:  # zero the alignment gap: no stale memory is sent
+                out[pos - start : offset - start] = bytes(offset - pos)
+                pos = offset
+            upto = min(end, stop)
+            out[pos - start : upto - start] = part[pos - offset : upto - offset]
+            pos = upto
+            if pos >= stop:
+                break
+        if pos < stop:
+            out[pos - start : stop - start] = bytes(stop - pos)
+
     def tobytes(self) -> bytes:
         """The frame as one ``bytes`` object (copies; for tests and small frames)."""
         buf = bytearray(self.nbytes)

@@ -54,7 +54,9 @@ __all__ = ["FramedDistBackend", "DEFAULT_TIMEOUT", "resolve_setting"]
 #: the slowest rank to finish its share of the evaluation.
 DEFAULT_TIMEOUT = 1800.0
 
-#: Fill callback: writes this rank's bytes into the transport's send buffer.
+#: Fill callback: writes this rank's bytes into the transport's send buffer. The core passes the
+#: :class:`~mmeval.core.serialization.Frame` itself (callable), whose ``write_range(out, start)``
+#: lets a transport copy a large frame chunk by chunk.
 Fill = Callable[[memoryview], None]
 
 _seq_lock = threading.Lock()
@@ -311,7 +313,7 @@ class FramedDistBackend(BaseDistBackend):
                     assert frame is not None
                     size = frame.nbytes
                     self._transport(
-                        lambda: self._broadcast_bytes(size, frame.write_into, root,
+                        lambda: self._broadcast_bytes(size, frame, root,
                                                       self._remaining(start, "sending the payload", op_name, seq)),
                         op_name, seq, "sending the payload",
                     )
@@ -337,7 +339,7 @@ class FramedDistBackend(BaseDistBackend):
         sizes = [h.payload_size for h in headers]
         if op == Op.ALL_GATHER:
             blocks = self._transport(
-                lambda: self._all_gather_bytes(sizes, frame.write_into,
+                lambda: self._all_gather_bytes(sizes, frame,
                                                self._remaining(start, "exchanging payloads", op_name, seq)),
                 op_name, seq, "exchanging payloads",
             )
@@ -345,7 +347,7 @@ class FramedDistBackend(BaseDistBackend):
             counters[1] += sum(sizes) - sizes[rank]
         else:
             blocks = self._transport(
-                lambda: self._gather_bytes(sizes, frame.write_into, root,
+                lambda: self._gather_bytes(sizes, frame, root,
                                            self._remaining(start, "gathering payloads", op_name, seq)),
                 op_name, seq, "gathering payloads",
             )
