@@ -41,7 +41,7 @@ import threading
 import time
 import weakref
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, Hashable, List, Optional, Sequence, Set
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Hashable, List, Optional, Sequence, Set, Tuple
 
 from mmeval.core.dist_backends.framed_backend import Fill, FramedDistBackend
 from mmeval.core.serialization import SLOT_SIZE
@@ -64,6 +64,21 @@ _IN_PLACE_ALL_GATHER = ("gloo", "nccl")
 
 #: Tag of the point-to-point messages of a gather (apart from user traffic on the default tag 0).
 _GATHER_TAG = 0x6D6D65
+
+#: gather (point to point, on gloo) and broadcast move a frame of at least ``CHUNKED_MIN`` bytes as
+#: chunks of ``CHUNK_BYTES``: the sender copies each chunk into one of two small staging buffers while
+#: the previous chunk is on the wire, instead of first copying the whole frame into a fresh buffer
+#: (faulting in a 256 MB buffer costs more than sending it on this kind of machine). Every rank
+#: derives the same chunks from the size.
+CHUNK_BYTES = 16 << 20
+CHUNKED_MIN = 32 << 20
+
+
+def _chunks(size: int) -> List[Tuple[int, int]]:
+    """``(offset, length)`` of each chunk of a ``size``-byte frame (one chunk below ``CHUNKED_MIN``)."""
+    if size < CHUNKED_MIN:
+        return [(0, size)]
+    return [(off, min(CHUNK_BYTES, size - off)) for off in range(0, size, CHUNK_BYTES)]
 
 
 def padded_block_size(sizes: Sequence[int]) -> int:
@@ -400,6 +415,41 @@ class _TorchDist(FramedDistBackend):
         self._wait(work, timeout, what)
         return split_blocks(_byte_view(self._to_host(recv)), block, sizes)
 
+    def _left(self, deadline: float, what: str) -> float:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"{self.name}: {what} did not complete in time")
+        return left
+
+    def _send_chunks(self, size: int, fill: Optional[Fill], start: Callable[["torch.Tensor"], Any],
+                     deadline: float, what: str) -> None:
+        """Send a ``size``-byte frame as :func:`_chunks`, each through ``start(tensor) -> work`` (CPU only).
+
+        With the core's frame as ``fill`` (it has ``write_range``), chunks go through two
+        staging buffers of ``CHUNK_BYTES``, the copy of one overlapping the transfer of the
+        other; any other callback fills one buffer of the whole size, sent in slices.
+        """
+        chunks = _chunks(size)
+        write_range = getattr(fill, "write_range", None)
+        if write_range is None or len(chunks) == 1:
+            whole = self._filled_send_buffer(size, size, fill)
+            works = [start(whole[off : off + n]) for off, n in chunks]
+            for work in works:
+                self._wait(work, self._left(deadline, what), what)
+            return
+        stages = [_empty(CHUNK_BYTES), _empty(CHUNK_BYTES)]
+        pending: List[Any] = [None, None]
+        for i, (off, n) in enumerate(chunks):
+            k = i % 2
+            if pending[k] is not None:  # the buffer's previous chunk must be on its way before reuse
+                self._wait(pending[k], self._left(deadline, what), what)
+            buf = stages[k][:n]
+            write_range(_byte_view(buf), off)
+            pending[k] = start(buf)
+        for work in pending:
+            if work is not None:
+                self._wait(work, self._left(deadline, what), what)
+
     def _exchange_slots(self, fill: Fill, timeout: float) -> Sequence[memoryview]:
         """All-gather ``SLOT_SIZE`` bytes per rank (the headers of a collective)."""
         sizes = [SLOT_SIZE] * self.world_size
@@ -432,16 +482,15 @@ class _TorchDist(FramedDistBackend):
     def _gather_point_to_point(
         self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float
     ) -> Optional[Sequence[memoryview]]:
-
         dist = self._dist()
         rank = self.rank
         deadline = time.monotonic() + timeout
         if rank != dst:
             size = int(sizes[rank])
             if size:
-                send = self._filled_send_buffer(size, size, fill)
-                work = dist.isend(send, dst=self._global_rank(dst), group=self.group, tag=_GATHER_TAG)
-                self._wait(work, timeout, f"sending this rank's payload to rank {dst} (gather)")
+                peer = self._global_rank(dst)
+                self._send_chunks(size, fill, lambda t: dist.isend(t, dst=peer, group=self.group, tag=_GATHER_TAG),
+                                  deadline, f"sending this rank's payload to rank {dst} (gather)")
             return None
         offsets, total = [], 0
         for n in sizes:  # each block 64-byte aligned; no padding to the largest
@@ -449,13 +498,15 @@ class _TorchDist(FramedDistBackend):
             total += padded_block_size([n])
         recv = _empty(total)
         view = _byte_view(recv)
-        own = int(sizes[rank])
-        fill(view[offsets[rank] : offsets[rank] + own])
         works = []
         for r, n in enumerate(sizes):
             if r != rank and n:
-                part = recv[offsets[r] : offsets[r] + int(n)]
-                works.append((r, dist.irecv(part, src=self._global_rank(r), group=self.group, tag=_GATHER_TAG)))
+                peer = self._global_rank(r)
+                for off, length in _chunks(int(n)):  # the sender's chunks, in order (same peer and tag: FIFO)
+                    part = recv[offsets[r] + off : offsets[r] + off + length]
+                    works.append((r, dist.irecv(part, src=peer, group=self.group, tag=_GATHER_TAG)))
+        own = int(sizes[rank])
+        fill(view[offsets[rank] : offsets[rank] + own])  # while the peers' blocks arrive
         for r, work in works:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -490,12 +541,26 @@ class _TorchDist(FramedDistBackend):
         if size == 0:
             return None if rank == src else memoryview(b"")
         device = self._device()
+        root = self._global_rank(src)
+        if device.type == "cpu" and size >= CHUNKED_MIN:  # chunk by chunk (see _chunks); every rank, same chunks
+            deadline = time.monotonic() + timeout
+
+            def bcast(t: "torch.Tensor") -> Any:
+                return dist.broadcast(t, src=root, group=self.group, async_op=True)
+
+            if rank == src:
+                self._send_chunks(size, fill, bcast, deadline, "the payload broadcast")
+                return None
+            buf = _empty(size)
+            works = [bcast(buf[off : off + n]) for off, n in _chunks(size)]
+            for work in works:
+                self._wait(work, self._left(deadline, "the payload broadcast"), "the payload broadcast")
+            return _byte_view(buf)
         if rank == src:
             buf = self._to_device(self._filled_send_buffer(size, size, fill), device)
         else:
-
             buf = _empty(size, device)
-        work = dist.broadcast(buf, src=self._global_rank(src), group=self.group, async_op=True)
+        work = dist.broadcast(buf, src=root, group=self.group, async_op=True)
         self._wait(work, timeout, "the payload broadcast")
         if rank == src:
             return None

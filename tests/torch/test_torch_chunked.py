@@ -1,0 +1,97 @@
+"""mmeval-torch: gather (point to point) and broadcast of large frames in chunks, over real gloo ranks.
+
+The chunk constants are lowered in the ranks (4 KiB chunks from 8 KiB on) so
+that frames of a few KiB take the chunked path: sizes below, at and above the
+threshold, not multiples of the chunk, every root, and a plain fill callback
+(no ``write_range``) next to the core's frames.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from datetime import timedelta
+from typing import Any, Dict, List
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("mmeval_torch")
+
+SIZES = (1000, 8191, 8192, 8193, 4096 * 5 + 17, 200_000)
+
+
+def _payload(rank: int, n: int) -> Dict[str, Any]:
+    return {"rank": rank, "data": (np.arange(n, dtype=np.int64) * 7 + rank).astype(np.uint8)}
+
+
+def _worker(rank: int, ws: int, port: int, out_dir: str) -> None:
+    import torch.distributed as dist
+
+    import mmeval_torch.backends as backends
+    from mmeval_torch import TorchCPUDist
+
+    backends.CHUNK_BYTES = 4096
+    backends.CHUNKED_MIN = 8192
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ws,
+                            timeout=timedelta(seconds=60))
+    b = TorchCPUDist(timeout=60)
+    failures: List[str] = []
+    try:
+        for n in SIZES:
+            for root in range(ws):
+                got = b.gather_object(_payload(rank, n), dst=root)
+                if rank == root:
+                    assert got is not None
+                    for r, item in enumerate(got):
+                        if item["rank"] != r or not np.array_equal(item["data"], _payload(r, n)["data"]):
+                            failures.append(f"gather n={n} root={root}: rank {r}'s payload differs")
+                elif got is not None:
+                    failures.append(f"gather n={n} root={root}: non-root got {type(got)}")
+                got = b.broadcast_object(_payload(root, n) if rank == root else None, src=root)
+                if got["rank"] != root or not np.array_equal(got["data"], _payload(root, n)["data"]):
+                    failures.append(f"broadcast n={n} root={root}: wrong payload")
+        # a plain callback (no write_range): whole buffer, sent in chunk slices
+        blob = bytes(range(256)) * 100  # 25,600 bytes: 7 chunks
+        sizes = [len(blob)] * ws
+
+        def fill(view: memoryview) -> None:
+            view[: len(blob)] = blob
+
+        blocks = b._gather_bytes(sizes, fill, 0, 60)
+        if rank == 0:
+            assert blocks is not None
+            failures += [f"plain fill: rank {r}" for r, blk in enumerate(blocks) if bytes(blk) != blob]
+        data = b._broadcast_bytes(len(blob), fill if rank == 0 else None, 0, 60)
+        if rank != 0 and (data is None or bytes(data) != blob):
+            failures.append("plain fill broadcast")
+    except Exception as exc:  # reported to the parent, which fails the test
+        failures.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        with open(os.path.join(out_dir, f"rank{rank}.txt"), "w") as fh:
+            fh.write("\n".join(failures))
+        dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("ws", [2, 3])
+def test_chunked_gather_and_broadcast_deliver_every_byte(ws: int, tmp_path: Any) -> None:
+    import torch.multiprocessing as mp
+
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    ctx = mp.spawn(_worker, args=(ws, _free_port(), str(tmp_path)), nprocs=ws, join=False)
+    deadline = time.monotonic() + 240
+    while not ctx.join(timeout=5):  # returns as each rank exits; True once all have
+        if time.monotonic() > deadline:
+            for proc in ctx.processes:
+                proc.kill()
+            pytest.fail("the ranks did not finish within 240 s")
+    reports = [(tmp_path / f"rank{r}.txt").read_text() for r in range(ws)]
+    assert reports == [""] * ws, reports
