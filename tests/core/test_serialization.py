@@ -256,3 +256,18 @@ def test_write_range_chunks_reassemble_the_frame(chunk):
     buf = bytearray(frame.nbytes)
     frame(memoryview(buf))  # a frame is the fill callback
     assert bytes(buf) == whole
+
+
+def test_frame_parts_locate_every_byte_and_share_the_arrays_memory():
+    data = np.arange(4096, dtype=np.float64)
+    frame = ser.encode({"data": data, "rank": 3})
+    whole = frame.tobytes()
+    parts = frame.parts
+    assert [o for o, _ in parts] == sorted(o for o, _ in parts)
+    covered = bytearray(frame.nbytes)  # every non-gap byte belongs to one part, the gaps are zeros
+    for offset, part in parts:
+        assert whole[offset : offset + part.nbytes] == part.tobytes()
+        covered[offset : offset + part.nbytes] = b"\x01" * part.nbytes
+    assert all(whole[i] == 0 for i in range(frame.nbytes) if not covered[i])
+    big = max(parts, key=lambda p: p[1].nbytes)[1]
+    assert np.shares_memory(np.frombuffer(big, dtype=np.uint8), data)  # no copy: a transport may send it as it is

@@ -155,6 +155,16 @@ class Frame:
         if pos < self.nbytes:
             out[pos : self.nbytes] = bytes(self.nbytes - pos)
 
+    @property
+    def parts(self) -> List[Tuple[int, memoryview]]:
+        """The frame's segments as ``(offset, bytes)``, in order; gaps between them are zeros.
+
+        A transport may send a large segment (an out-of-band array) straight
+        from this memory instead of copying it: the views stay valid while the
+        frame exists, and must only be read.
+        """
+        return list(self._parts)
+
     def __call__(self, out: memoryview) -> None:
         """Same as :meth:`write_into`: a frame is the ``fill`` callback the transports receive."""
         self.write_into(out)
