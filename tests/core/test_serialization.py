@@ -220,6 +220,9 @@ def test_homogeneous_per_sample_lists_travel_as_columns():
     [np.arange(20.0)[::2]] * 600,            # non-contiguous rows
     [(i, np.arange(i, i + 3, dtype=np.int16)) for i in range(700)],
     {"results": [(i, float(i)) for i in range(1000)], "meta": ("x", [1, 2])},
+    ("head", list(range(600)), 3, [np.float32(1)] * 700),        # tuple holding two long lists
+    [1, {"a": list(range(600))}, [[0.5] * 600, "x"]],            # depth 1 and 2 containers
+    {"deep": [[[1] * 600]]},                                      # too deep: pickled as it is
 ])
 def test_columnar_round_trip_is_exact(obj):
     out, _ = roundtrip(obj)
@@ -271,3 +274,12 @@ def test_frame_parts_locate_every_byte_and_share_the_arrays_memory():
     assert all(whole[i] == 0 for i in range(frame.nbytes) if not covered[i])
     big = max(parts, key=lambda p: p[1].nbytes)[1]
     assert np.shares_memory(np.frombuffer(big, dtype=np.uint8), data)  # no copy: a transport may send it as it is
+
+
+def test_columnarize_leaves_objects_without_long_lists_untouched():
+    obj = {"rank": 1, "ids": list(range(100)), "names": ["a"] * 40, "t": (1, [2, 3])}
+    assert ser._columnarize(obj) is obj
+    nested = {"keep": [1, 2], "long": [(i, 1.0) for i in range(600)]}
+    out = ser._columnarize(nested)
+    assert out is not nested and out["keep"] is nested["keep"] and list(out) == ["keep", "long"]
+    assert isinstance(out["long"], ser._Columns) and nested["long"][0] == (0, 1.0)  # the input is not modified

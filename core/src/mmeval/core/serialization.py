@@ -410,29 +410,41 @@ _CONTAINER_TYPES = frozenset((list, tuple, dict))
 
 
 def _columnarize(obj: Any, depth: int = 0) -> Any:
-    """Replace long homogeneous lists inside ``obj`` (top levels only) by :class:`_Columns`."""
+    """Replace long homogeneous lists inside ``obj`` (top levels only) by :class:`_Columns`.
+
+    Returns ``obj`` itself when nothing was replaced. Only the values that are
+    containers are visited (a small object costs a few microseconds here).
+    """
     t = type(obj)
     if t is list:
         if len(obj) >= COLUMNAR_MIN:
             cols = _to_columns(obj)
-            if cols is not None:
-                return cols
+            return obj if cols is None else cols
+        if depth >= 2 or len(obj) > 64:
             return obj
-        if depth >= 2 or len(obj) > 64 or _CONTAINER_TYPES.isdisjoint(map(type, obj)):
+        items: Any = obj
+    elif t is tuple or t is dict:
+        if depth >= 2 or len(obj) > 64:
             return obj
-        new = [_columnarize(v, depth + 1) for v in obj]
-        return new if any(a is not b for a, b in zip(new, obj)) else obj
-    if t is tuple and depth < 2 and len(obj) <= 64:
-        if _CONTAINER_TYPES.isdisjoint(map(type, obj)):  # scalars only: nothing to replace (the common case)
-            return obj
-        items = tuple(_columnarize(v, depth + 1) for v in obj)
-        return items if any(a is not b for a, b in zip(items, obj)) else obj
-    if t is dict and depth < 2 and len(obj) <= 64:
-        if _CONTAINER_TYPES.isdisjoint(map(type, obj.values())):
-            return obj
-        new_d = {k: _columnarize(v, depth + 1) for k, v in obj.items()}
-        return new_d if any(new_d[k] is not v for k, v in obj.items()) else obj
-    return obj
+        items = obj.values() if t is dict else obj
+    else:
+        return obj
+    if _CONTAINER_TYPES.isdisjoint(map(type, items)):  # scalars only: nothing to replace (the common case)
+        return obj
+    changed: Optional[Dict[Any, Any]] = None  # position or key -> replacement
+    for key, value in (obj.items() if t is dict else enumerate(obj)):
+        if type(value) in _CONTAINER_TYPES:
+            new = _columnarize(value, depth + 1)
+            if new is not value:
+                if changed is None:
+                    changed = {}
+                changed[key] = new
+    if changed is None:
+        return obj
+    if t is dict:
+        return {**obj, **changed}
+    out = [changed.get(i, v) for i, v in enumerate(obj)]
+    return out if t is list else tuple(out)
 
 
 def _pickle_encode(obj: Any) -> Frame:
