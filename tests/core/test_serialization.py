@@ -283,3 +283,41 @@ def test_columnarize_leaves_objects_without_long_lists_untouched():
     out = ser._columnarize(nested)
     assert out is not nested and out["keep"] is nested["keep"] and list(out) == ["keep", "long"]
     assert isinstance(out["long"], ser._Columns) and nested["long"][0] == (0, 1.0)  # the input is not modified
+
+
+def test_large_decode_restores_the_collector_and_keeps_garbage_collectable():
+    import gc
+    import weakref
+
+    rows = [(i, np.full(4, i, np.float32)) for i in range(20000)]
+    data = ser.encode(rows).tobytes()
+
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a cycle created before the decode ...
+    ref = weakref.ref(a)
+    del a, b
+    assert gc.isenabled()
+    assert len(ser.decode(data)) == len(rows)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    gc.collect()
+    assert ref() is None  # ... is still collected afterwards
+
+    gc.disable()  # a caller who turned the collector off keeps it off
+    try:
+        ser.decode(data)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+    frozen = [[] for _ in range(10)]  # a program that froze its objects keeps them frozen
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        ser.decode(data)
+        assert gc.get_freeze_count() == before
+    finally:
+        gc.unfreeze()
+    del frozen

@@ -265,6 +265,13 @@ def _gc_paused() -> Iterator[None]:
     object of the process (a framework's import alone leaves ~10^5): a third
     of the decoding time. Nothing collectable is created meanwhile; the
     collector is restored as it was (left off if the caller had turned it off).
+
+    On the way out the new objects are moved to the oldest generation
+    (``gc.freeze()`` then ``gc.unfreeze()``: two list splices, O(1)) instead of
+    being walked by the young-generation pass that re-enabling would trigger
+    (4-9 ms per 100,000 tuples here). They stay collectable: the next full
+    collection sees them. Skipped when the program froze objects itself
+    (``gc.get_freeze_count() > 0``), whose freeze must not be undone.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -272,6 +279,9 @@ def _gc_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            if not gc.get_freeze_count():
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
