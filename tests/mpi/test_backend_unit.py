@@ -215,3 +215,17 @@ def test_null_and_inter_communicators_are_refused() -> None:
         MPI4PyDist(Null(0, 1, handle=907))
     with pytest.raises(TypeError, match="intracommunicator"):
         MPI4PyDist(Inter(0, 2, handle=908))
+
+
+def test_split_broadcast_sends_the_rest_from_the_callers_array_only_when_one_segment_holds_it() -> None:
+    from mmeval.core.serialization import encode
+
+    head = backend_module.SPLIT_HEAD
+    data = np.arange(4 << 20, dtype=np.uint8)
+    frame = encode({"data": data, "rank": 1})
+    rest = backend_module._segment_bytes(frame, head, frame.nbytes)
+    assert rest is not None and np.shares_memory(rest, data) and not rest.flags.writeable
+    assert bytes(rest) == frame.tobytes()[head:]
+    two = encode([np.zeros(3 << 20, np.uint8), np.ones(2 << 20, np.uint8)])
+    assert backend_module._segment_bytes(two, head, two.nbytes) is None  # spans two arrays: staged
+    assert backend_module._segment_bytes(lambda view: None, head, 2 * head) is None  # a plain fill callback

@@ -114,6 +114,20 @@ def main() -> None:
         out = b.broadcast_object(mine if r == ws - 1 else None, src=ws - 1)
         c.check("64MB broadcast", np.array_equal(out["data"], big_of(ws - 1, n)))
         del out, mine
+        # Large broadcasts go in two parts; the second is sent from the caller's array only when one
+        # segment of the frame holds it: also frames of two arrays, of in-band bytes, of a big pickle stream.
+        shapes = {
+            "two arrays": [big_of(1, 3 * MB), big_of(2, 2 * MB)],
+            "in-band bytes": {"blob": bytes(big_of(3, 2 * MB))},
+            "columns": list(range(300_000)),
+            "pickle stream": [f"s{i}" for i in range(200_000)],
+            "non-contiguous": big_of(4, 4 * MB)[::2],
+            "exactly 1 MiB + 64 KiB": big_of(5, MB + 64 * 1024 - 200),
+        }
+        for label, value in shapes.items():
+            out = b.broadcast_object(value if r == 0 else None, src=0)
+            c.check(f"split broadcast, {label}", same(out, value))
+        del out
         # Results still held must survive later collectives (buffers are reused only when free).
         held = b.all_gather_object({"data": big_of(r, 8 * MB)})
         held_b = b.broadcast_object(big_of(0, 4 * MB) if r == 0 else None, src=0)

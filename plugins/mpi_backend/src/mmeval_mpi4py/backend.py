@@ -390,6 +390,8 @@ class MPI4PyDist(FramedDistBackend):
         return None
 
     def _bcast(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
+        if size >= SPLIT_BCAST_MIN:
+            return self._bcast_split(size, fill, src, timeout)
         comm = self.comm
         unit, count = plan_block(size, big_count=self._uses_big_count(), max_count=self.max_count)
         dtype = self._datatype(unit)
@@ -401,6 +403,61 @@ class MPI4PyDist(FramedDistBackend):
         req = comm.Ibcast([buf, count, dtype], root=src)
         self._wait(req, (buf, dtype), timeout, f"the payload (Ibcast from rank {src})")
         return None if fill is not None else view[:size]
+
+    def _bcast_split(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
+        """Two ``Ibcast``: the frame's first :data:`SPLIT_HEAD` bytes, then the rest.
+
+        Every rank derives the split from ``size``. The root sends the rest
+        straight from the caller's memory when one segment of the frame (an
+        out-of-band array, see ``Frame.parts``) holds all of it -- the usual
+        case of a large array in a small container -- instead of copying the
+        whole frame into a send buffer first; otherwise from a filled buffer.
+        """
+        comm = self.comm
+        what = f"the payload (Ibcast from rank {src})"
+        deadline = time.monotonic() + timeout
+        rest = size - SPLIT_HEAD
+        unit, count = plan_block(rest, big_count=self._uses_big_count(), max_count=self.max_count)
+        dtype = self._datatype(unit)
+        padded = SPLIT_HEAD + count * unit
+        tail: Any = None
+        if fill is not None and count * unit == rest:
+            tail = _segment_bytes(fill, SPLIT_HEAD, size)
+        if tail is not None:  # root, zero-copy rest: only the head is copied
+            buf = aligned_empty(SPLIT_HEAD)
+            fill.write_range(buf.data, 0)  # type: ignore[union-attr]
+            head_buf, tail_buf = buf, tail
+        else:
+            buf = self._buffer(padded)
+            if fill is not None:
+                fill(buf.data[:size])
+                _zero(buf.data, size, padded)
+            head_buf, tail_buf = buf[:SPLIT_HEAD], buf[SPLIT_HEAD:]
+        reqs = [comm.Ibcast([head_buf, SPLIT_HEAD, _mpi().BYTE], root=src),
+                comm.Ibcast([tail_buf, count, dtype], root=src)]
+        for req in reqs:
+            self._wait(req, (buf, tail_buf, dtype), max(deadline - time.monotonic(), 1e-6), what)
+        return None if fill is not None else buf.data[:size]
+
+
+#: Broadcasts of at least this many bytes are split in two (see ``MPI4PyDist._bcast_split``).
+SPLIT_BCAST_MIN = 1 << 20
+#: Bytes of the first part of a split broadcast: the frame's prefix, pickle stream and first
+#: alignment gap usually fit, so the large array after them is sent from where it lies.
+SPLIT_HEAD = 64 << 10
+
+
+def _segment_bytes(fill: Fill, start: int, stop: int) -> Optional[np.ndarray]:
+    """Bytes ``start:stop`` of the frame ``fill`` as a read-only view of the caller's memory, if one segment holds them."""
+    parts = getattr(fill, "parts", None)
+    if parts is None or not getattr(fill, "write_range", None):
+        return None
+    for offset, part in parts:
+        if offset <= start and stop <= offset + part.nbytes:
+            view = np.frombuffer(part, dtype=np.uint8)[start - offset : stop - offset]
+            view.flags.writeable = False  # only ever sent from
+            return view
+    return None
 
 
 def _abort_at_exit() -> None:
