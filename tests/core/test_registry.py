@@ -64,6 +64,23 @@ def test_listing_imports_no_plugin_or_framework():
     assert "star" in data["names"]
 
 
+def test_listing_loads_only_the_registry_of_mmeval():
+    # the collective machinery, the hooks and logging are not needed to list backends: they load on first use
+    out = run_py("""
+        import sys, json
+        from mmeval.core.dist import list_all_backends
+        list_all_backends()
+        lazy = ["mmeval.core.serialization", "mmeval.core.hooks", "mmeval.core.dist_backends.framed_backend",
+                "mmeval.core.base_metric", "logging", "dataclasses"]
+        loaded = [m for m in lazy if m in sys.modules]
+        import mmeval.core
+        ok = mmeval.core.dist_backends.FramedDistBackend.__name__ == "FramedDistBackend"
+        ok = ok and mmeval.core.hooks.__name__ == "mmeval.core.hooks" and mmeval.core.serialization.SLOT_SIZE > 0
+        print(json.dumps({"loaded": loaded, "ok": ok}))
+    """)
+    assert json.loads(out) == {"loaded": [], "ok": True}
+
+
 def test_get_backend_loads_once_and_caches_instance():
     a = get_dist_backend("star")
     b = get_dist_backend("star")

@@ -6,7 +6,6 @@ import argparse
 import json
 import subprocess
 import sys
-from dataclasses import asdict
 from typing import Any, Dict, List, Optional, Sequence
 
 from .version import PLUGIN_API_VERSION, __version__
@@ -47,8 +46,7 @@ def _backends(args: argparse.Namespace) -> int:
 
     rows: List[Dict[str, Any]] = []
     for info in backend_infos(refresh=True):
-        row = asdict(info)
-        row["providers"] = [list(p) for p in info.providers]
+        row = info.as_dict()
         if args.check and info.status in ("ok", "incompatible", "failed") and info.source != "builtin":
             row.update(_check(info.name, args.timeout))
             if row["check"] != "ok":

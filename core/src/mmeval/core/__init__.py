@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, List
 
-from . import dist, dist_backends, errors, hooks, serialization
+from . import dist, errors
 from .dist import (
     get_dist_backend,
     list_all_backends,
@@ -18,6 +18,7 @@ from .dist import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from . import dist_backends, hooks, serialization
     from .base_metric import ArrayResults, BaseMetric, RemoteMetricError
 
 __all__ = [
@@ -37,9 +38,17 @@ __all__ = [
 ]
 
 _LAZY = ("ArrayResults", "BaseMetric", "RemoteMetricError")
+#: Submodules loaded on first attribute access (``import mmeval.core.hooks`` works as ever).
+_LAZY_MODULES = ("dist_backends", "hooks", "serialization")
 
 
 def __getattr__(name: str) -> Any:
+    if name in _LAZY_MODULES:
+        import importlib
+
+        module = importlib.import_module(f"{__name__}.{name}")
+        globals()[name] = module
+        return module
     if name in _LAZY:
         from . import base_metric
 
@@ -50,4 +59,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> List[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_LAZY_MODULES))

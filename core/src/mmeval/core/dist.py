@@ -27,12 +27,10 @@ keeps named plugins from being listed or loaded.
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import re
 import threading
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set, Tuple, Type
+from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple, Type
 
 from . import _metadata
 from .dist_backends.base_backend import BaseDistBackend
@@ -64,7 +62,14 @@ __all__ = [
     "resolve_backend_name",
 ]
 
-logger = logging.getLogger("mmeval")
+
+
+def _logger() -> Any:
+    """The ``mmeval`` logger; :mod:`logging` is imported when something is first logged (not to list backends)."""
+    import logging
+
+    return logging.getLogger("mmeval")
+
 
 ENTRY_POINT_GROUP = "mmeval.dist_backends"
 AUTO = "auto"
@@ -90,28 +95,54 @@ KNOWN_DISTRIBUTIONS: Dict[str, str] = {
 _BUILTINS: Dict[str, Type[BaseDistBackend]] = {"non_dist": NonDist}
 
 
-@dataclass
 class BackendInfo:
     """What the registry knows of one backend name (for listings and the CLI).
 
     ``status`` is ``'ok'``, ``'conflict'`` (two distributions claim the name),
     ``'invalid'`` (a malformed entry point), ``'disabled'`` (by
     ``MMEVAL_DISABLE_PLUGINS``) or ``'failed'`` (it was loaded and failed).
+    ``source`` is ``'builtin'``, ``'entry_point'`` or ``'registered'``.
+
+    A plain class rather than a dataclass: :mod:`dataclasses` (and
+    :mod:`inspect` with it) would add ~10 ms to every ``list_all_backends()``
+    in a fresh process.
     """
 
-    name: str
-    source: str  # 'builtin' | 'entry_point' | 'registered'
-    value: str
-    distribution: Optional[str] = None
-    version: Optional[str] = None
-    core_requirement: Optional[str] = None
-    status: str = "ok"
-    error: str = ""
-    providers: List[Tuple[str, str, str]] = field(default_factory=list)
+    __slots__ = ("name", "source", "value", "distribution", "version", "core_requirement", "status", "error",
+                 "providers")
+
+    def __init__(self, name: str, source: str, value: str, distribution: Optional[str] = None,
+                 version: Optional[str] = None, core_requirement: Optional[str] = None, status: str = "ok",
+                 error: str = "", providers: Optional[List[Tuple[str, str, str]]] = None) -> None:
+        self.name = name
+        self.source = source
+        self.value = value
+        self.distribution = distribution
+        self.version = version
+        self.core_requirement = core_requirement
+        self.status = status
+        self.error = error
+        self.providers: List[Tuple[str, str, str]] = [] if providers is None else providers
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The fields as a dict (``providers`` as a list of lists: JSON-ready)."""
+        out = {k: getattr(self, k) for k in self.__slots__}
+        out["providers"] = [list(p) for p in self.providers]
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
+        return f"BackendInfo({fields})"
 
 
-@dataclass
-class _EntryPoints:
+class _EntryPoints(NamedTuple):
     by_name: Dict[str, List[Any]]
     invalid: Dict[str, Any]
     shadowed: Dict[str, List[Any]]  # entry points claiming a built-in name (ignored)
@@ -454,7 +485,7 @@ def _load_entry_point(name: str) -> Type[BaseDistBackend]:
         raise type_err
     req = _core_requirement(ep)
     if req and not _satisfies(_core_version(), req):
-        logger.warning(
+        _logger().warning(
             "dist backend %r (%s) requires %s but mmeval-core %s is installed; it may not work",
             name, _dist_name(ep), req, _core_version(),
         )
@@ -532,7 +563,7 @@ def resolve_backend_name(name: Optional[str] = None) -> str:
     chosen = _auto_select()
     if chosen not in _auto_logged:
         _auto_logged.add(chosen)
-        logger.info("mmeval: auto-selected dist backend %r", chosen)
+        _logger().info("mmeval: auto-selected dist backend %r", chosen)
     return chosen
 
 
@@ -545,13 +576,13 @@ def _auto_select() -> str:
         except Exception as exc:  # a broken plugin must not break the others
             if name not in _auto_warned:
                 _auto_warned.add(name)
-                logger.warning("mmeval: skipping dist backend %r during auto-selection: %s", name, exc)
+                _logger().warning("mmeval: skipping dist backend %r during auto-selection: %s", name, exc)
             continue
         try:
             if cls.detect():
                 return name
         except Exception as exc:
-            logger.warning("mmeval: %s.detect() raised %s: %s", cls.__qualname__, type(exc).__name__, exc)
+            _logger().warning("mmeval: %s.detect() raised %s: %s", cls.__qualname__, type(exc).__name__, exc)
     return "non_dist"
 
 

@@ -10,11 +10,13 @@ distribution to install.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import TYPE_CHECKING, Any, Dict, List
 
 from .base_backend import BaseDistBackend, TensorBaseDistBackend
-from .framed_backend import DEFAULT_TIMEOUT, FramedDistBackend
 from .non_dist import NonDist
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .framed_backend import DEFAULT_TIMEOUT, FramedDistBackend
 
 __all__ = [
     "BaseDistBackend",
@@ -39,7 +41,18 @@ LEGACY_CLASS_NAMES: Dict[str, str] = {
 }
 
 
+#: Loaded on first use: the framed protocol pulls in the serialization module, which listing
+#: backends (the registry imports this package) does not need.
+_FRAMED = ("FramedDistBackend", "DEFAULT_TIMEOUT")
+
+
 def __getattr__(attr: str) -> Any:
+    if attr in _FRAMED:
+        from . import framed_backend
+
+        value = getattr(framed_backend, attr)
+        globals()[attr] = value
+        return value
     name = LEGACY_CLASS_NAMES.get(attr)
     if name is None:
         raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
@@ -59,4 +72,4 @@ def __getattr__(attr: str) -> Any:
 
 
 def __dir__() -> List[str]:
-    return sorted(set(globals()) | set(LEGACY_CLASS_NAMES))
+    return sorted(set(globals()) | set(LEGACY_CLASS_NAMES) | set(_FRAMED))
