@@ -2,8 +2,10 @@
 
 The chunk constants are lowered in the ranks (4 KiB chunks from 8 KiB on) so
 that frames of a few KiB take the chunked path: sizes below, at and above the
-threshold, not multiples of the chunk, every root, and a plain fill callback
-(no ``write_range``) next to the core's frames.
+threshold, not multiples of the chunk, every root, frames of several arrays
+(chunks that straddle segments are staged, the others sent from the arrays'
+memory, read-only ones included), sizes that differ per rank, and a plain fill
+callback (no ``write_range`` / ``parts``) next to the core's frames.
 """
 
 from __future__ import annotations
@@ -25,6 +27,19 @@ SIZES = (1000, 8191, 8192, 8193, 4096 * 5 + 17, 200_000)
 
 def _payload(rank: int, n: int) -> Dict[str, Any]:
     return {"rank": rank, "data": (np.arange(n, dtype=np.int64) * 7 + rank).astype(np.uint8)}
+
+
+def _multi(rank: int, n: int) -> Dict[str, Any]:
+    """Several arrays (one read-only, one not a multiple of 64 bytes), of sizes that differ per rank."""
+    ro = np.arange(n // 2 + 1000 * rank, dtype=np.int32) + rank
+    ro.flags.writeable = False
+    return {"rank": rank, "a": ro, "b": (np.arange(n // 3 + 5, dtype=np.int64) % 251).astype(np.uint8),
+            "c": np.full(n // 5 + 3, rank, dtype=np.float64)}
+
+
+def _same(a: Dict[str, Any], b: Dict[str, Any]) -> bool:
+    return a.keys() == b.keys() and all(
+        np.array_equal(v, b[k]) if isinstance(v, np.ndarray) else v == b[k] for k, v in a.items())
 
 
 def _worker(rank: int, ws: int, port: int, out_dir: str) -> None:
@@ -53,6 +68,12 @@ def _worker(rank: int, ws: int, port: int, out_dir: str) -> None:
                 got = b.broadcast_object(_payload(root, n) if rank == root else None, src=root)
                 if got["rank"] != root or not np.array_equal(got["data"], _payload(root, n)["data"]):
                     failures.append(f"broadcast n={n} root={root}: wrong payload")
+                got = b.gather_object(_multi(rank, n), dst=root)
+                if rank == root and not all(_same(item, _multi(r, n)) for r, item in enumerate(got)):
+                    failures.append(f"gather (several arrays) n={n} root={root}: wrong payload")
+                got = b.broadcast_object(_multi(root, n) if rank == root else None, src=root)
+                if not _same(got, _multi(root, n)):
+                    failures.append(f"broadcast (several arrays) n={n} root={root}: wrong payload")
         # a plain callback (no write_range): whole buffer, sent in chunk slices
         blob = bytes(range(256)) * 100  # 25,600 bytes: 7 chunks
         sizes = [len(blob)] * ws

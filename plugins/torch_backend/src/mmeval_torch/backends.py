@@ -4,7 +4,7 @@ Both implement the four transport primitives of
 :class:`~mmeval.core.dist_backends.FramedDistBackend`; the core does the rest
 (serialization, per-rank headers, error propagation, timeouts, hooks). Every
 object collective costs one small all-gather of fixed-size slots (objects of up
-to ~4 KB ride in it) plus, for larger objects, one byte collective:
+to ~4 KB ride in it) plus, for larger objects, the payload's transfer:
 
 * all-gather: one ``all_gather_into_tensor`` of blocks padded to the largest
   frame (rounded up to 64 bytes), in place on gloo and NCCL (this rank's block
@@ -14,11 +14,14 @@ to ~4 KB ride in it) plus, for larger objects, one byte collective:
   destination's receive buffer (``dist.gather`` on gloo receives into a
   temporary and copies out); elsewhere one padded ``dist.gather``; only the
   destination allocates receive buffers;
-* broadcast: one ``broadcast`` of exactly the frame's bytes.
+* broadcast: ``broadcast`` of exactly the frame's bytes.
 
-Buffers are uint8 tensors; the frame is written straight into their numpy view
-(the one copy of the payload on the sending side). Sizes are Python ints
-throughout, so objects over 2 GiB work.
+Frames of at least ``CHUNKED_MIN`` bytes move on CPU in chunks (see
+:func:`_chunks`): a sender sends a chunk that lies inside one segment of the
+frame (an out-of-band array) straight from the caller's memory, and copies
+only the others (the header) into a staging buffer. Smaller frames are written
+into a uint8 buffer's numpy view (the one copy of the payload on the sending
+side). Sizes are Python ints throughout, so objects over 2 GiB work.
 
 Each collective waits with a timeout (``timeout=`` of the constructor, else
 ``MMEVAL_TORCH_CPU_TIMEOUT`` / ``MMEVAL_TORCH_CUDA_TIMEOUT``, else
@@ -65,20 +68,76 @@ _IN_PLACE_ALL_GATHER = ("gloo", "nccl")
 #: Tag of the point-to-point messages of a gather (apart from user traffic on the default tag 0).
 _GATHER_TAG = 0x6D6D65
 
-#: gather (point to point, on gloo) and broadcast move a frame of at least ``CHUNKED_MIN`` bytes as
-#: chunks of ``CHUNK_BYTES``: the sender copies each chunk into one of two small staging buffers while
-#: the previous chunk is on the wire, instead of first copying the whole frame into a fresh buffer
-#: (faulting in a 256 MB buffer costs more than sending it on this kind of machine). Every rank
-#: derives the same chunks from the size.
+#: gather (point to point, on gloo) and broadcast move a frame of at least
+#: ``CHUNKED_MIN`` bytes as :func:`_chunks` of at most ``CHUNK_BYTES``: a chunk inside one segment of
+#: the frame is sent from the frame's own memory, the others are copied into one of two small staging
+#: buffers while the previous chunk is on the wire, instead of first copying the whole frame into a
+#: fresh buffer (faulting in a 256 MB buffer costs more than sending it on this kind of machine).
+#: Every rank derives the same chunks from the size.
 CHUNK_BYTES = 16 << 20
 CHUNKED_MIN = 32 << 20
 
 
 def _chunks(size: int) -> List[Tuple[int, int]]:
-    """``(offset, length)`` of each chunk of a ``size``-byte frame (one chunk below ``CHUNKED_MIN``)."""
+    """``(offset, length)`` of each chunk of a ``size``-byte frame (one chunk below ``CHUNKED_MIN``).
+
+    Aligned to the frame's end: a first chunk of ``size % (CHUNK_BYTES // 16)``
+    bytes, then one of the rest modulo ``CHUNK_BYTES``, then whole chunks. A
+    frame usually ends with its large array, so the chunk boundaries fall in
+    step with the array's end, and every chunk but the first (the header, when
+    the array's length is a multiple of ``CHUNK_BYTES // 16``) lies inside it.
+    """
     if size < CHUNKED_MIN:
         return [(0, size)]
-    return [(off, min(CHUNK_BYTES, size - off)) for off in range(0, size, CHUNK_BYTES)]
+    out: List[Tuple[int, int]] = []
+    off = 0
+    for step in (max(1, CHUNK_BYTES // 16), CHUNK_BYTES):
+        head = (size - off) % step
+        if head:
+            out.append((off, head))
+            off += head
+    out.extend((o, min(CHUNK_BYTES, size - o)) for o in range(off, size, CHUNK_BYTES))
+    return out
+
+
+def _direct_chunks(fill: Optional[Fill], chunks: Sequence[Tuple[int, int]]) -> List[Optional["torch.Tensor"]]:
+    """Per chunk, a uint8 tensor over the frame's own memory, or ``None`` where the chunk must be staged.
+
+    With the core's frame as ``fill`` (it has ``parts``), a chunk that lies
+    inside one segment (an out-of-band array: the caller's memory) is sent
+    from there, without a copy; chunks that straddle segments or gaps, and
+    every chunk of any other callback, are ``None``. The tensors may be
+    read-only (the transport only reads them; torch's warning about that is
+    silenced here) and keep the memory alive.
+    """
+    parts = getattr(fill, "parts", None)
+    if parts is None:
+        return [None] * len(chunks)
+    import warnings
+
+    import numpy as np
+    import torch
+
+    out: List[Optional[torch.Tensor]] = []
+    arrays: Dict[int, Any] = {}
+    i = 0
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
+        for off, n in chunks:
+            while i < len(parts) and parts[i][0] + parts[i][1].nbytes <= off:
+                i += 1
+            tensor = None
+            if i < len(parts) and parts[i][0] <= off and off + n <= parts[i][0] + parts[i][1].nbytes:
+                start = parts[i][0]
+                if i not in arrays:
+                    try:
+                        arrays[i] = np.frombuffer(parts[i][1], dtype=np.uint8)
+                    except (ValueError, TypeError, BufferError):  # not contiguous: stage it
+                        arrays[i] = None
+                if arrays[i] is not None:
+                    tensor = torch.from_numpy(arrays[i][off - start : off - start + n])
+            out.append(tensor)
+    return out
 
 
 def padded_block_size(sizes: Sequence[int]) -> int:
@@ -109,6 +168,18 @@ def split_blocks(buffer: memoryview, block: int, sizes: Sequence[int]) -> List[m
             raise ValueError(f"block {r} claims {n} bytes, more than the {block}-byte block")
         out.append(buffer[r * block : r * block + n])
     return out
+
+
+def _packed_offsets(sizes: Sequence[int]) -> Tuple[List[int], int]:
+    """Where each rank's block starts in a receive buffer of blocks packed one after another, and its size.
+
+    Each block starts 64-byte aligned (:data:`BLOCK_ALIGN`); no padding to the largest block.
+    """
+    offsets, total = [], 0
+    for n in sizes:
+        offsets.append(total)
+        total += padded_block_size([n])
+    return offsets, total
 
 
 #: CPU staging buffers of at least this many bytes come from numpy (see :func:`_empty`).
@@ -425,9 +496,11 @@ class _TorchDist(FramedDistBackend):
                      deadline: float, what: str) -> None:
         """Send a ``size``-byte frame as :func:`_chunks`, each through ``start(tensor) -> work`` (CPU only).
 
-        With the core's frame as ``fill`` (it has ``write_range``), chunks go through two
-        staging buffers of ``CHUNK_BYTES``, the copy of one overlapping the transfer of the
-        other; any other callback fills one buffer of the whole size, sent in slices.
+        With the core's frame as ``fill``, a chunk inside one of its segments is
+        sent from the frame's own memory (:func:`_direct_chunks`); the others
+        (the header) go through two staging buffers of ``CHUNK_BYTES``, the copy
+        of one overlapping the transfer of the other. Any other callback fills
+        one buffer of the whole size, sent in slices.
         """
         chunks = _chunks(size)
         write_range = getattr(fill, "write_range", None)
@@ -437,16 +510,24 @@ class _TorchDist(FramedDistBackend):
             for work in works:
                 self._wait(work, self._left(deadline, what), what)
             return
-        stages = [_empty(CHUNK_BYTES), _empty(CHUNK_BYTES)]
+        stages: List[Optional[torch.Tensor]] = [None, None]
         pending: List[Any] = [None, None]
-        for i, (off, n) in enumerate(chunks):
-            k = i % 2
+        direct: List[Tuple[Any, torch.Tensor]] = []  # (work, tensor): the tensor lives until the work is done
+        k = 0
+        for (off, n), tensor in zip(chunks, _direct_chunks(fill, chunks)):
+            if tensor is not None:
+                direct.append((start(tensor), tensor))
+                continue
             if pending[k] is not None:  # the buffer's previous chunk must be on its way before reuse
                 self._wait(pending[k], self._left(deadline, what), what)
-            buf = stages[k][:n]
+            stage = stages[k]
+            if stage is None:
+                stage = stages[k] = _empty(CHUNK_BYTES)
+            buf = stage[:n]
             write_range(_byte_view(buf), off)
             pending[k] = start(buf)
-        for work in pending:
+            k ^= 1
+        for work in pending + [work for work, _ in direct]:
             if work is not None:
                 self._wait(work, self._left(deadline, what), what)
 
@@ -492,10 +573,7 @@ class _TorchDist(FramedDistBackend):
                 self._send_chunks(size, fill, lambda t: dist.isend(t, dst=peer, group=self.group, tag=_GATHER_TAG),
                                   deadline, f"sending this rank's payload to rank {dst} (gather)")
             return None
-        offsets, total = [], 0
-        for n in sizes:  # each block 64-byte aligned; no padding to the largest
-            offsets.append(total)
-            total += padded_block_size([n])
+        offsets, total = _packed_offsets(sizes)
         recv = _empty(total)
         view = _byte_view(recv)
         works = []
