@@ -1,4 +1,4 @@
-"""mmeval-torch: gather (point to point) and broadcast of large frames in chunks, over real gloo ranks.
+"""mmeval-torch: gather (point to point), broadcast and all-gather of large frames in chunks, over real gloo ranks.
 
 The chunk constants are lowered in the ranks (4 KiB chunks from 8 KiB on) so
 that frames of a few KiB take the chunked path: sizes below, at and above the
@@ -74,6 +74,14 @@ def _worker(rank: int, ws: int, port: int, out_dir: str) -> None:
                 got = b.broadcast_object(_multi(root, n) if rank == root else None, src=root)
                 if not _same(got, _multi(root, n)):
                     failures.append(f"broadcast (several arrays) n={n} root={root}: wrong payload")
+            for make in (_payload, _multi):
+                got = b.all_gather_object(make(rank, n))
+                failures += [f"all_gather {make.__name__} n={n}: rank {r}'s payload differs"
+                             for r, item in enumerate(got) if not _same(item, make(r, n))]
+            # one rank's frame chunked, the others small
+            got = b.all_gather_object(_payload(rank, n if rank == 1 else 10 * rank))
+            failures += [f"all_gather mixed n={n}: rank {r}'s payload differs" for r, item in enumerate(got)
+                         if not _same(item, _payload(r, n if r == 1 else 10 * r))]
         # a plain callback (no write_range): whole buffer, sent in chunk slices
         blob = bytes(range(256)) * 100  # 25,600 bytes: 7 chunks
         sizes = [len(blob)] * ws
@@ -88,6 +96,12 @@ def _worker(rank: int, ws: int, port: int, out_dir: str) -> None:
         data = b._broadcast_bytes(len(blob), fill if rank == 0 else None, 0, 60)
         if rank != 0 and (data is None or bytes(data) != blob):
             failures.append("plain fill broadcast")
+        blocks = b._all_gather_bytes(sizes, fill, 60)
+        failures += [f"plain fill all-gather: rank {r}" for r, blk in enumerate(blocks) if bytes(blk) != blob]
+        sizes = [len(blob) if r != 1 else 0 for r in range(ws)]  # a rank with nothing to send
+        blocks = b._all_gather_bytes(sizes, fill if rank != 1 else (lambda view: None), 60)
+        failures += [f"plain fill all-gather, rank 1 empty: rank {r}" for r, blk in enumerate(blocks)
+                     if bytes(blk) != (blob if r != 1 else b"")]
     except Exception as exc:  # reported to the parent, which fails the test
         failures.append(f"{type(exc).__name__}: {exc}")
     finally:

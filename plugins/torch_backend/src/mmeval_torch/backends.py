@@ -9,7 +9,10 @@ to ~4 KB ride in it) plus, for larger objects, the payload's transfer:
 * all-gather: one ``all_gather_into_tensor`` of blocks padded to the largest
   frame (rounded up to 64 bytes), in place on gloo and NCCL (this rank's block
   of the receive tensor is the send buffer); every rank gets zero-copy views of
-  the received tensor;
+  the received tensor. On gloo, once the largest frame reaches ``CHUNKED_MIN``
+  bytes, one chunked ``broadcast`` per rank instead, straight into each rank's
+  place (gloo's all-gather receives into a temporary and copies out of it, and
+  moves bytes several times slower than its broadcast);
 * gather: on gloo, one message per rank straight into its place in the
   destination's receive buffer (``dist.gather`` on gloo receives into a
   temporary and copies out); elsewhere one padded ``dist.gather``; only the
@@ -68,7 +71,7 @@ _IN_PLACE_ALL_GATHER = ("gloo", "nccl")
 #: Tag of the point-to-point messages of a gather (apart from user traffic on the default tag 0).
 _GATHER_TAG = 0x6D6D65
 
-#: gather (point to point, on gloo) and broadcast move a frame of at least
+#: gather (point to point, on gloo), broadcast and all-gather (on gloo) move a frame of at least
 #: ``CHUNKED_MIN`` bytes as :func:`_chunks` of at most ``CHUNK_BYTES``: a chunk inside one segment of
 #: the frame is sent from the frame's own memory, the others are copied into one of two small staging
 #: buffers while the previous chunk is on the wire, instead of first copying the whole frame into a
@@ -541,7 +544,57 @@ class _TorchDist(FramedDistBackend):
         block = padded_block_size(sizes)
         if block == 0:
             return [memoryview(b"") for _ in sizes]
+        if block >= CHUNKED_MIN:
+            device = self._device()
+            if device.type == "cpu" and self._transport_name(device) == "gloo":
+                return self._all_gather_by_broadcasts(sizes, fill, timeout)
         return self._all_gather_blocks(block, sizes, fill, timeout, "the payload all-gather")
+
+    def _all_gather_by_broadcasts(self, sizes: Sequence[int], fill: Fill, timeout: float) -> Sequence[memoryview]:
+        """All-gather on gloo as one chunked broadcast per rank, in place in one receive buffer.
+
+        Each rank's block lands straight in its place (no padding to the largest;
+        gloo's all-gather receives into a temporary and copies out of it), and a
+        rank sends its own frame from the frame's memory where it can
+        (:func:`_direct_chunks`); it writes its own block while the others arrive.
+        """
+        dist = self._dist()
+        rank = self.rank
+        deadline = time.monotonic() + timeout
+        what = "the payload all-gather"
+        offsets, total = _packed_offsets(sizes)
+        recv = _empty(total)
+        view = _byte_view(recv)
+        own, base = int(sizes[rank]), offsets[rank]
+        mine = view[base : base + own]
+        write_range = getattr(fill, "write_range", None)
+        own_chunks = _chunks(own)
+        direct = _direct_chunks(fill, own_chunks) if write_range is not None else [None] * len(own_chunks)
+        if write_range is None and own:  # a plain callback: the whole block first, sent from there
+            fill(mine)
+        works: List[Tuple[int, Any, Any]] = []  # (rank, work, tensor): the tensor lives until the work is done
+        for r, n in enumerate(sizes):
+            if not n:
+                continue
+            root = self._global_rank(r)
+            if r == rank:
+                for (off, length), tensor in zip(own_chunks, direct):
+                    if tensor is None:
+                        tensor = recv[base + off : base + off + length]
+                        if write_range is not None:  # straddles the frame's segments: staged in this rank's block
+                            write_range(view[base + off : base + off + length], off)
+                    works.append((r, dist.broadcast(tensor, src=root, group=self.group, async_op=True), tensor))
+            else:
+                for off, length in _chunks(int(n)):
+                    tensor = recv[offsets[r] + off : offsets[r] + off + length]
+                    works.append((r, dist.broadcast(tensor, src=root, group=self.group, async_op=True), tensor))
+        for (off, length), tensor in zip(own_chunks, direct):
+            if tensor is not None:  # the rest of this rank's block, while the others' arrive
+                write_range(view[base + off : base + off + length], off)  # type: ignore[misc]
+        for r, work, _ in works:
+            part = f"{what} (rank {r}'s block)"
+            self._wait(work, self._left(deadline, part), part)
+        return [view[o : o + int(n)] for o, n in zip(offsets, sizes)]
 
     def _gather_bytes(
         self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float
