@@ -421,7 +421,7 @@ def run_rank(side: Side, args: argparse.Namespace) -> List[Dict[str, Any]]:
                       " ".join(f"{k}={v:.2f}ms" for k, v in med.items()) + f"  [{wall:.0f}s]", flush=True)
             del methods
             gc.collect()
-        if args.profile and side.rank in (0, 1):
+        if args.profile:  # every rank takes part in the calls; ranks 0 and 1 profile them
             _profile(side, args, name, payload, nbytes)
         del payload
         gc.collect()
@@ -430,15 +430,21 @@ def run_rank(side: Side, args: argparse.Namespace) -> List[Dict[str, Any]]:
 
 
 def _profile(side: Side, args: argparse.Namespace, name: str, payload: Any, nbytes: int) -> None:
-    """cProfile mmeval's call of every operation on ranks 0 and 1 (printed)."""
+    """cProfile mmeval's call of every operation on ranks 0 and 1 (printed); the other ranks just call it."""
+    report = side.rank in (0, 1)
     for op in args.ops:
         call = side.methods(op, payload, nbytes)["mmeval"]
         prof = cProfile.Profile()
         for _ in range(3):
             side.barrier()
-            prof.enable()
+            if report:
+                prof.enable()
             call()
-            prof.disable()
+            if report:
+                prof.disable()
+        if not report:
+            side.barrier()
+            continue
         text = io.StringIO()
         pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(14)
         print(f"\ncProfile, rank {side.rank}, 3 x mmeval {op} of {name} ({side.name}, ws={side.ws}):\n"
