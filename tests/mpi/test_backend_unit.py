@@ -217,7 +217,7 @@ def test_null_and_inter_communicators_are_refused() -> None:
         MPI4PyDist(Inter(0, 2, handle=908))
 
 
-def test_split_broadcast_sends_the_rest_from_the_callers_array_only_when_one_segment_holds_it() -> None:
+def test_split_transfers_send_the_rest_from_the_callers_array_only_when_one_segment_holds_it() -> None:
     from mmeval.core.serialization import encode
 
     head = backend_module.SPLIT_HEAD

@@ -114,7 +114,7 @@ def main() -> None:
         out = b.broadcast_object(mine if r == ws - 1 else None, src=ws - 1)
         c.check("64MB broadcast", np.array_equal(out["data"], big_of(ws - 1, n)))
         del out, mine
-        # Large broadcasts go in two parts; the second is sent from the caller's array only when one
+        # Large broadcasts and gathers go in two parts; the second is sent from the caller's array only when one
         # segment of the frame holds it: also frames of two arrays, of in-band bytes, of a big pickle stream.
         shapes = {
             "two arrays": [big_of(1, 3 * MB), big_of(2, 2 * MB)],
@@ -127,6 +127,11 @@ def main() -> None:
         for label, value in shapes.items():
             out = b.broadcast_object(value if r == 0 else None, src=0)
             c.check(f"split broadcast, {label}", same(out, value))
+            # gathers split the same way; rank 0 sends a small frame (its whole block fits in the first part)
+            out = b.gather_object(value if r else "small", dst=ws - 1)
+            if r == ws - 1:
+                c.check(f"split gather, {label}", out is not None and out[0] == "small"
+                        and all(same(g, value) for g in out[1:]))
         del out
         # Results still held must survive later collectives (buffers are reused only when free).
         held = b.all_gather_object({"data": big_of(r, 8 * MB)})

@@ -371,6 +371,8 @@ class MPI4PyDist(FramedDistBackend):
         comm = self.comm
         rank = comm.Get_rank()
         lay = self._plan(sizes)
+        if lay.unit == 1 and max(sizes) >= SPLIT_MIN:
+            return self._gatherv_split(lay, fill, dst, timeout)
         dtype = self._datatype(lay.unit)
         if rank == dst:
             buf = self._buffer(lay.nbytes)
@@ -389,8 +391,51 @@ class MPI4PyDist(FramedDistBackend):
         self._wait(req, (send, dtype), timeout, f"the payload (Igatherv to rank {dst})")
         return None
 
+    def _gatherv_split(self, lay: Layout, fill: Fill, dst: int, timeout: float) -> Optional[Sequence[memoryview]]:
+        """Two ``Igatherv`` (byte counts): each block's first :data:`SPLIT_HEAD` bytes, then the rest.
+
+        Every rank derives the split from the sizes. A sender sends the rest of
+        its frame straight from the caller's memory when one segment holds it
+        (see :meth:`_bcast_split`); ``dst`` writes its own block in place.
+        """
+        mpi = _mpi()
+        comm = self.comm
+        rank = comm.Get_rank()
+        what = f"the payloads (Igatherv to rank {dst})"
+        deadline = time.monotonic() + timeout
+        sizes = lay.sizes
+        heads = [min(n, SPLIT_HEAD) for n in sizes]
+        rests = [n - h for n, h in zip(sizes, heads)]
+        if rank == dst:
+            buf = self._buffer(lay.nbytes)
+            view = buf.data
+            start = lay.offsets[rank]
+            fill(view[start : start + sizes[rank]])
+            first = (heads, list(lay.offsets))
+            second = (rests, [o + h for o, h in zip(lay.offsets, heads)])
+            reqs = [comm.Igatherv(mpi.IN_PLACE, [buf, part, mpi.BYTE], root=dst) for part in (first, second)]
+            keep: Tuple[Any, ...] = (buf,)
+        else:
+            size, head = sizes[rank], heads[rank]
+            rest = _segment_bytes(fill, head, size)
+            if rest is not None:  # zero-copy rest: only the head is copied
+                head_buf: Any = aligned_empty(head)
+                fill.write_range(head_buf.data, 0)  # type: ignore[attr-defined]
+            else:
+                staged = self._buffer(size)
+                fill(staged.data[:size])
+                head_buf, rest = staged[:head], staged[head:size]
+            reqs = [comm.Igatherv([head_buf, head, mpi.BYTE], None, root=dst),
+                    comm.Igatherv([rest, size - head, mpi.BYTE], None, root=dst)]
+            keep = (head_buf, rest)
+        for req in reqs:
+            self._wait(req, keep, max(deadline - time.monotonic(), 1e-6), what)
+        if rank != dst:
+            return None
+        return [view[off : off + n] for off, n in zip(lay.offsets, sizes)]
+
     def _bcast(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
-        if size >= SPLIT_BCAST_MIN:
+        if size >= SPLIT_MIN:
             return self._bcast_split(size, fill, src, timeout)
         comm = self.comm
         unit, count = plan_block(size, big_count=self._uses_big_count(), max_count=self.max_count)
@@ -440,9 +485,10 @@ class MPI4PyDist(FramedDistBackend):
         return None if fill is not None else buf.data[:size]
 
 
-#: Broadcasts of at least this many bytes are split in two (see ``MPI4PyDist._bcast_split``).
-SPLIT_BCAST_MIN = 1 << 20
-#: Bytes of the first part of a split broadcast: the frame's prefix, pickle stream and first
+#: Broadcasts and gathers of a frame of at least this many bytes are split in two
+#: (see ``MPI4PyDist._bcast_split`` and ``MPI4PyDist._gatherv_split``).
+SPLIT_MIN = 1 << 20
+#: Bytes of the first part of a split broadcast or gather: the frame's prefix, pickle stream and first
 #: alignment gap usually fit, so the large array after them is sent from where it lies.
 SPLIT_HEAD = 64 << 10
 
