@@ -22,7 +22,7 @@ MB = 2**20
 #: Every payload of the object-collective benchmark, smallest first.
 PAYLOADS = ("dict1k", "arr1m", "arr16m", "arr64m", "arr256m", "tuples100k")
 #: Timed iterations per payload (after one warm-up), sized so the whole suite fits ~20 min on 2 cores.
-ITERS = {"dict1k": 15, "arr1m": 9, "arr16m": 5, "arr64m": 4, "arr256m": 3, "tuples100k": 4}
+ITERS = {"dict1k": 30, "arr1m": 9, "arr16m": 5, "arr64m": 4, "arr256m": 5, "tuples100k": 5}
 #: Payloads timed without a warm-up iteration (each call of them costs seconds at world size 4).
 NO_WARMUP = ("arr256m",)
 #: Array payloads: bytes of the array inside the dict.
