@@ -300,8 +300,9 @@ def test_large_decode_restores_the_collector_and_keeps_garbage_collectable():
     ref = weakref.ref(a)
     del a, b
     assert gc.isenabled()
+    frozen_before = gc.get_freeze_count()  # not 0 everywhere: Python 3.12 starts with some objects frozen
     assert len(ser.decode(data)) == len(rows)
-    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert gc.isenabled() and gc.get_freeze_count() == frozen_before
     gc.collect()
     assert ref() is None  # ... is still collected afterwards
 

@@ -270,8 +270,10 @@ def _gc_paused() -> Iterator[None]:
     (``gc.freeze()`` then ``gc.unfreeze()``: two list splices, O(1)) instead of
     being walked by the young-generation pass that re-enabling would trigger
     (4-9 ms per 100,000 tuples here). They stay collectable: the next full
-    collection sees them. Skipped when the program froze objects itself
-    (``gc.get_freeze_count() > 0``), whose freeze must not be undone.
+    collection sees them. Skipped whenever objects are frozen already
+    (``gc.get_freeze_count() > 0``: the program's own ``gc.freeze()``, or
+    Python 3.12, which starts with a few hundred frozen), since ``unfreeze``
+    would undo that freeze.
     """
     was_enabled = gc.isenabled()
     gc.disable()
