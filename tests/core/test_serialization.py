@@ -322,3 +322,16 @@ def test_large_decode_restores_the_collector_and_keeps_garbage_collectable():
     finally:
         gc.unfreeze()
     del frozen
+
+
+def test_segment_view_gives_a_range_inside_one_segment_and_nothing_else():
+    data = np.arange(1 << 16, dtype=np.uint8)
+    frame = ser.encode({"data": data, "rank": 1})
+    whole = frame.tobytes()
+    offset = max(frame.parts, key=lambda p: p[1].nbytes)[0]
+    view = frame.segment_view(offset + 100, frame.nbytes)
+    assert view is not None and view.readonly and bytes(view) == whole[offset + 100 :]
+    assert np.shares_memory(np.frombuffer(view, dtype=np.uint8), data)
+    assert frame.segment_view(offset - 1, offset + 10) is None  # straddles the start of the array
+    two = ser.encode([np.zeros(100, np.uint8), np.ones(100, np.uint8)])
+    assert two.segment_view(0, two.nbytes) is None  # spans several segments

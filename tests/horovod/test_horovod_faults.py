@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -84,14 +84,19 @@ def _check_survivor(r: int, info: Dict[str, Any], op: str, killed_at: float, log
     assert info["raised_at"] - killed_at < TIMEOUT + SLACK, f"rank {r} raised {info['raised_at'] - killed_at:.1f}s late"
 
 
-@pytest.mark.parametrize("op", ["all_gather_object", "gather_object", "broadcast_object"])
-def test_sigkill_every_survivor_raises(op: str) -> None:
+def _launch_in_scratch(op: str, hide_exit_status: bool) -> Tuple[Dict[str, Any], float]:
+    """:func:`_launch` in a scratch directory removed afterwards; the run and the victim's kill time."""
     out = Path(tempfile.mkdtemp(prefix="mmeval-hvd-kill-"))
     try:
-        run = _launch(op, out, hide_exit_status=True)
+        run = _launch(op, out, hide_exit_status=hide_exit_status)
     finally:
         shutil.rmtree(out, ignore_errors=True)
-    killed_at = run["ranks"][VICTIM]["killed_at"]
+    return run, run["ranks"][VICTIM]["killed_at"]
+
+
+@pytest.mark.parametrize("op", ["all_gather_object", "gather_object", "broadcast_object"])
+def test_sigkill_every_survivor_raises(op: str) -> None:
+    run, killed_at = _launch_in_scratch(op, hide_exit_status=True)
     for r in range(NP - 1):
         _check_survivor(r, run["ranks"][r], op, killed_at, run["log"])
     assert any(run["ranks"][r]["raised_in"] == op for r in range(NP - 1))
@@ -99,12 +104,7 @@ def test_sigkill_every_survivor_raises(op: str) -> None:
 
 def test_sigkill_under_plain_horovodrun_ends_the_job() -> None:
     op = "all_gather_object"
-    out = Path(tempfile.mkdtemp(prefix="mmeval-hvd-kill-"))
-    try:
-        run = _launch(op, out, hide_exit_status=False)
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
-    killed_at = run["ranks"][VICTIM]["killed_at"]
+    run, killed_at = _launch_in_scratch(op, hide_exit_status=False)
     assert run["rc"] != 0, "horovodrun must report the killed rank"
     assert run["ended"] - killed_at < TIMEOUT + 60, f"the job ended {run['ended'] - killed_at:.0f}s after the kill"
     for r in range(NP - 1):

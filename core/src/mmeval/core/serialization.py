@@ -144,16 +144,7 @@ class Frame:
         """Write the whole frame to ``out[:nbytes]`` (``out`` must be writable, 1-D bytes)."""
         if out.nbytes < self.nbytes:
             raise ValueError(f"frame of {self.nbytes} bytes does not fit in {out.nbytes}")
-        out = out.cast("B") if out.format != "B" or out.ndim != 1 else out
-        pos = 0
-        for offset, part in self._parts:
-            if offset > pos:  # zero the alignment gap: no stale memory is sent
-                out[pos:offset] = bytes(offset - pos)
-            end = offset + part.nbytes
-            out[offset:end] = part
-            pos = end
-        if pos < self.nbytes:
-            out[pos : self.nbytes] = bytes(self.nbytes - pos)
+        self.write_range(_as_byte_view(out)[: self.nbytes], 0)
 
     @property
     def parts(self) -> List[Tuple[int, memoryview]]:
@@ -165,6 +156,21 @@ class Frame:
         """
         return list(self._parts)
 
+    def segment_view(self, start: int, stop: int) -> Optional[memoryview]:
+        """Bytes ``start:stop`` of the frame as a read-only view of the one segment holding them all, else ``None``.
+
+        A transport may send such a range straight from that memory (an
+        out-of-band array's segment is the caller's array) instead of copying
+        it; a range that touches a gap or two segments must be written with
+        :meth:`write_range`.
+        """
+        for offset, part in self._parts:
+            if offset > start:
+                break
+            if stop <= offset + part.nbytes:
+                return part[start - offset : stop - offset].toreadonly()
+        return None
+
     def __call__(self, out: memoryview) -> None:
         """Same as :meth:`write_into`: a frame is the ``fill`` callback the transports receive."""
         self.write_into(out)
@@ -175,7 +181,7 @@ class Frame:
         Lets a transport send a large frame in chunks through a small staging
         buffer instead of copying all of it into one fresh buffer first.
         """
-        out = out.cast("B") if out.format != "B" or out.ndim != 1 else out
+        out = _as_byte_view(out)
         stop = min(start + out.nbytes, self.nbytes)
         if start < 0 or start > stop:
             raise ValueError(f"range starting at {start} is outside the {self.nbytes}-byte frame")

@@ -417,14 +417,7 @@ class MPI4PyDist(FramedDistBackend):
             keep: Tuple[Any, ...] = (buf,)
         else:
             size, head = sizes[rank], heads[rank]
-            rest = _segment_bytes(fill, head, size)
-            if rest is not None:  # zero-copy rest: only the head is copied
-                head_buf: Any = aligned_empty(head)
-                fill.write_range(head_buf.data, 0)  # type: ignore[attr-defined]
-            else:
-                staged = self._buffer(size)
-                fill(staged.data[:size])
-                head_buf, rest = staged[:head], staged[head:size]
+            head_buf, rest = self._split_send_buffers(fill, size, head, size)
             reqs = [comm.Igatherv([head_buf, head, mpi.BYTE], None, root=dst),
                     comm.Igatherv([rest, size - head, mpi.BYTE], None, root=dst)]
             keep = (head_buf, rest)
@@ -454,7 +447,7 @@ class MPI4PyDist(FramedDistBackend):
 
         Every rank derives the split from ``size``. The root sends the rest
         straight from the caller's memory when one segment of the frame (an
-        out-of-band array, see ``Frame.parts``) holds all of it -- the usual
+        out-of-band array, see ``Frame.segment_view``) holds all of it -- the usual
         case of a large array in a small container -- instead of copying the
         whole frame into a send buffer first; otherwise from a filled buffer.
         """
@@ -465,24 +458,35 @@ class MPI4PyDist(FramedDistBackend):
         unit, count = plan_block(rest, big_count=self._uses_big_count(), max_count=self.max_count)
         dtype = self._datatype(unit)
         padded = SPLIT_HEAD + count * unit
-        tail: Any = None
-        if fill is not None and count * unit == rest:
-            tail = _segment_bytes(fill, SPLIT_HEAD, size)
-        if tail is not None:  # root, zero-copy rest: only the head is copied
-            buf = aligned_empty(SPLIT_HEAD)
-            fill.write_range(buf.data, 0)  # type: ignore[union-attr]
-            head_buf, tail_buf = buf, tail
+        buf: Optional[np.ndarray] = None
+        if fill is not None:
+            head_buf, tail_buf = self._split_send_buffers(fill, size, SPLIT_HEAD, padded)
         else:
             buf = self._buffer(padded)
-            if fill is not None:
-                fill(buf.data[:size])
-                _zero(buf.data, size, padded)
             head_buf, tail_buf = buf[:SPLIT_HEAD], buf[SPLIT_HEAD:]
         reqs = [comm.Ibcast([head_buf, SPLIT_HEAD, _mpi().BYTE], root=src),
                 comm.Ibcast([tail_buf, count, dtype], root=src)]
         for req in reqs:
-            self._wait(req, (buf, tail_buf, dtype), max(deadline - time.monotonic(), 1e-6), what)
-        return None if fill is not None else buf.data[:size]
+            self._wait(req, (head_buf, tail_buf, dtype), max(deadline - time.monotonic(), 1e-6), what)
+        return None if buf is None else buf.data[:size]
+
+    def _split_send_buffers(self, fill: Fill, size: int, head: int, padded: int) -> Tuple[np.ndarray, np.ndarray]:
+        """The two send buffers of a split transfer: the frame's first ``head`` bytes, then the rest.
+
+        The rest is the caller's memory itself when one segment of the frame
+        holds it and it needs no padding (``padded == size``); only the head is
+        copied then. Otherwise the frame is written into one buffer of
+        ``padded`` bytes (zero-padded) and sent in two slices.
+        """
+        rest = _segment_bytes(fill, head, size) if padded == size else None
+        if rest is not None:
+            head_buf = aligned_empty(head)
+            fill.write_range(head_buf.data, 0)  # type: ignore[attr-defined]
+            return head_buf, rest
+        buf = self._buffer(padded)
+        fill(buf.data[:size])
+        _zero(buf.data, size, padded)
+        return buf[:head], buf[head:padded]
 
 
 #: Broadcasts and gathers of a frame of at least this many bytes are split in two
@@ -495,15 +499,11 @@ SPLIT_HEAD = 64 << 10
 
 def _segment_bytes(fill: Fill, start: int, stop: int) -> Optional[np.ndarray]:
     """Bytes ``start:stop`` of the frame ``fill`` as a read-only view of the caller's memory, if one segment holds them."""
-    parts = getattr(fill, "parts", None)
-    if parts is None or not getattr(fill, "write_range", None):
+    segment_view = getattr(fill, "segment_view", None)
+    if segment_view is None or not hasattr(fill, "write_range"):  # the core's Frame has both; a plain callback neither
         return None
-    for offset, part in parts:
-        if offset <= start and stop <= offset + part.nbytes:
-            view = np.frombuffer(part, dtype=np.uint8)[start - offset : stop - offset]
-            view.flags.writeable = False  # only ever sent from
-            return view
-    return None
+    view = segment_view(start, stop)
+    return None if view is None else np.frombuffer(view, dtype=np.uint8)
 
 
 def _abort_at_exit() -> None:

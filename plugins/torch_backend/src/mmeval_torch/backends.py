@@ -106,15 +106,15 @@ def _chunks(size: int) -> List[Tuple[int, int]]:
 def _direct_chunks(fill: Optional[Fill], chunks: Sequence[Tuple[int, int]]) -> List[Optional["torch.Tensor"]]:
     """Per chunk, a uint8 tensor over the frame's own memory, or ``None`` where the chunk must be staged.
 
-    With the core's frame as ``fill`` (it has ``parts``), a chunk that lies
-    inside one segment (an out-of-band array: the caller's memory) is sent
-    from there, without a copy; chunks that straddle segments or gaps, and
-    every chunk of any other callback, are ``None``. The tensors may be
-    read-only (the transport only reads them; torch's warning about that is
-    silenced here) and keep the memory alive.
+    With the core's frame as ``fill`` (``Frame.segment_view``), a chunk that
+    lies inside one segment (an out-of-band array: the caller's memory) is
+    sent from there, without a copy; chunks that straddle segments or gaps,
+    and every chunk of any other callback, are ``None``. The tensors are
+    read-only views (the transport only reads them; torch's warning about
+    that is silenced here) and keep the memory alive.
     """
-    parts = getattr(fill, "parts", None)
-    if parts is None:
+    segment_view = getattr(fill, "segment_view", None)
+    if segment_view is None:
         return [None] * len(chunks)
     import warnings
 
@@ -122,24 +122,11 @@ def _direct_chunks(fill: Optional[Fill], chunks: Sequence[Tuple[int, int]]) -> L
     import torch
 
     out: List[Optional[torch.Tensor]] = []
-    arrays: Dict[int, Any] = {}
-    i = 0
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
         for off, n in chunks:
-            while i < len(parts) and parts[i][0] + parts[i][1].nbytes <= off:
-                i += 1
-            tensor = None
-            if i < len(parts) and parts[i][0] <= off and off + n <= parts[i][0] + parts[i][1].nbytes:
-                start = parts[i][0]
-                if i not in arrays:
-                    try:
-                        arrays[i] = np.frombuffer(parts[i][1], dtype=np.uint8)
-                    except (ValueError, TypeError, BufferError):  # not contiguous: stage it
-                        arrays[i] = None
-                if arrays[i] is not None:
-                    tensor = torch.from_numpy(arrays[i][off - start : off - start + n])
-            out.append(tensor)
+            view = segment_view(off, off + n)
+            out.append(None if view is None else torch.from_numpy(np.frombuffer(view, dtype=np.uint8)))
     return out
 
 

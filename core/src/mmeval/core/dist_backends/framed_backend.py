@@ -56,7 +56,8 @@ DEFAULT_TIMEOUT = 1800.0
 
 #: Fill callback: writes this rank's bytes into the transport's send buffer. The core passes the
 #: :class:`~mmeval.core.serialization.Frame` itself (callable), whose ``write_range(out, start)``
-#: lets a transport copy a large frame chunk by chunk.
+#: lets a transport copy a large frame chunk by chunk, and ``segment_view(start, stop)`` send a
+#: range lying inside one out-of-band array straight from the caller's memory.
 Fill = Callable[[memoryview], None]
 
 _seq_lock = threading.Lock()
