@@ -3,6 +3,9 @@
 Every error derives from :class:`MMEvalError` and from the builtin exception
 that best describes it, so callers may catch either ``LookupError`` /
 ``ImportError`` / ``TypeError`` / ``TimeoutError`` or the mmeval-specific class.
+
+:class:`BackendNotFoundError` is also an ``AssertionError``: MMEval 0.2.1
+asserted on unknown backend names, and code written for it catches that.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 __all__ = [
     "MMEvalError",
     "BackendNotFoundError",
+    "BackendNotInstalledError",
     "BackendConflictError",
     "BackendLoadError",
     "BackendTypeError",
@@ -32,8 +36,12 @@ class MMEvalError(Exception):
 # --- registry -------------------------------------------------------------
 
 
-class BackendNotFoundError(MMEvalError, LookupError):
-    """No backend of that name is installed or registered."""
+class BackendNotFoundError(MMEvalError, LookupError, AssertionError):
+    """No backend of that name is installed or registered.
+
+    Also an ``AssertionError``, so ``except AssertionError`` written for MMEval
+    0.2.1 (whose registry asserted on unknown names) still catches it.
+    """
 
 
 class BackendConflictError(MMEvalError, LookupError):
@@ -44,6 +52,16 @@ class BackendLoadError(MMEvalError, ImportError):
     """A backend's entry point could not be imported."""
 
 
+class BackendNotInstalledError(BackendLoadError, BackendNotFoundError):
+    """A backend class was imported by its MMEval import path, but no installed plugin provides it.
+
+    Raised by ``from mmeval.core.dist_backends.torch_cpu import TorchCPUDist``
+    and the like: an ``ImportError`` for import statements (``name`` is the
+    dotted path asked for) and a :class:`BackendNotFoundError` for code that
+    handles the registry's errors. The message names what to install.
+    """
+
+
 class BackendTypeError(MMEvalError, TypeError):
     """A backend's entry point does not resolve to a ``BaseDistBackend`` subclass."""
 
@@ -52,8 +70,12 @@ class BackendAlreadyRegisteredError(MMEvalError, ValueError, RuntimeError):
     """``register_dist_backend`` was asked to take a name that is taken."""
 
 
-class InvalidBackendNameError(MMEvalError, ValueError):
-    """A backend name does not match ``[a-z][a-z0-9_]*``."""
+class InvalidBackendNameError(MMEvalError, ValueError, AssertionError):
+    """A backend name does not match ``[a-z][a-z0-9_]*``.
+
+    Also an ``AssertionError``, as MMEval 0.2.1 raised for every name it did
+    not know (see :class:`BackendNotFoundError`).
+    """
 
 
 # --- collectives ----------------------------------------------------------

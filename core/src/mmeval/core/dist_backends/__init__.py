@@ -3,15 +3,18 @@
 The interfaces (:class:`BaseDistBackend`, :class:`TensorBaseDistBackend`,
 :class:`FramedDistBackend`) and the built-in :class:`NonDist` live here.
 MMEval's class names of the plugin backends (``TorchCPUDist``,
-``MPI4PyDist``, ``TFHorovodDist``, ...) resolve lazily to the installed
-plugin's class; a missing plugin raises an ``ImportError`` that names the
-distribution to install.
+``MPI4PyDist``, ``TFHorovodDist``, ``PaddleDist``, ...) resolve lazily to the
+installed plugin's class, here and under MMEval's module paths
+(``mmeval.core.dist_backends.torch_cpu.TorchCPUDist``, ...); a missing plugin
+raises :class:`~mmeval.core.errors.BackendNotInstalledError` (an
+``ImportError``) that names the distribution to install. See :mod:`._compat`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List
 
+from ._compat import LEGACY_BACKENDS, resolve
 from .base_backend import BaseDistBackend, TensorBaseDistBackend
 from .non_dist import NonDist
 
@@ -29,16 +32,12 @@ __all__ = [
     "MPI4PyDist",
     "TFHorovodDist",
     "TorchHorovodDist",
+    "PaddleDist",
+    "OneFlowDist",
 ]
 
 #: MMEval's class names of plugin backends -> registry names.
-LEGACY_CLASS_NAMES: Dict[str, str] = {
-    "TorchCPUDist": "torch_cpu",
-    "TorchCUDADist": "torch_cuda",
-    "MPI4PyDist": "mpi4py",
-    "TFHorovodDist": "tf_horovod",
-    "TorchHorovodDist": "torch_horovod",
-}
+LEGACY_CLASS_NAMES: Dict[str, str] = LEGACY_BACKENDS
 
 
 #: Loaded on first use: the framed protocol pulls in the serialization module, which listing
@@ -53,22 +52,7 @@ def __getattr__(attr: str) -> Any:
         value = getattr(framed_backend, attr)
         globals()[attr] = value
         return value
-    name = LEGACY_CLASS_NAMES.get(attr)
-    if name is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
-    from ..dist import KNOWN_DISTRIBUTIONS, get_dist_backend_class
-    from ..errors import BackendLoadError, BackendNotFoundError
-
-    try:
-        return get_dist_backend_class(name)
-    except BackendNotFoundError as exc:
-        dist = KNOWN_DISTRIBUTIONS[name]
-        err = BackendLoadError(
-            f"cannot import {attr} (dist backend {name!r}): it is provided by the distribution "
-            f"{dist}; run `pip install {dist}`. ({exc})",
-            name=f"{__name__}.{attr}",
-        )
-        raise err from exc
+    return resolve(__name__, attr)
 
 
 def __dir__() -> List[str]:
