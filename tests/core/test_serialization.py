@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mmeval.core import columnar, wire
 from mmeval.core import serialization as ser
 from mmeval.core.errors import FrameDecodeError, UnsafePayloadError
 
@@ -109,9 +110,9 @@ def test_corrupted_slot_is_detected():
 def test_frame_bigger_than_4gib_header_arithmetic():
     # sizes are 64-bit everywhere: a >4 GiB buffer length survives the header
     view = memoryview(bytearray(64))
-    frame = ser._assemble(1, b"meta", [view])
-    prefix = frame.tobytes()[: ser._FRAME_PREFIX.size + 8]
-    assert ser._U64.unpack_from(prefix, ser._FRAME_PREFIX.size)[0] == 64
+    frame = ser.assemble_frame(1, b"meta", [view])
+    prefix = frame.tobytes()[: wire._FRAME_PREFIX.size + 8]
+    assert wire._U64.unpack_from(prefix, wire._FRAME_PREFIX.size)[0] == 64
     head = bytearray(ser.SLOT_SIZE)
     fake = ser.Frame([], 5 * 2**30)
     ser.build_slot(memoryview(head), status=0, op=1, codec=1, seq=1, root=-1, payload=fake)
@@ -171,7 +172,7 @@ def test_truncated_and_corrupted_frames_raise_clearly(obj, data):
             pass
 
 
-def test_register_reducer_sends_custom_types_out_of_band():
+def test_a_codecs_reducers_send_custom_types_out_of_band_and_stay_scoped_to_that_codec():
     class Blob:
         def __init__(self, data: bytes) -> None:
             self.data = data
@@ -182,12 +183,15 @@ def test_register_reducer_sends_custom_types_out_of_band():
         seen.append(b)
         return (bytes, (pickle.PickleBuffer(b.data),))
 
-    ser.register_reducer(Blob, reduce_blob)
-    try:
-        out, _ = roundtrip([Blob(b"x" * 100_000)])
-    finally:
-        ser._REDUCERS.pop(Blob)
-    assert seen and out == [b"x" * 100_000]
+    codec = ser.PickleCodec({Blob: reduce_blob})
+    frame = codec.encode([Blob(b"x" * 100_000)])
+    assert len(frame.parts) >= 3  # the blob's bytes are an out-of-band segment
+    assert seen and codec.decode(frame.tobytes()) == [b"x" * 100_000]
+    # another codec (another backend's, or the plain one) does not apply the reducer
+    seen.clear()
+    with pytest.raises((pickle.PicklingError, AttributeError)):  # a local class: plain pickle cannot carry it
+        ser.PickleCodec().encode([Blob(b"y" * 10)])
+    assert not seen
 
 
 def test_homogeneous_per_sample_lists_travel_as_columns():
@@ -278,11 +282,11 @@ def test_frame_parts_locate_every_byte_and_share_the_arrays_memory():
 
 def test_columnarize_leaves_objects_without_long_lists_untouched():
     obj = {"rank": 1, "ids": list(range(100)), "names": ["a"] * 40, "t": (1, [2, 3])}
-    assert ser._columnarize(obj) is obj
+    assert ser.columnarize(obj) is obj
     nested = {"keep": [1, 2], "long": [(i, 1.0) for i in range(600)]}
-    out = ser._columnarize(nested)
+    out = ser.columnarize(nested)
     assert out is not nested and out["keep"] is nested["keep"] and list(out) == ["keep", "long"]
-    assert isinstance(out["long"], ser._Columns) and nested["long"][0] == (0, 1.0)  # the input is not modified
+    assert isinstance(out["long"], columnar._Columns) and nested["long"][0] == (0, 1.0)  # the input is not modified
 
 
 def test_large_decode_restores_the_collector_and_keeps_garbage_collectable():

@@ -178,7 +178,7 @@ tokens = st.builds(
 def hostile_safe_streams(parts: List[bytes], buffers: List[bytes]) -> None:
     count("hostile_safe_streams")
     meta = b"".join(parts)
-    frame = ser._assemble(ser.CODECS["safe"], meta, [memoryview(b) for b in buffers]).tobytes()
+    frame = ser.assemble_frame(ser.CODECS["safe"], meta, [memoryview(b) for b in buffers]).tobytes()
     decode_or_clear(frame, "safe")
     decode_or_clear(frame, "pickle")
     from mmeval.core import safe_codec

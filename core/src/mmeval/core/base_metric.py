@@ -12,8 +12,9 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from .dist import _validate_name, get_dist_backend
+from .dist import _validate_name, get_default_dist_backend, get_dist_backend
 from .dist_backends.base_backend import BaseDistBackend
+from .dist_backends.transport import asking
 from .errors import (
     CollectiveFailedError,
     CollectiveMismatchError,
@@ -103,6 +104,8 @@ class BaseMetric(metaclass=ABCMeta):
             )
         if isinstance(dist_backend, str) and dist_backend != "auto":
             _validate_name(dist_backend)
+        elif dist_backend is None:
+            get_default_dist_backend()  # a bad MMEVAL_DIST_BACKEND raises here, naming the variable
         elif dist_backend is not None and not isinstance(dist_backend, (str, BaseDistBackend)):
             raise TypeError(
                 f"dist_backend must be a backend name, a BaseDistBackend instance or None, got {dist_backend!r}"
@@ -204,6 +207,26 @@ class BaseMetric(metaclass=ABCMeta):
 
     # -- compute -------------------------------------------------------------
 
+    #: Attributes never part of the question the ranks must agree on (see :meth:`_question`).
+    _NOT_ASKED = frozenset(("dataset_meta", "logger", "dist_backend", "dist_collect_mode"))
+
+    def _question(self, size: Optional[int]) -> Dict[str, Any]:
+        """What every rank's :meth:`compute` must agree on: the metric, its configuration, the mode and ``size``.
+
+        The configuration is every public attribute holding plain data (numbers,
+        strings, None, and tuples / lists / dicts of them): ``topk``, ``thrs``,
+        ``average``, ... Subclasses may extend it.
+        """
+        question: Dict[str, Any] = {
+            "metric": f"{type(self).__module__}.{type(self).__qualname__}",
+            "dist_collect_mode": self.dist_collect_mode,
+            "size": size,
+        }
+        for key, value in vars(self).items():
+            if not key.startswith("_") and key not in self._NOT_ASKED and _plain(value):
+                question[key] = value
+        return question
+
     def compute(self, size: Optional[int] = None) -> Dict[str, Any]:
         """Compute the metric over every rank's results; every rank gets the result.
 
@@ -224,7 +247,7 @@ class BaseMetric(metaclass=ABCMeta):
         computes = backend.rank == 0
         # the safe codec moves plain data only: array results travel as a plain dict, and an error
         # report's pickled exception is never unpickled (a hostile rank 0 could run code with it)
-        plain = getattr(backend, "codec", "pickle") == "safe"
+        plain = _plain_data_only(backend)
         # the ranks that only send do not merge their batches first: the frame takes them as they
         # are, and rank 0 joins them while decoding (their peak memory stays ~1x their results)
         local = self._local_results() if computes or plain or not 1 < len(self._batches) <= _MAX_SENT_BATCHES \
@@ -232,7 +255,10 @@ class BaseMetric(metaclass=ABCMeta):
         if plain and isinstance(local, ArrayResults):
             local = dict(local)  # type: ignore[assignment]
         try:
-            gathered = backend.gather_object(local, dst=0)
+            # the question rides in the gather's header: ranks computing a different metric, configuration,
+            # collect mode or size all raise CollectiveMismatchError instead of answering rank 0's question
+            with asking(self._question(size)):
+                gathered = backend.gather_object(local, dst=0)
         except _SHARED_FAILURES:
             raise  # every rank of the group raises these together
         except Exception as exc:
@@ -369,6 +395,23 @@ def _unzip_permutation(counts: List[int]) -> np.ndarray:
 
 
 #: Collective errors that every rank of the group raises together (nothing more to tell the others).
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is small plain data whose ``repr`` is the same on every rank."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if depth < 2 and isinstance(value, (tuple, list)) and len(value) <= 64:
+        return all(_plain(v, depth + 1) for v in value)
+    if depth < 2 and isinstance(value, dict) and len(value) <= 64:
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _plain_data_only(backend: BaseDistBackend) -> bool:
+    """Whether the backend's codec carries plain data only (then no arbitrary object or pickled exception)."""
+    codec = getattr(backend, "wire_codec", None)
+    return bool(getattr(codec, "plain_data_only", False))
+
+
 _SHARED_FAILURES = (RemoteSerializationError, CollectiveMismatchError, CollectiveTimeoutError, CollectiveFailedError)
 
 

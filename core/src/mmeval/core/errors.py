@@ -24,6 +24,8 @@ __all__ = [
     "CollectiveMismatchError",
     "RemoteSerializationError",
     "CollectiveFailedError",
+    "GroupPoisonedError",
+    "ConcurrentCollectiveError",
     "FrameDecodeError",
     "UnsafePayloadError",
 ]
@@ -99,6 +101,19 @@ class RemoteSerializationError(DistCommunicationError):
 
 class CollectiveFailedError(DistCommunicationError):
     """The transport itself raised during a collective (peer reset, closed socket, ...)."""
+
+
+class GroupPoisonedError(CollectiveFailedError):
+    """An earlier collective on this group failed or timed out: the group cannot be used again.
+
+    Raised at once by every later collective on that group (on every backend),
+    naming the first failure. Recover by building a new group (torch:
+    ``dist.new_group``; MPI: ``comm.Dup()``) and a backend over it.
+    """
+
+
+class ConcurrentCollectiveError(DistCommunicationError):
+    """A second thread called a collective on a group while another collective ran there."""
 
 
 class FrameDecodeError(DistCommunicationError, ValueError):

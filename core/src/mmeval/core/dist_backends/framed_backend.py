@@ -1,67 +1,70 @@
-"""The collective path shared by every built-in backend.
+"""The collective path shared by every framed backend: the core's half of the transport contract.
 
 :class:`FramedDistBackend` implements the object collectives once, over four
-transport primitives a backend supplies (a slot all-gather and byte
-all-gather / gather / broadcast). It brings:
+transport primitives a backend supplies (see
+:mod:`mmeval.core.dist_backends.transport` for what each receives and must do).
+The core owns, for every backend, built-in or third party:
 
-* one serialization path (:mod:`mmeval.core.serialization`): pickle protocol 5
-  with out-of-band buffers, one copy into the transport's own send buffer;
+* serialization (:mod:`mmeval.core.codecs`): pickle protocol 5 with
+  out-of-band buffers, one copy into the transport's send buffer, reducers
+  scoped to the backend; or the plain-data ``safe`` codec;
 * one collective for small objects (they ride inline in the slot), two for
   large ones, and a gather that sends to one rank only;
-* a per-rank header so that a serialization error on one rank, or ranks that
-  call different collectives, make every rank raise the same clear error;
-* a timeout on every collective (``timeout=`` argument, else
-  ``MMEVAL_<NAME>_TIMEOUT``, else ``MMEVAL_TIMEOUT``, else
-  :data:`DEFAULT_TIMEOUT` seconds);
+* a per-rank header so that a serialization error on one rank, ranks that call
+  different collectives, or ranks that ask different *questions* (see
+  :func:`asking`) make every rank raise the same clear error;
+* sequence numbers per group, a deadline on every collective (``timeout=``,
+  else ``MMEVAL_<NAME>_TIMEOUT``, else ``MMEVAL_TIMEOUT``, else
+  :data:`DEFAULT_TIMEOUT` seconds; validated at construction), waits that
+  Ctrl-C interrupts within a second;
+* **poisoning**: after a collective failed, timed out or was interrupted on a
+  rank, every later collective on that group raises
+  :class:`~mmeval.core.errors.GroupPoisonedError` at once, naming the first
+  failure (a group whose transport was abandoned mid-transfer could otherwise
+  deliver a previous call's bytes). Recover with a new group;
+* **one collective at a time** per group: a second thread calling while one
+  runs is refused with :class:`~mmeval.core.errors.ConcurrentCollectiveError`,
+  and the running call fails too (its peers may have matched the other
+  thread's call), poisoning the group; the calling thread's name is part of
+  the question, so ranks whose matching calls come from differently named
+  threads raise :class:`~mmeval.core.errors.CollectiveMismatchError`;
 * events for the hooks of :mod:`mmeval.core.hooks`.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import threading
 import time
 from abc import abstractmethod
-from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence
+from typing import Any, Callable, ClassVar, Dict, Hashable, List, Mapping, Optional, Sequence
 
 from .. import hooks
+from ..codecs import CODECS, Codec, Reducer, codec_id, make_codec
 from ..errors import (
     CollectiveFailedError,
     CollectiveMismatchError,
-    CollectiveTimeoutError,
+    ConcurrentCollectiveError,
     DistCommunicationError,
+    GroupPoisonedError,
     RemoteSerializationError,
 )
-from ..serialization import (
-    CODECS,
-    SLOT_SIZE,
-    Frame,
-    Op,
-    SlotHeader,
-    Status,
-    build_slot,
-    codec_id,
-    decode,
-    encode,
-    parse_slot,
-)
+from ..wire import QUESTION_MAX, SLOT_SIZE, Frame, Op, SlotHeader, Status, build_slot, parse_slot
 from .base_backend import BaseDistBackend
+from .transport import _QUESTION, Call, PeerLost, asking
 
-__all__ = ["FramedDistBackend", "DEFAULT_TIMEOUT", "resolve_setting"]
+__all__ = ["FramedDistBackend", "DEFAULT_TIMEOUT", "MIN_TIMEOUT", "resolve_setting", "asking"]
 
 #: Seconds a collective may take before every waiting rank raises. Like
 #: torch.distributed's default: the first collective of ``compute()`` waits for
 #: the slowest rank to finish its share of the evaluation.
 DEFAULT_TIMEOUT = 1800.0
+#: The shortest timeout accepted (seconds).
+MIN_TIMEOUT = 0.001
 
-#: Fill callback: writes this rank's bytes into the transport's send buffer. The core passes the
-#: :class:`~mmeval.core.serialization.Frame` itself (callable), whose ``write_range(out, start)``
-#: lets a transport copy a large frame chunk by chunk, and ``segment_view(start, stop)`` send a
-#: range lying inside one out-of-band array straight from the caller's memory.
-Fill = Callable[[memoryview], None]
-
-_seq_lock = threading.Lock()
-_sequences: Dict[Hashable, int] = {}
+_NO_LIMIT = ("inf", "infinity", "none", "never")
 
 
 def resolve_setting(backend: str, key: str, value: Optional[str]) -> Optional[str]:
@@ -75,89 +78,194 @@ def resolve_setting(backend: str, key: str, value: Optional[str]) -> Optional[st
     return None
 
 
-def _resolve_timeout(backend: str, timeout: Optional[float]) -> float:
-    if timeout is not None:
-        value, origin = float(timeout), "timeout="
-    else:
-        raw = None
-        origin = ""
+def _resolve_timeout(backend: str, timeout: Optional[float], max_timeout: float) -> float:
+    """The validated timeout: finite, >= 1 ms, <= ``max_timeout``; ``inf`` only when ``max_timeout`` is."""
+    origin = "timeout="
+    raw: Any = timeout
+    if timeout is None:
         for var in (f"MMEVAL_{backend.upper()}_TIMEOUT", "MMEVAL_TIMEOUT"):
             if os.environ.get(var):
                 raw, origin = os.environ[var], var
                 break
-        if raw is None:
-            return DEFAULT_TIMEOUT
+        else:
+            return min(DEFAULT_TIMEOUT, max_timeout)
+    where = f"{backend}: {origin}{'' if origin == 'timeout=' else '='}{raw!r}"
+    if isinstance(raw, str) and raw.strip().lower() in _NO_LIMIT:
+        value = math.inf
+    else:
         try:
             value = float(raw)
-        except ValueError:
-            raise ValueError(f"{origin}={raw!r} is not a number of seconds") from None
-    if not value > 0:
-        raise ValueError(f"{backend}: {origin} must be a positive number of seconds, got {value!r}")
+        except (TypeError, ValueError):
+            raise ValueError(f"{where} is not a number of seconds") from None
+    if math.isnan(value) or value < MIN_TIMEOUT:
+        raise ValueError(f"{where}: a timeout must be at least {MIN_TIMEOUT:g} s (1 ms)")
+    if value > max_timeout:
+        if math.isinf(value):
+            raise ValueError(
+                f"{where}: this backend cannot wait without a limit (its transport ends an operation after "
+                f"{max_timeout:g} s at most); give a number of seconds"
+            )
+        raise ValueError(f"{where}: at most {max_timeout:g} s is supported by this backend's transport")
     return value
+
+
+def _question_bytes() -> bytes:
+    fields: Dict[str, str] = {"thread": threading.current_thread().name[:64]}
+    asked = _QUESTION.get()
+    if asked:
+        for key, value in asked.items():
+            text = value if isinstance(value, str) else repr(value)
+            fields[str(key)[:64]] = text if len(text) <= 160 else text[:140] + f"...(len {len(text)})"
+    data = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+    if len(data) > QUESTION_MAX:  # too long to compare field by field: compare a digest of the rest
+        import hashlib
+
+        digest = hashlib.sha256(data).hexdigest()[:32]
+        data = json.dumps({"thread": fields["thread"], "question digest": digest}, sort_keys=True).encode()
+    return data
+
+
+def _question_fields(text: str) -> Dict[str, str]:
+    if not text:
+        return {}
+    try:
+        out = json.loads(text)
+    except ValueError:
+        return {"question": text}
+    return {str(k): str(v) for k, v in out.items()} if isinstance(out, dict) else {"question": text}
+
+
+# -- per-group state: sequence, one call at a time, poisoning ---------------------------
+
+
+class _GroupState:
+    __slots__ = ("lock", "seq", "poisoned", "running", "interfered")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seq = 0
+        #: the first failure's message once the group is unusable
+        self.poisoned: Optional[str] = None
+        #: (thread name, op name, seq) of the collective running now
+        self.running: Optional[tuple] = None  # type: ignore[type-arg]
+        #: set by a refused concurrent call: the running call must fail too
+        self.interfered: Optional[str] = None
+
+
+_states_lock = threading.Lock()
+_states: Dict[Hashable, _GroupState] = {}
+
+
+def _state(key: Hashable) -> _GroupState:
+    with _states_lock:
+        state = _states.get(key)
+        if state is None:
+            state = _states[key] = _GroupState()
+        return state
+
+
+#: words of a transport error that mean a peer is gone
+_LOST_PEER_WORDS = ("connection closed", "connection reset", "broken pipe", "closed by peer", "peer closed",
+                    "connection refused", "end of file", "process failed", "proc_failed", "eof")
+
+
+def _lost_peer(exc: BaseException) -> bool:
+    if isinstance(exc, PeerLost):
+        return True
+    text = str(exc).lower()
+    return any(w in text for w in _LOST_PEER_WORDS)
 
 
 class FramedDistBackend(BaseDistBackend):
     """A backend whose object collectives run through mmeval's frame protocol.
 
     Subclasses implement :attr:`is_initialized`, :attr:`rank`,
-    :attr:`world_size` and four transport primitives. Every primitive gets a
-    ``timeout`` in seconds and must raise ``TimeoutError`` (or any exception;
-    it is wrapped) rather than wait longer:
+    :attr:`world_size` and four transport primitives, each given a
+    :class:`~mmeval.core.dist_backends.transport.Call` (read its contract):
 
-    * :meth:`_exchange_slots` -- all-gather ``SLOT_SIZE`` bytes per rank;
-    * :meth:`_all_gather_bytes` -- all-gather byte blocks of known sizes;
-    * :meth:`_gather_bytes` -- the same, to one rank;
-    * :meth:`_broadcast_bytes` -- one rank's block to all.
+    * :meth:`_exchange_slots` -- all-gather one ``SLOT_SIZE``-byte slot per rank;
+    * :meth:`_all_gather_bytes` -- all-gather frames of the known ``call.sizes``;
+    * :meth:`_gather_bytes` -- the same, to rank ``call.root`` only;
+    * :meth:`_broadcast_bytes` -- rank ``call.root``'s frame to all.
+
+    Everything else -- sequence numbers, header agreement, deadlines, waiting,
+    error translation, poisoning, one collective at a time -- is done here.
 
     Args:
-        timeout: seconds before a collective gives up (see the module doc).
+        timeout: seconds before a collective gives up (see the module doc):
+            at least 1 ms, at most :attr:`max_timeout`; ``float('inf')`` or
+            ``'inf'`` for no limit where :attr:`max_timeout` is infinite.
         codec: ``'pickle'`` (default) or ``'safe'`` (plain data only; see
             :mod:`mmeval.core.safe_codec`); else ``MMEVAL_<NAME>_CODEC`` or
             ``MMEVAL_CODEC``. Every rank must use the same codec.
     """
 
+    #: The longest timeout the transport honours (seconds); ``inf``: it can wait without limit.
+    max_timeout: ClassVar[float] = math.inf
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _adapt_previous_contract(cls)
+
     def __init__(self, *, timeout: Optional[float] = None, codec: Optional[str] = None) -> None:
         label = self.name or type(self).__name__
-        self.timeout: float = _resolve_timeout(label, timeout)
+        self.timeout: float = _resolve_timeout(label, timeout, self.max_timeout)
         self.codec: str = resolve_setting(label, "CODEC", codec) or "pickle"
         codec_id(self.codec)
+        self._wire_codec: Optional[Codec] = None
+
+    # -- what a backend may declare ------------------------------------------
+
+    def reducers(self) -> Mapping[type, Reducer]:
+        """``{type: reducer}`` the pickle codec applies for this backend only (default: none).
+
+        Called once, before the first collective that encodes; the torch plugin
+        returns its tensor reducer. See :class:`~mmeval.core.codecs.PickleCodec`.
+        """
+        return {}
+
+    @property
+    def wire_codec(self) -> Codec:
+        """The codec this backend encodes and decodes with (its reducers included)."""
+        codec = self._wire_codec
+        if codec is None:
+            codec = self._wire_codec = make_codec(self.codec, self.reducers() if self.codec == "pickle" else None)
+        return codec
 
     # -- transport primitives ---------------------------------------------
 
     @abstractmethod
-    def _exchange_slots(self, fill: Fill, timeout: float) -> Sequence[memoryview]:
-        """All-gather one ``SLOT_SIZE``-byte block per rank.
+    def _exchange_slots(self, call: Call, slot: memoryview) -> Sequence[memoryview]:
+        """All-gather ``slot`` (``SLOT_SIZE`` bytes, this rank's) from every rank.
 
-        Allocate a send buffer of ``SLOT_SIZE`` bytes, call ``fill`` on it,
-        all-gather, and return one ``SLOT_SIZE``-byte view per rank in rank order.
+        Return one ``SLOT_SIZE``-byte view per rank in rank order.
         """
 
     @abstractmethod
-    def _all_gather_bytes(self, sizes: Sequence[int], fill: Fill, timeout: float) -> Sequence[memoryview]:
-        """All-gather byte blocks; rank ``r`` contributes ``sizes[r]`` bytes.
+    def _all_gather_bytes(self, call: Call) -> Sequence[memoryview]:
+        """All-gather frames: rank ``r`` contributes ``call.sizes[r]`` bytes (this rank's: ``call.frame``).
 
-        Allocate a send buffer of at least ``sizes[self.rank]`` bytes, call
-        ``fill`` on its first ``sizes[self.rank]`` bytes, and return one view
-        of exactly ``sizes[r]`` bytes per rank.
+        Return one view of exactly ``call.sizes[r]`` bytes per rank. Write the
+        frame with ``call.fill(buf)`` or, for large frames, send its segments
+        from their own memory (``call.frame.segment_view`` / ``write_range``).
         """
 
     @abstractmethod
-    def _gather_bytes(self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float) -> Optional[Sequence[memoryview]]:
-        """Like :meth:`_all_gather_bytes`, but only ``dst`` receives (others return ``None``)."""
+    def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
+        """Like :meth:`_all_gather_bytes`, but only ``call.root`` receives (others return ``None``)."""
 
     @abstractmethod
-    def _broadcast_bytes(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
-        """Broadcast ``size`` bytes from ``src``; ``fill`` is given on ``src`` only.
+    def _broadcast_bytes(self, call: Call) -> Optional[memoryview]:
+        """Broadcast ``call.sizes[call.root]`` bytes from ``call.root`` (``call.frame`` there).
 
-        Non-source ranks return a view of the ``size`` received bytes; ``src``
-        may return ``None``.
+        Non-root ranks return a view of the received bytes; the root may return ``None``.
         """
 
     def _sequence_key(self) -> Hashable:
-        """Key of the communicator whose collectives are counted together.
+        """Key of the communicator whose collectives are counted, locked and poisoned together.
 
         Override to return the underlying group / communicator so that several
-        backend objects over one group share one sequence.
+        backend objects over one group share one sequence (and one fate).
         """
         return id(self)
 
@@ -197,50 +305,83 @@ class FramedDistBackend(BaseDistBackend):
         if self.world_size > 1:
             self._collective(Op.BARRIER, None, -1)
 
+    @property
+    def poisoned(self) -> Optional[str]:
+        """The first failure that made this backend's group unusable, or ``None`` while it is usable."""
+        return _state(self._sequence_key()).poisoned
+
     # -- machinery ----------------------------------------------------------
+
+    def _serialize_hint(self) -> str:
+        return f"Send only picklable objects{' of plain data (codec=safe)' if self.wire_codec.plain_data_only else ''}."
 
     def _local_copy(self, obj: Any) -> Any:
         # a world of one still returns an independent object, and fails as a larger world would
+        codec = self.wire_codec
         try:
-            frame = encode(obj, self.codec)
+            frame = codec.encode(obj)
         except Exception as exc:
             raise RemoteSerializationError(
                 f"{self.name}: rank 0 (of 1) could not serialize its object ({type(exc).__name__}: {exc}). "
-                f"Send only picklable objects{' of plain data (codec=safe)' if self.codec == 'safe' else ''}."
+                + self._serialize_hint()
             ) from exc
-        return decode(frame.tobytes(), self.codec)
+        return codec.decode(frame.tobytes())
 
     def _check_root(self, op: str, arg: str, root: int) -> None:
         ws = self.world_size
         if not isinstance(root, int) or not 0 <= root < ws:
             raise ValueError(f"{self.name}.{op}: {arg}={root!r} is not a rank of this group (0..{ws - 1})")
 
-    def _next_seq(self) -> int:
-        key = self._sequence_key()
-        with _seq_lock:
-            seq = _sequences.get(key, 0) + 1
-            _sequences[key] = seq
-        return seq
-
     def _collective(self, op: int, obj: Any, root: int) -> Any:
         name = self.name or type(self).__name__
         op_name = Op.NAMES[op]
         rank, ws = self.rank, self.world_size
-        seq = self._next_seq()
-        emit = hooks.hooks_active()
-        if emit:
-            hooks.emit_start(op_name, name, rank, ws)
-        start = time.monotonic()
-        counters = [0, 0]  # bytes sent, received
+        state = _state(self._sequence_key())
+        if state.poisoned is not None:
+            raise GroupPoisonedError(
+                f"{name}: {op_name} refused on rank {rank}: this group is unusable since an earlier collective "
+                f"failed ({state.poisoned}). Build a new group (torch: dist.new_group(...); MPI: comm.Dup()) and a "
+                "new backend over it to go on."
+            )
+        thread = threading.current_thread().name
+        if not state.lock.acquire(blocking=False):
+            other = state.running or ("another thread", "a collective", 0)
+            message = (
+                f"{name}: {op_name} called by thread {thread!r} on rank {rank} while thread {other[0]!r} was in "
+                f"{other[1]} (collective #{other[2]}) on the same group. One collective at a time per group: "
+                "call collectives from one thread, or give each thread its own group."
+            )
+            state.interfered = message
+            if state.poisoned is None:
+                state.poisoned = f"concurrent collectives from two threads: {message}"
+            raise ConcurrentCollectiveError(message)
         try:
-            result = self._run(op, op_name, obj, root, seq, rank, ws, start, counters)
-        except BaseException as exc:
+            state.seq += 1
+            seq = state.seq
+            state.running = (thread, op_name, seq)
+            emit = hooks.hooks_active()
             if emit:
-                self._emit(op_name, name, rank, ws, root, seq, counters, start, type(exc).__name__, str(exc))
-            raise
-        if emit:
-            self._emit(op_name, name, rank, ws, root, seq, counters, start, "ok", "")
-        return result
+                hooks.emit_start(op_name, name, rank, ws)
+            start = time.monotonic()
+            call = Call(name, op_name, seq, rank, ws, root, self.timeout)
+            counters = [0, 0]  # bytes sent, received
+            try:
+                result = self._run(call, op, obj, counters)
+                if state.interfered is not None:
+                    raise ConcurrentCollectiveError(
+                        f"{name}: {op_name} (collective #{seq}) cannot be trusted: {state.interfered}"
+                    )
+            except BaseException as exc:
+                if emit:
+                    self._emit(op_name, name, rank, ws, root, seq, counters, start, type(exc).__name__, str(exc))
+                raise
+            if emit:
+                self._emit(op_name, name, rank, ws, root, seq, counters, start, "ok", "")
+            return result
+        finally:
+            state.running = None
+            state.interfered = None
+            state.lock.release()
 
     def _emit(self, op: str, name: str, rank: int, ws: int, root: int, seq: int,
               counters: List[int], start: float, outcome: str, error: str) -> None:
@@ -252,115 +393,102 @@ class FramedDistBackend(BaseDistBackend):
             )
         )
 
-    def _remaining(self, start: float, what: str, op_name: str, seq: int) -> float:
-        left = self.timeout - (time.monotonic() - start)
-        if left <= 0:
-            raise self._timeout_error(op_name, seq, what)
-        return left
+    def _transport(self, call: Call, what: str, step: Callable[[], Any]) -> Any:
+        """Run one transport step; translate its errors; poison the group when it fails."""
+        call.stage = what
+        try:
+            return step()
+        except BaseException as exc:
+            call.abandon()
+            error = self._translate(call, exc)
+            state = _state(self._sequence_key())
+            if state.poisoned is None:
+                state.poisoned = f"{call.op} (collective #{call.seq}) on rank {call.rank}: {error}"
+            if error is exc:
+                raise
+            raise error from exc
 
-    def _timeout_error(self, op_name: str, seq: int, what: str) -> CollectiveTimeoutError:
-        return CollectiveTimeoutError(
-            f"{self.name}: {op_name} (collective #{seq} on rank {self.rank} of {self.world_size}) did not "
-            f"complete within {self.timeout:g}s while {what}: a peer rank died, hung, or never called it. "
-            f"Set the limit with timeout=... or MMEVAL_{self.name.upper()}_TIMEOUT / MMEVAL_TIMEOUT."
+    def _translate(self, call: Call, exc: BaseException) -> BaseException:
+        if isinstance(exc, DistCommunicationError) and not isinstance(exc, PeerLost):
+            return exc
+        if isinstance(exc, TimeoutError):
+            return call.timeout_error()
+        if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: raised as they are
+            return exc
+        where = f"{self.name}: {call.op} (collective #{call.seq} on rank {call.rank} of {call.world_size})"
+        if _lost_peer(exc):
+            return CollectiveFailedError(
+                f"{where} failed while {call.stage}: a peer rank has probably died or closed its connection "
+                f"({type(exc).__name__}: {exc}). The group cannot be used for further collectives."
+            )
+        return CollectiveFailedError(
+            f"{where} failed while {call.stage}: {type(exc).__name__}: {exc}. "
+            "The group cannot be used for further collectives."
         )
 
-    def _transport(self, call: Callable[[], Any], op_name: str, seq: int, what: str) -> Any:
-        try:
-            return call()
-        except DistCommunicationError:
-            raise
-        except TimeoutError as exc:
-            raise self._timeout_error(op_name, seq, what) from exc
-        except Exception as exc:
-            raise CollectiveFailedError(
-                f"{self.name}: {op_name} (collective #{seq} on rank {self.rank} of {self.world_size}) "
-                f"failed while {what}: {type(exc).__name__}: {exc}. A peer rank has probably died; "
-                "the group cannot be used for further collectives."
-            ) from exc
-
-    def _run(self, op: int, op_name: str, obj: Any, root: int, seq: int, rank: int, ws: int,
-             start: float, counters: List[int]) -> Any:
+    def _run(self, call: Call, op: int, obj: Any, counters: List[int]) -> Any:
+        rank, ws, root = call.rank, call.world_size, call.root
+        codec = self.wire_codec
         sends = op in (Op.ALL_GATHER, Op.GATHER) or (op == Op.BROADCAST and rank == root)
         frame: Optional[Frame] = None
         local_exc: Optional[BaseException] = None
         status, error = Status.OK, ""
         if sends:
             try:
-                frame = encode(obj, self.codec)
+                frame = codec.encode(obj)
             except Exception as exc:
                 local_exc = exc
                 status = Status.ENCODE_ERROR
                 error = f"{type(exc).__name__}: {exc}"
-        my_codec = CODECS[self.codec]
-
-        def fill_slot(buf: memoryview) -> None:
-            build_slot(buf, status=status, op=op, codec=my_codec, seq=seq, root=root, payload=frame, error=error)
-
-        slots = self._transport(
-            lambda: self._exchange_slots(fill_slot, self._remaining(start, "exchanging headers", op_name, seq)),
-            op_name, seq, "exchanging headers",
-        )
+        call.frame = frame
+        slot = memoryview(bytearray(SLOT_SIZE))
+        build_slot(slot, status=status, op=op, codec=codec.id, seq=call.seq, root=root, payload=frame, error=error,
+                   question=_question_bytes())
+        slots = self._transport(call, "exchanging headers", lambda: self._exchange_slots(call, slot))
         counters[0] += SLOT_SIZE
         counters[1] += SLOT_SIZE * (ws - 1)
-        headers = [parse_slot(s) for s in slots]
-        self._check_headers(headers, op, op_name, seq, root, local_exc)
+        if len(slots) != ws:
+            raise self._translate(call, RuntimeError(f"the slot exchange returned {len(slots)} slots for {ws} ranks"))
+        headers = [parse_slot(s, tuple(CODECS.values())) for s in slots]
+        self._check_headers(headers, op, call, local_exc)
 
         if op == Op.BARRIER:
             return None
         if op == Op.BROADCAST:
-            if rank == root:
-                if not headers[root].inline:
-                    assert frame is not None
-                    size = frame.nbytes
-                    self._transport(
-                        lambda: self._broadcast_bytes(size, frame, root,
-                                                      self._remaining(start, "sending the payload", op_name, seq)),
-                        op_name, seq, "sending the payload",
-                    )
-                    counters[0] += size * (ws - 1)
-                return obj
             head = headers[root]
             if head.inline:
-                return decode(head.data, self.codec)  # type: ignore[arg-type]
-            data = self._transport(
-                lambda: self._broadcast_bytes(head.payload_size, None, root,
-                                              self._remaining(start, "receiving the payload", op_name, seq)),
-                op_name, seq, "receiving the payload",
-            )
+                return obj if rank == root else codec.decode(head.data)  # type: ignore[arg-type]
+            call.sizes = [h.payload_size if r == root else 0 for r, h in enumerate(headers)]
+            if rank == root:
+                self._transport(call, "sending the payload", lambda: self._broadcast_bytes(call))
+                counters[0] += head.payload_size * (ws - 1)
+                return obj
+            data = self._transport(call, "receiving the payload", lambda: self._broadcast_bytes(call))
             counters[1] += head.payload_size
-            return decode(data, self.codec)
+            return codec.decode(data)
 
         # gathers
         assert frame is not None
         if all(h.inline for h in headers):
             if op == Op.GATHER and rank != root:
                 return None
-            return [decode(h.data, self.codec) for h in headers]  # type: ignore[arg-type]
-        sizes = [h.payload_size for h in headers]
+            return [codec.decode(h.data) for h in headers]  # type: ignore[arg-type]
+        sizes = call.sizes = [h.payload_size for h in headers]
         if op == Op.ALL_GATHER:
-            blocks = self._transport(
-                lambda: self._all_gather_bytes(sizes, frame,
-                                               self._remaining(start, "exchanging payloads", op_name, seq)),
-                op_name, seq, "exchanging payloads",
-            )
+            blocks = self._transport(call, "exchanging payloads", lambda: self._all_gather_bytes(call))
             counters[0] += sizes[rank] * (ws - 1)
             counters[1] += sum(sizes) - sizes[rank]
         else:
-            blocks = self._transport(
-                lambda: self._gather_bytes(sizes, frame, root,
-                                           self._remaining(start, "gathering payloads", op_name, seq)),
-                op_name, seq, "gathering payloads",
-            )
+            blocks = self._transport(call, "gathering payloads", lambda: self._gather_bytes(call))
             if rank != root:
                 counters[0] += sizes[rank]
                 return None
             counters[1] += sum(sizes) - sizes[rank]
-        return [decode(b, self.codec) for b in blocks]
+        return [codec.decode(b) for b in blocks]
 
-    def _check_headers(self, headers: List[SlotHeader], op: int, op_name: str, seq: int, root: int,
+    def _check_headers(self, headers: List[SlotHeader], op: int, call: Call,
                        local_exc: Optional[BaseException]) -> None:
-        name = self.name
+        name, op_name, seq = self.name, call.op, call.seq
         failed = [(r, h) for r, h in enumerate(headers) if h.status != Status.OK]
         if failed:
             detail = "; ".join(f"rank {r}: {h.error_text()}" for r, h in failed)
@@ -368,23 +496,78 @@ class FramedDistBackend(BaseDistBackend):
                 f"{name}: {op_name} (collective #{seq}) aborted on every rank because "
                 f"{'rank' if len(failed) == 1 else 'ranks'} {', '.join(str(r) for r, _ in failed)} "
                 f"could not serialize {'its' if len(failed) == 1 else 'their'} object ({detail}). "
-                f"Send only picklable objects{' of plain data (codec=safe)' if self.codec == 'safe' else ''}."
+                + self._serialize_hint()
             ) from local_exc
         calls = [(h.op, h.root, h.seq, h.codec) for h in headers]
-        if len(set(calls)) == 1:
+        if len(set(calls)) != 1:
+            def describe(h: SlotHeader) -> str:
+                arg = ""
+                if h.op == Op.GATHER:
+                    arg = f"dst={h.root}"
+                elif h.op == Op.BROADCAST:
+                    arg = f"src={h.root}"
+                codec = {v: k for k, v in CODECS.items()}.get(h.codec, "?")
+                return f"{h.op_name}({arg}) #{h.seq} codec={codec}"
+
+            detail = "; ".join(f"rank {r}: {describe(h)}" for r, h in enumerate(headers))
+            hint = "Every rank must call the same collectives, in the same order, with the same src/dst and codec."
+            if len({h.seq for h in headers}) > 1:
+                hint += " The sequence numbers differ: a rank called more collectives than the others."
+            raise CollectiveMismatchError(f"{name}: ranks disagree on the collective ({detail}). {hint}")
+        if len({h.question for h in headers}) == 1:
             return
+        asked = [_question_fields(h.question) for h in headers]
+        fields = sorted(set().union(*asked))
+        differ = [f for f in fields if len({a.get(f, "(not asked)") for a in asked}) > 1]
+        lines = "; ".join(
+            f"{f}: " + ", ".join(f"rank {r}={a.get(f, '(not asked)')}" for r, a in enumerate(asked)) for f in differ
+        )
+        hint = ("Every rank must ask the same question: the same metric configuration, dist_collect_mode and "
+                "size= in compute().")
+        if "thread" in differ:
+            hint += " The calling threads differ: make the matching calls from the same thread on every rank."
+        raise CollectiveMismatchError(
+            f"{name}: {op_name} (collective #{seq}): ranks asked different questions ({lines}). {hint}"
+        )
 
-        def describe(h: SlotHeader) -> str:
-            arg = ""
-            if h.op == Op.GATHER:
-                arg = f"dst={h.root}"
-            elif h.op == Op.BROADCAST:
-                arg = f"src={h.root}"
-            codec = {v: k for k, v in CODECS.items()}.get(h.codec, "?")
-            return f"{h.op_name}({arg}) #{h.seq} codec={codec}"
 
-        detail = "; ".join(f"rank {r}: {describe(h)}" for r, h in enumerate(headers))
-        hint = "Every rank must call the same collectives, in the same order, with the same src/dst and codec."
-        if len({h.seq for h in headers}) > 1:
-            hint += " The sequence numbers differ: a rank called more collectives than the others."
-        raise CollectiveMismatchError(f"{name}: ranks disagree on the collective ({detail}). {hint}")
+#: Transport (Fill) callback of the previous contract: writes this rank's bytes into a send buffer.
+Fill = Callable[[memoryview], None]
+
+
+def _adapt_previous_contract(cls: type) -> None:
+    """Wrap primitives written for the previous contract (``fill, timeout`` arguments) into the current one.
+
+    Such a backend keeps working, with every guarantee the core gives except
+    waits that Ctrl-C interrupts (its own waits are not sliced); it gets a
+    DeprecationWarning naming the class.
+    """
+    import inspect
+    import warnings
+
+    old = cls.__dict__.get("_exchange_slots")
+    if old is None or "fill" not in inspect.signature(old).parameters:
+        return
+    warnings.warn(
+        f"{cls.__module__}.{cls.__qualname__}: transport primitives taking (fill, timeout) follow mmeval's previous "
+        "contract; take a Call instead (see mmeval.core.dist_backends.transport and docs/writing-a-backend.md)",
+        DeprecationWarning, stacklevel=3,
+    )
+    ex, ag, ga, bc = (cls.__dict__.get(n) for n in ("_exchange_slots", "_all_gather_bytes", "_gather_bytes",
+                                                       "_broadcast_bytes"))
+
+    def _fill_slot(slot: memoryview) -> Fill:
+        def fill(out: memoryview) -> None:
+            memoryview(out).cast("B")[: slot.nbytes] = slot
+        return fill
+
+    if ex is not None:
+        cls._exchange_slots = lambda self, call, slot: ex(self, _fill_slot(slot), call.remaining())  # type: ignore
+    if ag is not None:
+        cls._all_gather_bytes = lambda self, call: ag(self, call.sizes, call.frame, call.remaining())  # type: ignore
+    if ga is not None:
+        cls._gather_bytes = lambda self, call: ga(  # type: ignore
+            self, call.sizes, call.frame if call.frame is not None else call.fill, call.root, call.remaining())
+    if bc is not None:
+        cls._broadcast_bytes = lambda self, call: bc(  # type: ignore
+            self, call.sizes[call.root], call.frame if call.rank == call.root else None, call.root, call.remaining())

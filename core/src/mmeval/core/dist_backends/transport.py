@@ -1,0 +1,208 @@
+"""The transport contract: what a framed backend's primitives receive, and how they wait.
+
+A backend built on :class:`~mmeval.core.dist_backends.FramedDistBackend`
+implements four primitives that move bytes and nothing else. Each receives a
+:class:`Call`: the operation, its sequence number, its deadline, this rank's
+frame, the per-rank frame sizes and the root. A primitive must:
+
+* start its transfers, then wait for them **only** through :meth:`Call.wait`
+  (a transport with a timed wait: ``wait(lambda s: work.wait(s))``) or
+  :meth:`Call.wait_until` (a transport with a completion test:
+  ``wait_until(request.Test)``). Both wait in slices of at most
+  :data:`WAIT_SLICE` seconds, so Ctrl-C (``KeyboardInterrupt``) surfaces within
+  a second, and raise :class:`~mmeval.core.errors.CollectiveTimeoutError` at
+  the deadline;
+* hand every buffer a transfer may still write into or read from after an
+  abandoned wait to :meth:`Call.keep` (kept alive for the life of the process
+  if the call fails);
+* raise :class:`PeerLost` when the transport reports that a peer is gone
+  (closed connection, failed process), and let any other error propagate.
+
+The core does the rest, for every backend: sequence numbers, the header
+exchange and agreement, deadlines, error translation, poisoning of the group
+after a failure, refusing a second concurrent collective on one group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import time
+from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence
+
+from ..errors import CollectiveTimeoutError, DistCommunicationError
+from ..wire import Frame
+
+__all__ = ["Call", "PeerLost", "WAIT_SLICE", "asking", "keep_forever"]
+
+#: Longest a primitive blocks in one go (seconds): bounds how late Ctrl-C is noticed.
+WAIT_SLICE = 0.1
+
+_yield: Callable[[], Any] = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
+
+# buffers of abandoned transfers: a late peer may still write into them
+_kept: List[Any] = []
+
+
+def keep_forever(obj: Any) -> None:
+    """Keep ``obj`` alive until the process exits (buffers of a transfer that was given up)."""
+    _kept.append(obj)
+
+
+# -- the question: what every rank must agree on, carried in the header ---------------
+
+_QUESTION: "contextvars.ContextVar[Optional[Mapping[str, Any]]]" = contextvars.ContextVar("mmeval_question",
+                                                                                           default=None)
+
+
+@contextlib.contextmanager
+def asking(question: Mapping[str, Any]) -> Iterator[None]:
+    """Collectives started in this block carry ``question`` in their header; ranks that differ raise.
+
+    ``question`` maps field names to plain values (their ``repr`` is compared).
+    :meth:`BaseMetric.compute` uses it for the metric's class, configuration,
+    collect mode and ``size``. Costs no extra collective: the question rides in
+    the slot every collective exchanges anyway (:data:`~mmeval.core.wire.QUESTION_MAX` bytes).
+    """
+    token = _QUESTION.set(question)
+    try:
+        yield
+    finally:
+        _QUESTION.reset(token)
+
+
+class PeerLost(DistCommunicationError):
+    """Raised by a primitive when its transport reports a peer as gone (closed connection, dead process)."""
+
+
+class Call:
+    """One collective as a primitive sees it (built by the core; read-only for the primitive).
+
+    Attributes:
+        backend: the backend's registry name (for messages).
+        op: the operation's name (``'all_gather_object'``, ...).
+        seq: its sequence number on this group (the same on every rank).
+        rank, world_size: this rank and the group's size.
+        root: ``dst`` of a gather / ``src`` of a broadcast; ``-1`` for all-gathers.
+        deadline: ``time.monotonic()`` value past which the call has failed.
+        timeout: the backend's timeout in seconds (for messages).
+        frame: this rank's encoded object (``None`` where it sends nothing).
+        sizes: per-rank frame sizes for the payload stage (for a broadcast,
+            ``sizes[root]`` is the frame's size).
+    """
+
+    __slots__ = ("backend", "op", "seq", "rank", "world_size", "root", "deadline", "timeout", "frame", "sizes",
+                 "stage", "_kept")
+
+    def __init__(self, backend: str, op: str, seq: int, rank: int, world_size: int, root: int,
+                 timeout: float, frame: Optional[Frame] = None) -> None:
+        self.backend = backend
+        self.op = op
+        self.seq = seq
+        self.rank = rank
+        self.world_size = world_size
+        self.root = root
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+        self.frame = frame
+        self.sizes: Sequence[int] = ()
+        #: what the call is doing now (``'exchanging headers'``, ...), for messages
+        self.stage = "starting"
+        self._kept: List[Any] = []
+
+    # -- frames -----------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        """This rank's frame size (0 when it sends nothing)."""
+        return self.frame.nbytes if self.frame is not None else 0
+
+    def fill(self, out: memoryview) -> None:
+        """Write this rank's whole frame into ``out`` (the transport's send buffer)."""
+        if self.frame is not None:
+            self.frame.write_into(out)
+
+    # -- waiting ------------------------------------------------------------------
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline; raises :class:`CollectiveTimeoutError` when none are."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise self.timeout_error()
+        return left
+
+    def wait(self, block: Callable[[float], Any], what: str = "") -> None:
+        """Wait with a transport's own timed wait, in slices: ``block(seconds)`` returns truthy when done.
+
+        ``block`` may also raise the transport's timeout error for an
+        unfinished slice (it is told apart by :meth:`remaining`): any exception
+        raised while time is left and that does not look like a slice timeout
+        is the transport's failure and propagates.
+        """
+        if what:
+            self.stage = what
+        while True:
+            left = self.remaining()
+            step = min(left, WAIT_SLICE)
+            try:
+                if block(step):
+                    return
+            except Exception as exc:
+                if not _is_slice_timeout(exc):
+                    raise
+            # back in Python between slices: a pending SIGINT raises KeyboardInterrupt here
+            time.sleep(0)
+
+    def wait_until(self, done: Callable[[], Any], what: str = "", busy: float = 100e-6, spin: float = 0.002,
+                   min_sleep: float = 20e-6, max_sleep: float = 0.001) -> None:
+        """Poll ``done()`` until it is truthy: busy for ``busy`` s, yielding until ``spin`` s, then sleeping.
+
+        The sleeps grow from ``min_sleep`` to ``max_sleep`` so that
+        oversubscribed ranks leave their cores to the peers doing work; every
+        sleep returns to Python (Ctrl-C is noticed at once).
+        """
+        if what:
+            self.stage = what
+        if done():
+            return
+        start = time.monotonic()
+        pause = min_sleep
+        while True:
+            if done():
+                return
+            now = time.monotonic()
+            if now >= self.deadline:
+                raise self.timeout_error()
+            waited = now - start
+            if waited < busy:
+                continue
+            if waited < spin:
+                _yield()
+                continue
+            time.sleep(pause)
+            pause = min(pause * 2, max_sleep)
+
+    def keep(self, *objs: Any) -> None:
+        """Keep ``objs`` (buffers, requests) alive for the life of the process if this call fails."""
+        self._kept.extend(objs)
+
+    def abandon(self) -> None:
+        """Called by the core when the call failed: what :meth:`keep` holds is kept forever."""
+        if self._kept:
+            keep_forever(tuple(self._kept))
+            self._kept = []
+
+    def timeout_error(self) -> CollectiveTimeoutError:
+        return CollectiveTimeoutError(
+            f"{self.backend}: {self.op} (collective #{self.seq} on rank {self.rank} of {self.world_size}) did not "
+            f"complete within {self.timeout:g}s while {self.stage}: a peer rank died, hung, or never called it. "
+            f"Set the limit with timeout=... or MMEVAL_{self.backend.upper()}_TIMEOUT / MMEVAL_TIMEOUT."
+        )
+
+
+def _is_slice_timeout(exc: BaseException) -> bool:
+    if isinstance(exc, TimeoutError):
+        return True
+    text = str(exc).lower()
+    return "timed out" in text or "timeout" in text
