@@ -1,0 +1,345 @@
+"""The ``jax`` backend: mmeval's object collectives over multi-process JAX.
+
+Multi-process JAX (one Python process per host or per rank, each started with
+``jax.distributed.initialize(...)``) has no byte or object collectives of its
+own, only XLA computations over a mesh of devices that span the processes. This
+backend runs the four transport primitives of
+:class:`~mmeval.core.dist_backends.FramedDistBackend` as tiny jitted XLA
+programs over a one-dimensional mesh with **one device per process** (the
+process's first local device, in process order):
+
+* all-gather: every process contributes a ``uint8`` block padded to a common
+  size (:func:`bucket_size` of the largest frame, so few shapes are ever
+  compiled); the program returns the global ``(world_size, block)`` array
+  replicated on every process (what ``multihost_utils.process_allgather``
+  does), and each rank's bytes are views of it;
+* gather to one rank: the same all-gather, kept on ``dst`` only (XLA has no
+  gather-to-one collective: the other ranks receive and drop the blocks);
+* broadcast: a ``psum`` (all-reduce) in which only ``src`` contributes
+  non-zero bytes (what ``multihost_utils.broadcast_one_to_all`` does).
+
+On CPU the processes need cross-process collectives: gloo (the default of
+``jax_cpu_collectives_implementation`` since jax 0.4.3x; set it with
+``jax.config.update("jax_cpu_collectives_implementation", "gloo")`` before
+``jax.distributed.initialize`` on older versions) or MPI.
+
+**Timeouts.** A JAX collective blocks inside XLA's C++ runtime and cannot be
+interrupted. Every transfer of this backend therefore runs on one daemon worker
+thread per process (:class:`_Worker`), and the calling thread waits for it at
+most the collective's timeout, then raises
+:class:`~mmeval.core.errors.CollectiveTimeoutError`. The stuck transfer keeps
+the worker (and the peers' share of the XLA collective): **after a timeout, or
+after a peer died, the backend cannot be used again in this process** -- later
+collectives queue behind the stuck one and time out in turn, with an error that
+says so. Restart the job. The worker is a daemon thread, so it never holds up
+the interpreter's exit.
+
+This module does not import jax; the methods do (``detect()`` only looks at
+``sys.modules``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import queue
+import sys
+import threading
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Hashable, List, Optional, Sequence, Tuple
+
+from mmeval.core.dist_backends.framed_backend import Fill, FramedDistBackend
+from mmeval.core.serialization import SLOT_SIZE
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+__all__ = ["JaxDist", "bucket_size", "jax_distributed_active"]
+
+#: Blocks are at least this many bytes and a multiple of it.
+BLOCK_ALIGN = 64
+
+
+def bucket_size(n: int) -> int:
+    """The padded block size for a frame of ``n`` bytes: few distinct sizes, at most 12.5 % padding.
+
+    Every distinct size is one more XLA program to compile (tens of
+    milliseconds), so sizes are rounded up to :data:`BLOCK_ALIGN` and then to
+    ``k * 2**e`` with ``8 <= k <= 16``: about eight sizes per doubling.
+    Every rank derives the same size from the same ``n``.
+    """
+    n = int(n)
+    if n < 0:
+        raise ValueError(f"negative block size {n}")
+    n = max(BLOCK_ALIGN, -(-n // BLOCK_ALIGN) * BLOCK_ALIGN)
+    step = max(BLOCK_ALIGN, 1 << max(0, n.bit_length() - 4))
+    return -(-n // step) * step
+
+
+def jax_distributed_active() -> bool:
+    """Whether ``jax.distributed.initialize`` has run in this process (never imports jax)."""
+    mod = sys.modules.get("jax._src.distributed")
+    state = getattr(mod, "global_state", None)
+    return state is not None and getattr(state, "client", None) is not None
+
+
+class _Worker:
+    """One daemon thread that runs this process's JAX transfers, one at a time, in call order.
+
+    A transfer stuck in XLA's runtime (a dead peer) keeps the thread; the
+    transfers submitted after it wait behind it and their callers time out.
+    The thread is a daemon: it never delays the interpreter's exit.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: "queue.Queue[Tuple[concurrent.futures.Future[Any], Callable[[], Any]]]" = queue.Queue()
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[[], Any]) -> "concurrent.futures.Future[Any]":
+        """Queue ``fn``; the future is running once the worker has started it."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="mmeval-jax-transport", daemon=True)
+                self._thread.start()
+            self._jobs.put((future, fn))
+        return future
+
+    def _loop(self) -> None:
+        while True:
+            future, fn = self._jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn()
+            except BaseException as exc:  # handed to the waiting caller
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+
+_worker = _Worker()
+
+_programs_lock = threading.Lock()
+#: (process indices, kind) -> (mesh, jitted program); one per group and kind, kept for the process's life.
+_programs: Dict[Tuple[Tuple[int, ...], str], Tuple[Any, Any]] = {}
+
+
+def _program(procs: Tuple[int, ...], kind: str) -> Tuple[Any, Any]:
+    """The mesh over ``procs`` (one device each) and the jitted ``'all_gather'`` or ``'broadcast'`` program."""
+    key = (procs, kind)
+    with _programs_lock:
+        found = _programs.get(key)
+    if found is not None:
+        return found
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as _P
+
+    spec: Any = _P  # untyped in jax's stubs
+    firsts: Dict[int, Any] = {}
+    for dev in jax.devices():
+        p = int(dev.process_index)
+        if p in procs and (p not in firsts or dev.id < firsts[p].id):
+            firsts[p] = dev
+    missing = [p for p in procs if p not in firsts]
+    if missing:
+        raise RuntimeError(
+            f"jax: processes {missing} have no devices visible to process {jax.process_index()} "
+            f"({jax.process_count()} processes); a group lists process indices 0..{jax.process_count() - 1}"
+        )
+    mesh = Mesh(np.array([firsts[p] for p in procs]), ("p",))
+    replicated = NamedSharding(mesh, spec())
+    fn: Any
+    if kind == "all_gather":
+        fn = jax.jit(lambda x: x, out_shardings=replicated)
+    else:
+
+        def _sum(x: Any) -> Any:
+            psum: Any = jax.lax.psum
+            return psum(x[0], "p")
+
+        fn = jax.jit(jax.shard_map(_sum, mesh=mesh, in_specs=spec("p"), out_specs=spec()))
+    with _programs_lock:
+        return _programs.setdefault(key, (mesh, fn))
+
+
+def _run_program(procs: Tuple[int, ...], kind: str, block: "np.ndarray") -> "np.ndarray":
+    """Run ``kind`` over ``procs`` with this process's ``(1, n)`` uint8 ``block``; the host result.
+
+    ``'all_gather'`` returns ``(len(procs), n)``, ``'broadcast'`` the ``(n,)``
+    byte-wise sum of the blocks. Runs on the worker thread.
+    """
+    import jax
+    import numpy as np
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as _P
+
+    spec: Any = _P
+    mesh, fn = _program(procs, kind)
+    me = jax.process_index()
+    local = next(d for d in mesh.devices.flat if int(d.process_index) == me)
+    shape = (len(procs), block.shape[1])
+    x = jax.make_array_from_single_device_arrays(
+        shape, NamedSharding(mesh, spec("p")), [jax.device_put(block, local)]
+    )
+    out = fn(x)
+    out.block_until_ready()
+    return np.asarray(out.addressable_data(0))
+
+
+class JaxDist(FramedDistBackend):
+    """mmeval backend over multi-process JAX (``jax.distributed.initialize``).
+
+    Rank and world size are JAX's process index and process count (or the
+    position in, and length of, ``group``). Every process of the group must
+    make the same collective calls; processes outside the group must not use
+    the backend (``rank`` raises).
+
+    Args:
+        group: process indices (``jax.process_index()`` values) that form the
+            group, in rank order; ``None`` (default): every process. Rank
+            ``r`` of the group is process ``group[r]``, and ``src`` / ``dst``
+            are group ranks. Only the group's processes take part in its
+            collectives.
+        timeout: seconds a collective may take before every waiting rank
+            raises (else ``MMEVAL_JAX_TIMEOUT``, ``MMEVAL_TIMEOUT``, or 1800 s).
+            After a timeout this process cannot use the backend again (see
+            the module documentation).
+        codec: ``'pickle'`` (default) or ``'safe'`` (see
+            :class:`~mmeval.core.dist_backends.FramedDistBackend`).
+
+    :meth:`detect` is true when ``jax.distributed`` is initialized in this
+    process (jax already imported; it is never imported by ``detect``).
+    """
+
+    name = "jax"
+    #: Auto-selection rank among detected backends (torch_cpu's is higher: a torch job that also imports
+    #: and initializes JAX keeps its torch backend).
+    priority: ClassVar[int] = 10
+
+    def __init__(
+        self,
+        group: Optional[Sequence[int]] = None,
+        *,
+        timeout: Optional[float] = None,
+        codec: Optional[str] = None,
+    ) -> None:
+        super().__init__(timeout=timeout, codec=codec)
+        procs: Optional[Tuple[int, ...]] = None
+        if group is not None:
+            procs = tuple(int(p) for p in group)
+            if not procs or len(set(procs)) != len(procs) or min(procs) < 0:
+                raise ValueError(
+                    f"jax: group={list(group)!r} must list distinct, non-negative process indices "
+                    "(jax.process_index() values) of every member"
+                )
+        #: The group's process indices in rank order (``None``: every process).
+        self.group = procs
+
+    # -- runtime ---------------------------------------------------------------
+
+    @classmethod
+    def detect(cls) -> bool:
+        """Whether ``jax.distributed`` is initialized in this process (looks at ``sys.modules`` only)."""
+        return jax_distributed_active()
+
+    @property
+    def is_initialized(self) -> bool:
+        """True once ``jax.distributed.initialize`` has run (a lone process without it computes alone)."""
+        return jax_distributed_active()
+
+    def _processes(self) -> Tuple[int, ...]:
+        if self.group is not None:
+            return self.group
+        import jax
+
+        return tuple(range(jax.process_count()))
+
+    @property
+    def rank(self) -> int:
+        """This process's rank in the group (``jax.process_index()`` without a group)."""
+        import jax
+
+        me = jax.process_index()
+        if self.group is None:
+            return int(me)
+        if me not in self.group:
+            raise ValueError(
+                f"jax: process {me} is not a member of group {list(self.group)}; only members may use this backend"
+            )
+        return self.group.index(me)
+
+    @property
+    def world_size(self) -> int:
+        """The number of processes in the group (``jax.process_count()`` without a group)."""
+        if self.group is not None:
+            return len(self.group)
+        import jax
+
+        return int(jax.process_count())
+
+    def _sequence_key(self) -> Hashable:
+        return ("jax", self._processes())
+
+    # -- transport ---------------------------------------------------------------
+
+    def _wait(self, work: "concurrent.futures.Future[Any]", timeout: float, what: str) -> Any:
+        """The transfer's result, waiting at most ``timeout`` seconds (then ``TimeoutError``).
+
+        The transfer itself cannot be cancelled: it stays on the worker thread,
+        and the backend cannot be used again in this process. A transfer that
+        never started (queued behind such a stuck one) raises ``RuntimeError``
+        saying so.
+        """
+        try:
+            return work.result(timeout=max(timeout, 0.0))
+        except concurrent.futures.TimeoutError:
+            if work.running():
+                raise TimeoutError(
+                    f"{self.name}: {what} did not complete within {timeout:g}s; the transfer is stuck in JAX's "
+                    "runtime and this process cannot use the jax backend any more"
+                ) from None
+            # not a TimeoutError: the core then keeps this message, which says why
+            raise RuntimeError(
+                f"{self.name}: {what} did not start within {timeout:g}s because an earlier transfer that timed out "
+                "is still stuck in this process's JAX runtime; the jax backend cannot be used any more in this "
+                "process (restart the job)"
+            ) from None
+
+    def _collect(self, kind: str, block: int, size: int, fill: Optional[Fill], timeout: float,
+                 what: str) -> "np.ndarray":
+        """Run ``kind`` with this rank's first ``size`` of ``block`` bytes written by ``fill`` (zeros without)."""
+        import numpy as np
+
+        buf = np.zeros((1, block), dtype=np.uint8)
+        if fill is not None and size:
+            fill(buf.reshape(-1)[:size].data)
+        procs = self._processes()
+        return self._wait(_worker.submit(lambda: _run_program(procs, kind, buf)), timeout, what)  # type: ignore[no-any-return]
+
+    def _gathered(self, sizes: Sequence[int], fill: Fill, timeout: float, what: str) -> List[memoryview]:
+        block = bucket_size(max(int(s) for s in sizes))
+        out = self._collect("all_gather", block, int(sizes[self.rank]), fill, timeout, what)
+        view = out.reshape(-1).data
+        return [view[r * block : r * block + int(n)] for r, n in enumerate(sizes)]
+
+    def _exchange_slots(self, fill: Fill, timeout: float) -> Sequence[memoryview]:
+        """All-gather ``SLOT_SIZE`` bytes per rank (the headers of a collective)."""
+        return self._gathered([SLOT_SIZE] * self.world_size, fill, timeout, "the header all-gather")
+
+    def _all_gather_bytes(self, sizes: Sequence[int], fill: Fill, timeout: float) -> Sequence[memoryview]:
+        """All-gather blocks padded to :func:`bucket_size` of the largest; views of exactly ``sizes[r]`` bytes."""
+        return self._gathered(sizes, fill, timeout, "the payload all-gather")
+
+    def _gather_bytes(self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float) -> Optional[Sequence[memoryview]]:
+        """The all-gather of :meth:`_all_gather_bytes`, kept on ``dst`` only (JAX has no gather to one process)."""
+        blocks = self._gathered(sizes, fill, timeout, "the payload gather")
+        return blocks if self.rank == dst else None
+
+    def _broadcast_bytes(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
+        """Broadcast ``size`` bytes from ``src`` as an all-reduce (sum) to which only ``src`` contributes."""
+        rank = self.rank
+        out = self._collect("broadcast", bucket_size(size), int(size) if rank == src else 0,
+                            fill if rank == src else None, timeout, "the payload broadcast")
+        return None if rank == src else out.reshape(-1).data[: int(size)]
