@@ -12,9 +12,16 @@ then evaluated on 541 held-out digits (a DataLoader with DistributedSampler;
 
 Every distributed row must equal the single-process row; the demo exits 1 if
 one does not (or if a run fails). Bytes moved come from mmeval's
-communication-stats hook (rank 0's sent + received).
+communication-stats hook (rank 0's sent + received). The model's outputs are
+raw logits, so Accuracy gets ``thrs=None`` (its default ``thrs=0.0`` counts a
+top-k hit only when the true class's score is > 0).
 
-Run: python examples/demo.py        (the README's run command sets up the env)
+Above the table, the demo lists the installed backends and says which it runs
+and why it skips the others. The weights and the ranks' results go to a
+temporary directory removed at exit; progress bars show only on a terminal.
+
+Run: ./tools/run-tox -e demo        (the README's run command: builds the env)
+     python examples/demo.py --plan (the listing only; needs mmeval-core alone)
 """
 
 from __future__ import annotations
@@ -28,17 +35,23 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "digits_dist_eval"))
+
+#: Accuracy's threshold. The model outputs raw logits: ``thrs=None`` ranks them
+#: as they are. Accuracy's default ``thrs=0.0`` would count a top-k hit only
+#: when the true class's score is > 0, which lowers top-3 on logits.
+THRS = None
+THRS_NOTE = ("Accuracy(topk=(1, 3), thrs=None): the MLP's raw logits are ranked as they are. Accuracy's default "
+             "thrs=0.0 counts a top-k hit only when the true class's score is > 0; pass thrs=None for raw logits.")
 
 
 def evaluate(rank: int, world_size: int, backend: str, out_path: Optional[str]) -> Dict[str, Any]:
     """Evaluate this rank's shard with ``backend``; rank 0 writes the result to ``out_path``."""
     import torch
-    import tqdm
-    from digits_common import get_eval_dataloader, get_model
+    from digits_common import get_eval_dataloader, get_model, progress
 
     from mmeval import Accuracy
     from mmeval.core.hooks import enable_comm_stats
@@ -47,9 +60,10 @@ def evaluate(rank: int, world_size: int, backend: str, out_path: Optional[str]) 
     start = time.perf_counter()
     loader, total = get_eval_dataloader(rank, world_size)
     model = get_model()
-    accuracy = Accuracy(topk=(1, 3), dist_backend=backend)
+    accuracy = Accuracy(topk=(1, 3), thrs=THRS, dist_backend=backend)
     with torch.no_grad():
-        for images, labels in tqdm.tqdm(loader, disable=rank != 0, desc=f"{backend} x{world_size}", leave=False):
+        # a bar on rank 0 of a terminal only: on a pipe it would leave carriage-return residue
+        for images, labels in progress(loader, rank, desc=f"{backend} x{world_size}", leave=False):
             accuracy.add(predictions=model(images), labels=labels)
     result = accuracy.compute(size=total)
     row = {"backend": backend, "world_size": world_size, "result": result,
@@ -103,6 +117,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # a rank started by a launcher
     parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--plan", action="store_true", help="list the backends and what the demo would do; run nothing")
     args = parser.parse_args()
 
     if args.worker == "mpi4py":
@@ -120,21 +135,8 @@ def main() -> int:
         evaluate(hvd.rank(), hvd.size(), args.worker, args.out)
         return 0
 
-    from digits_common import train_model
-
-    print("$ mmeval backends", flush=True)
-    subprocess.run([sys.executable, "-m", "mmeval", "backends"], check=False)
-    t = time.perf_counter()
-    model_path = train_model()
-    print(f"\ntrained the MLP on the digits in {time.perf_counter() - t:.1f}s -> {model_path}\n", flush=True)
-    os.environ["DIGITS_MODEL"] = model_path
-
-    rows: List[Dict[str, Any]] = []
-    failures: List[str] = []
-    rows.append(evaluate(0, 1, "non_dist", None))
-    tmp = tempfile.mkdtemp(prefix="mmeval-demo-")
     me = os.path.abspath(__file__)
-    plans = [
+    plans: List[Tuple[str, int, Callable[[str], None]]] = [
         ("torch_cpu", 4, lambda out: run_torch(4, out)),
         ("mpi4py", 3, lambda out: run_launched([_launcher("mpiexec") or "mpiexec", "-n", "3", sys.executable, me,
                                                  "--worker", "mpi4py", "--out", out])),
@@ -145,21 +147,31 @@ def main() -> int:
                                                      "-H", "localhost:2", "--network-interfaces", "lo",
                                                      sys.executable, me, "--worker", "tf_horovod", "--out", out])),
     ]
-    skipped = []
-    for name, _ws, run in plans:
-        if not installed(name):
-            skipped.append(f"{name} (its plugin is not installed)")
-            continue
-        if name.endswith("horovod") and not _horovod_usable(name):
-            skipped.append(f"{name} (Horovod for {'torch' if name.startswith('torch') else 'tensorflow'} is not built here)")
-            continue
-        out = os.path.join(tmp, f"{name}.json")
-        try:
-            run(out)
-            with open(out) as fh:
-                rows.append(json.load(fh))
-        except Exception as exc:
-            failures.append(f"{name}: {exc}")
+    skip_reasons = {name: skip_reason(name) for name, _ws, _run in plans}
+    print_backends(plans, skip_reasons)
+    if args.plan:
+        return 0
+    from digits_common import MODEL_ENV, save_model, train_model
+
+    rows: List[Dict[str, Any]] = []
+    failures: List[str] = []
+    # the model file and the ranks' results live in a directory removed at exit
+    with tempfile.TemporaryDirectory(prefix="mmeval-demo-") as tmp:
+        t = time.perf_counter()
+        os.environ[MODEL_ENV] = save_model(train_model(), os.path.join(tmp, "digits_mlp.pt"))
+        print(f"trained the MLP on the digits in {time.perf_counter() - t:.1f}s\n{THRS_NOTE}\n", flush=True)
+        rows.append(evaluate(0, 1, "non_dist", None))
+        for name, _ws, run in plans:
+            if skip_reasons[name]:
+                continue
+            out = os.path.join(tmp, f"{name}.json")
+            try:
+                run(out)
+                with open(out) as fh:
+                    rows.append(json.load(fh))
+            except Exception as exc:
+                failures.append(f"{name}: {exc}")
+        del os.environ[MODEL_ENV]
 
     reference = rows[0]["result"]
     print(f"{'backend':<14} {'world':>5} {'top-1':>8} {'top-3':>8} {'wall s':>7} {'bytes moved':>12}  same as single-process")
@@ -169,6 +181,7 @@ def main() -> int:
             failures.append(f"{row['backend']}: {row['result']} != {reference}")
         print(f"{row['backend']:<14} {row['world_size']:>5} {row['result']['top1']:>8.4f} {row['result']['top3']:>8.4f} "
               f"{row['seconds']:>7.2f} {row['bytes']:>12,}  {'yes' if same else 'NO'}")
+    skipped = [f"{name} ({reason})" for name, reason in skip_reasons.items() if reason]
     if skipped:
         print("\nskipped: " + "; ".join(skipped))
     if failures:
@@ -176,6 +189,45 @@ def main() -> int:
         return 1
     print("\nevery distributed run equals the single-process evaluation")
     return 0
+
+
+def skip_reason(name: str) -> Optional[str]:
+    """Why the demo cannot run backend ``name`` here, or None when it can."""
+    if not installed(name):
+        return "its plugin is not installed"
+    if name.endswith("horovod") and not _horovod_usable(name):
+        framework = "torch" if name.startswith("torch") else "tensorflow"
+        return f"Horovod for {framework} is not built here: bash tools/build_horovod.sh {framework} builds it"
+    return None
+
+
+def print_backends(plans: List[Tuple[str, int, Callable[[str], None]]], skip_reasons: Dict[str, Optional[str]]) -> None:
+    """The installed backends (as ``mmeval backends`` lists them) and what the demo does with each."""
+    from mmeval.core.dist import backend_infos
+
+    planned = {name: ws for name, ws, _run in plans}
+    rows: List[Tuple[str, str, str]] = []
+    for info in backend_infos(refresh=True):
+        dist = f"{info.distribution or '-'} {info.version or ''}".strip()
+        if info.status != "ok":
+            use = f"not usable: {info.status}"
+        elif info.name == "non_dist":
+            use = "runs: single process, the reference row"
+        elif info.name not in planned:
+            use = "not used by this demo"
+        elif skip_reasons.get(info.name):
+            use = f"skipped: {skip_reasons[info.name]}"
+        else:
+            use = f"runs: {planned[info.name]} processes"
+        rows.append((info.name, dist, use))
+    listed = {name for name, _dist, _use in rows}
+    rows += [(name, "-", f"skipped: {reason}") for name, reason in skip_reasons.items() if reason and name not in listed]
+    widths = [max(len(r[i]) for r in rows + [("backend", "distribution", "")]) for i in range(2)]
+    print("mmeval backends (the installed ones, as `mmeval backends` lists them) and what this demo does with each:")
+    print(f"  {'backend':<{widths[0]}}  {'distribution':<{widths[1]}}  in this demo")
+    for name, dist, use in rows:
+        print(f"  {name:<{widths[0]}}  {dist:<{widths[1]}}  {use}")
+    print(flush=True)
 
 
 def _horovod_usable(name: str) -> bool:

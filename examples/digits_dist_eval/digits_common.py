@@ -1,14 +1,17 @@
 """The dataset and model of the examples: scikit-learn's handwritten digits and a small MLP.
 
 The digits ship inside scikit-learn (no download). The model is trained for a
-few seconds on the first part of the set and cached in a file, so every
-process of a distributed run evaluates the same weights.
+few seconds on the first part of the set; every process of a distributed run
+must evaluate the same weights, so one process trains and the others get the
+weights (a state dict passed along, or a file in a temporary directory named
+by ``$DIGITS_MODEL``). Nothing is written to a fixed path.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
+import sys
+from typing import Any, Dict, Iterable, TypeVar, Union
 
 import numpy as np
 import torch
@@ -17,7 +20,10 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 #: Samples held out for evaluation: 541 divides by neither 2, 3 nor 4, so
 #: DistributedSampler pads and shards are uneven.
 EVAL_SIZE = 541
-MODEL_PATH = os.environ.get("DIGITS_MODEL", os.path.join(tempfile.gettempdir(), "mmeval_digits_mlp.pt"))
+#: The environment variable naming a weights file written by :func:`save_model`.
+MODEL_ENV = "DIGITS_MODEL"
+
+T = TypeVar("T")
 
 
 def _split():
@@ -43,8 +49,8 @@ def build_model() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
 
 
-def train_model(path: str = MODEL_PATH, epochs: int = 15) -> str:
-    """Train the MLP on the training split (a few seconds on a CPU) and save it to ``path``."""
+def train_model(epochs: int = 15) -> Dict[str, torch.Tensor]:
+    """Train the MLP on the training split (a few seconds on a CPU); return its state dict."""
     torch.manual_seed(0)
     (x, y), _ = _split()
     model = build_model()
@@ -56,16 +62,37 @@ def train_model(path: str = MODEL_PATH, epochs: int = 15) -> str:
             loss = torch.nn.functional.cross_entropy(model(xs[start:start + 64]), ys[start:start + 64])
             loss.backward()
             opt.step()
+    return model.state_dict()
+
+
+def save_model(state_dict: Dict[str, torch.Tensor], path: str) -> str:
+    """Write ``state_dict`` to ``path`` atomically (a reader never sees half a file); return ``path``."""
     tmp = f"{path}.{os.getpid()}.tmp"
-    torch.save(model.state_dict(), tmp)
-    os.replace(tmp, path)  # atomic: ranks that train concurrently never read a half-written file
+    torch.save(state_dict, tmp)
+    os.replace(tmp, path)
     return path
 
 
-def get_model(pretrained_model_fpath: str = MODEL_PATH) -> torch.nn.Module:
-    """The MLP with the saved weights (trained first if the file is missing), in eval mode."""
-    if not os.path.exists(pretrained_model_fpath):
-        train_model(pretrained_model_fpath)
+def get_model(weights: Union[str, Dict[str, torch.Tensor], None] = None) -> torch.nn.Module:
+    """The MLP in eval mode with ``weights``: a state dict, a file path, or (None) the file ``$DIGITS_MODEL``."""
+    if weights is None:
+        weights = os.environ.get(MODEL_ENV)
+        if not weights:
+            raise RuntimeError(f"get_model: no weights given and ${MODEL_ENV} is not set; pass the state dict "
+                               f"from train_model(), or a path written by save_model()")
+    state = torch.load(weights) if isinstance(weights, str) else weights
     model = build_model()
-    model.load_state_dict(torch.load(pretrained_model_fpath))
+    model.load_state_dict(state)
     return model.eval()
+
+
+def progress(iterable: Iterable[T], rank: int, **kwargs: Any) -> Iterable[T]:
+    """``tqdm(iterable)`` on rank 0 of an interactive terminal; the bare iterable otherwise.
+
+    A progress bar on a pipe or in a log file only leaves carriage-return residue.
+    """
+    if rank != 0 or not sys.stderr.isatty():
+        return iterable
+    import tqdm
+
+    return tqdm.tqdm(iterable, **kwargs)  # type: ignore[no-any-return]
