@@ -1,0 +1,190 @@
+"""The rank program of the paddle_dist tests, started by ``python -m paddle.distributed.launch``.
+
+Usage: ``paddle_program.py SCENARIO OUT_DIR``. Every rank runs SCENARIO and
+writes what it saw to ``OUT_DIR/rank<R>.json`` (a dict: check name -> result),
+rewritten after each check so that a rank that dies leaves what it had. An
+exception in a check is recorded as ``{"error": type, "message": ...}``; the
+parent test decides what was expected.
+
+Scenarios:
+
+* ``main`` -- identity and auto-selection, the conformance suite, Accuracy over
+  padded (``paddle.io.DistributedBatchSampler``) and uneven shards against the
+  single-process result, and ``group=`` with a sub-group of ranks 0 and ws-1;
+* ``exit`` -- the last rank leaves (``os._exit``) after a barrier; the others
+  all-gather with a 30 s timeout and must raise an mmeval error well before it;
+* ``hang`` -- the last rank sleeps instead of calling; the others must raise
+  ``CollectiveTimeoutError`` after their 3 s timeout and exit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any, Callable, Dict
+
+import numpy as np
+
+SCENARIO, OUT_DIR = sys.argv[1], sys.argv[2]
+
+import paddle.distributed as dist  # noqa: E402
+
+dist.init_parallel_env()
+
+from mmeval_paddle import PaddleDist  # noqa: E402
+
+from mmeval import Accuracy  # noqa: E402
+from mmeval.core.dist import get_dist_backend, resolve_backend_name  # noqa: E402
+from mmeval.core.errors import MMEvalError  # noqa: E402
+from mmeval.testing.conformance import check_backend  # noqa: E402
+
+RANK, WS = dist.get_rank(), dist.get_world_size()
+results: Dict[str, Any] = {}
+
+
+def record(name: str, fn: Callable[[], Any]) -> Any:
+    try:
+        value = fn()
+        results[name] = {"ok": value}
+    except Exception as exc:  # recorded for the parent to judge
+        results[name] = {"error": type(exc).__name__, "message": str(exc),
+                         "mmeval": isinstance(exc, MMEvalError), "trace": traceback.format_exc()[-2000:]}
+        value = None
+    with open(os.path.join(OUT_DIR, f"rank{RANK}.json.tmp"), "w") as f:
+        json.dump(results, f)
+    os.replace(os.path.join(OUT_DIR, f"rank{RANK}.json.tmp"), os.path.join(OUT_DIR, f"rank{RANK}.json"))
+    return value
+
+
+def identity() -> Any:
+    auto = resolve_backend_name(None)
+    b = get_dist_backend("paddle_dist")
+    return {"auto": auto, "rank": b.rank, "world_size": b.world_size, "detect": PaddleDist.detect(),
+            "is_initialized": b.is_initialized, "global_rank": RANK}
+
+
+def dataset(n: int = 1013) -> Any:
+    rng = np.random.default_rng(7)
+    return rng.random((n, 5)).astype(np.float32), rng.integers(0, 5, n)
+
+
+def accuracy_padded() -> Any:
+    """DistributedBatchSampler pads its last round by repeating the first samples; size= drops them."""
+    import paddle
+    from paddle.io import DistributedBatchSampler
+
+    scores, labels = dataset()
+    expected = Accuracy(topk=(1, 3))(scores, labels)
+
+    class DS(paddle.io.Dataset):  # type: ignore[misc]
+        def __len__(self) -> int:
+            return len(labels)
+
+        def __getitem__(self, i: int) -> Any:
+            return i
+
+    acc = Accuracy(topk=(1, 3), dist_backend=PaddleDist(timeout=60))
+    sampler = DistributedBatchSampler(DS(), batch_size=16, shuffle=False, num_replicas=WS, rank=RANK)
+    seen = 0
+    for batch in sampler:
+        acc.add(scores[batch], labels[batch])
+        seen += len(batch)
+    got = acc.compute(size=len(labels))
+    return {"got": got, "expected": expected, "seen": seen}
+
+
+def accuracy_uneven() -> Any:
+    scores, labels = dataset()
+    expected = Accuracy(topk=(1, 3))(scores, labels)
+    idx = list(range(len(labels)))[RANK::WS]
+    acc = Accuracy(topk=(1, 3), dist_backend=PaddleDist(timeout=60), dist_collect_mode="unzip")
+    for start in range(0, len(idx), 16):
+        batch = idx[start : start + 16]
+        acc.add(scores[batch], labels[batch])
+    return {"got": acc.compute(size=len(labels)), "expected": expected}
+
+
+def sub_group() -> Any:
+    members = [0, WS - 1] if WS > 1 else [0]
+    group = dist.new_group(members)  # every rank takes part in creating it
+    b = PaddleDist(group, timeout=60)
+    if RANK not in members:
+        try:
+            _ = b.rank
+        except RuntimeError as exc:
+            return {"member": False, "refused": str(exc)}
+        return {"member": False, "refused": None}
+    last = b.world_size - 1
+    big = np.arange(300_000, dtype=np.int64) * (b.rank + 1)  # above the inline size: payload transfers
+    gathered = b.all_gather_object({"g": RANK, "big": big})
+    to_last = b.gather_object({"g": RANK, "big": big}, dst=last)
+    from_last = b.broadcast_object({"from": RANK, "big": big} if b.rank == last else None, src=last)
+    scores, labels = dataset(301)
+    expected = Accuracy(topk=(1,))(scores, labels)
+    acc = Accuracy(topk=(1,), dist_backend=b)
+    for i in list(range(len(labels)))[b.rank :: b.world_size]:
+        acc.add(scores[i : i + 1], labels[i : i + 1])
+    return {
+        "member": True, "rank": b.rank, "world_size": b.world_size,
+        "all_gather": [(g["g"], bool(np.array_equal(g["big"], np.arange(300_000) * (k + 1))))
+                       for k, g in enumerate(gathered)],
+        "gather": None if to_last is None else [g["g"] for g in to_last],
+        "broadcast": [from_last["from"], bool(np.array_equal(from_last["big"], np.arange(300_000) * (last + 1)))],
+        "accuracy": [acc.compute(size=len(labels)), expected],
+    }
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")  # a zombie has exited
+    except FileNotFoundError:
+        return True
+
+
+def wait_for_peers_to_exit(limit: float) -> Any:
+    """Seconds until every other rank's process has exited (they raised and left), or None after ``limit``."""
+    start = time.monotonic()
+    pids = []
+    for r in range(WS - 1):
+        with open(os.path.join(OUT_DIR, f"rank{r}.json")) as f:
+            pids.append(json.load(f)["pid"]["ok"])
+    while time.monotonic() - start < limit:
+        if all(_gone(pid) for pid in pids):
+            return {"peers_exited_after": time.monotonic() - start}
+        time.sleep(0.1)
+    return {"peers_exited_after": None}
+
+
+def fault(kind: str) -> Any:
+    b = PaddleDist(timeout=30 if kind == "exit" else 3)
+    b.barrier()
+    if RANK == WS - 1:
+        if kind == "exit":
+            os._exit(0)
+        return wait_for_peers_to_exit(25.0)  # alive but absent: never calls the collective
+    start = time.monotonic()
+    try:
+        b.all_gather_object(np.arange(100_000))  # a payload: header and payload transfers
+    except Exception as exc:
+        return {"error": type(exc).__name__, "mmeval": isinstance(exc, MMEvalError),
+                "message": str(exc), "seconds": time.monotonic() - start}
+    return {"error": None, "seconds": time.monotonic() - start}
+
+
+if SCENARIO == "main":
+    record("identity", identity)
+    record("conformance", lambda: check_backend(PaddleDist(timeout=60), faults=True))
+    record("accuracy_padded", accuracy_padded)
+    record("accuracy_uneven", accuracy_uneven)
+    record("sub_group", sub_group)
+    record("done", lambda: True)
+elif SCENARIO in ("exit", "hang"):
+    record("pid", os.getpid)
+    record("fault", lambda: fault(SCENARIO))
+    record("exiting_at", time.time)
+else:
+    raise SystemExit(f"unknown scenario {SCENARIO!r}")
