@@ -279,6 +279,13 @@ def test_core_requirement_check():
     assert not dist._satisfies("0.2.0", "mmeval-core~=0.1.0")
     assert dist._satisfies("0.1.0", "mmeval-core")
     assert dist._satisfies("0.1.0", "mmeval-core==0.1.*")
+    # PEP 440: a pre-release comes before its release
+    assert not dist._satisfies("0.1.0rc1", "mmeval-core>=0.1")
+    assert dist._satisfies("0.2.0rc1", "mmeval-core>=0.1")
+    assert not dist._satisfies("0.1.0.dev3", "mmeval-core>=0.1.0")
+    assert not dist._satisfies("0.1.0.post1", "mmeval-core>0.1.0")  # PEP 440: > excludes post-releases
+    assert dist._satisfies("0.1.0.post1", "mmeval-core>=0.1.0")
+    assert not dist._satisfies("0.1.0+local", "mmeval-core!=0.1.0")
     infos = {i.name: i for i in dist.backend_infos()}
     assert infos["star"].core_requirement == "mmeval-core<0.2,>=0.1"
     assert infos["star"].status == "ok"

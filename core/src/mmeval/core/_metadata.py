@@ -1,21 +1,41 @@
-"""Entry-point access: the standard library on Python >= 3.10, the backport before.
+"""Entry-point access and the plugin disable list, shared by the backend registry and the hooks.
 
 Python 3.9's ``importlib.metadata.entry_points()`` has no ``group=`` selection
 and does not deduplicate a distribution found twice on ``sys.path``; the
-``importlib-metadata`` backport does both.
+``importlib-metadata`` backport does both, so it is used there.
+
+``MMEVAL_DISABLE_PLUGINS`` is read and compared in one place,
+:func:`is_disabled`, for both entry-point groups (``mmeval.dist_backends`` and
+``mmeval.hooks``).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import sys
-from typing import Any, List
+from typing import Any, FrozenSet, List, Optional
 
 if sys.version_info >= (3, 10):
     import importlib.metadata as importlib_metadata
 else:  # pragma: no cover - exercised by the py39 env
     import importlib_metadata
 
-__all__ = ["importlib_metadata", "entry_points_in_group", "distribution_of"]
+__all__ = [
+    "importlib_metadata",
+    "DISABLE_ENV",
+    "entry_points_in_group",
+    "distribution_of",
+    "distribution_name",
+    "normalize_plugin_name",
+    "disabled_plugins",
+    "is_disabled",
+]
+
+#: Comma-separated entry-point or distribution names never to load.
+DISABLE_ENV = "MMEVAL_DISABLE_PLUGINS"
+
+_SEPARATORS = re.compile(r"[-_.]+")
 
 
 def entry_points_in_group(group: str) -> List[Any]:
@@ -26,3 +46,42 @@ def entry_points_in_group(group: str) -> List[Any]:
 def distribution_of(ep: Any) -> Any:
     """The distribution an entry point came from, or ``None`` if unknown."""
     return getattr(ep, "dist", None)
+
+
+def distribution_name(ep: Any) -> Optional[str]:
+    """The project name (``Name:`` of the metadata) of the distribution ``ep`` came from, ``None`` if unknown."""
+    dist = distribution_of(ep)
+    if dist is None:
+        return None
+    return str(dist.metadata["Name"] or dist.name)
+
+
+def normalize_plugin_name(name: str) -> str:
+    """Lower case, and runs of ``-``, ``_`` and ``.`` as one ``-`` (PEP 503, as pip compares project names).
+
+    Applied to both sides of every comparison with the disable list, so
+    ``mmeval_torch``, ``MMEval-Torch`` and ``mmeval.torch`` all name the
+    distribution ``mmeval-torch``.
+    """
+    return _SEPARATORS.sub("-", name.strip()).lower()
+
+
+def disabled_plugins() -> FrozenSet[str]:
+    """The normalised names listed in ``$MMEVAL_DISABLE_PLUGINS`` (read at each call)."""
+    raw = os.environ.get(DISABLE_ENV, "")
+    return frozenset(normalize_plugin_name(part) for part in raw.split(",") if part.strip())
+
+
+def is_disabled(ep: Any, disabled: Optional[FrozenSet[str]] = None) -> bool:
+    """Whether entry point ``ep`` is disabled by its own name or by its distribution's name.
+
+    ``disabled`` defaults to :func:`disabled_plugins` (pass it when checking
+    many entry points at once).
+    """
+    names = disabled_plugins() if disabled is None else disabled
+    if not names:
+        return False
+    if normalize_plugin_name(ep.name) in names:
+        return True
+    dist = distribution_name(ep)
+    return dist is not None and normalize_plugin_name(dist) in names

@@ -15,10 +15,18 @@ marked as a conflict, and refuses to load (never first-on-``sys.path``-wins).
 
 The default backend is, in order: the name given to
 :func:`set_default_dist_backend`, the environment variable
-``MMEVAL_DIST_BACKEND``, or ``'auto'``. ``'auto'`` is resolved at each use
-(the first collective of ``compute()``): the first backend in
-:data:`AUTO_PRIORITY` (then any other installed backend, alphabetically) whose
-``detect()`` says its runtime is active, else ``non_dist``.
+``MMEVAL_DIST_BACKEND`` (checked when the default is first read: a bad value
+raises naming the variable), or ``'auto'``. ``'auto'`` is resolved at each use
+(the first collective of ``compute()``): among the available backends whose
+``detect()`` says their runtime is active, the one with the highest
+:attr:`~mmeval.core.dist_backends.BaseDistBackend.priority` (ties: the first
+name alphabetically), else ``non_dist``. The order comes from the backend
+classes, so a third-party backend can outrank the in-tree ones.
+
+When the environment says this process is one of several (the variables of
+torchrun, MPI launchers, SLURM or Horovod) and the backend in use is
+``non_dist``, a :class:`DistributedLaunchWarning` says so, once per process,
+naming the variables and what to install or initialise.
 
 ``MMEVAL_DISABLE_PLUGINS`` (comma-separated backend or distribution names)
 keeps named plugins from being listed or loaded.
@@ -30,7 +38,7 @@ import importlib
 import os
 import re
 import threading
-from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple, Type
+from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Set, Tuple, Type
 
 from . import _metadata
 from .dist_backends.base_backend import BaseDistBackend
@@ -47,8 +55,11 @@ from .errors import (
 __all__ = [
     "ENTRY_POINT_GROUP",
     "AUTO",
-    "AUTO_PRIORITY",
     "KNOWN_DISTRIBUTIONS",
+    "SOURCE_CHECKOUT_PATHS",
+    "UNSUPPORTED_BACKENDS",
+    "LAUNCHER_VARIABLES",
+    "DistributedLaunchWarning",
     "BackendInfo",
     "list_all_backends",
     "backend_infos",
@@ -60,6 +71,8 @@ __all__ = [
     "set_default_dist_backend",
     "get_default_dist_backend",
     "resolve_backend_name",
+    "install_hint",
+    "launcher_environment",
 ]
 
 
@@ -74,23 +87,76 @@ def _logger() -> Any:
 ENTRY_POINT_GROUP = "mmeval.dist_backends"
 AUTO = "auto"
 DEFAULT_ENV = "MMEVAL_DIST_BACKEND"
-DISABLE_ENV = "MMEVAL_DISABLE_PLUGINS"
+DISABLE_ENV = _metadata.DISABLE_ENV
 NAME_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
 
-#: Auto-selection order among backends whose ``detect()`` is true. CUDA before
-#: CPU (torch_cuda only detects an NCCL process group); an initialized
-#: torch.distributed before Horovod before MPI (Horovod and torch may run
-#: under an MPI launcher without using MPI for evaluation).
-AUTO_PRIORITY: Tuple[str, ...] = ("torch_cuda", "torch_cpu", "torch_horovod", "tf_horovod", "mpi4py")
-
-#: Which distribution provides each well-known backend (for install hints).
+#: Install hints only, for backend names that are *not installed*: which
+#: distribution (with its extra) provides each backend of this repository.
+#: Auto-selection never reads it (the order is each class's ``priority``).
 KNOWN_DISTRIBUTIONS: Dict[str, str] = {
     "torch_cpu": "mmeval-torch",
     "torch_cuda": "mmeval-torch",
     "mpi4py": "mmeval-mpi4py",
     "tf_horovod": "mmeval-horovod[tensorflow]",
     "torch_horovod": "mmeval-horovod[torch]",
+    "paddle_dist": "mmeval-paddle",
+    "jax": "mmeval-jax",
 }
+
+#: Where each distribution of :data:`KNOWN_DISTRIBUTIONS` lies in a checkout of
+#: this repository (the plugins are not on PyPI yet: ``pip install <path>``).
+SOURCE_CHECKOUT_PATHS: Dict[str, str] = {
+    "mmeval-torch": "./plugins/torch_backend",
+    "mmeval-mpi4py": "./plugins/mpi_backend",
+    "mmeval-horovod": "./plugins/horovod_backend",
+    "mmeval-paddle": "./plugins/paddle_backend",
+    "mmeval-jax": "./plugins/jax_backend",
+}
+
+#: Backends MMEval 0.2.1 had that mmeval does not provide, with the reason.
+UNSUPPORTED_BACKENDS: Dict[str, str] = {
+    "oneflow_cpu": "the 'oneflow' package on PyPI is a placeholder without the OneFlow framework, so a "
+                   "OneFlow backend can be neither built nor tested here",
+    "oneflow_cuda": "the 'oneflow' package on PyPI is a placeholder without the OneFlow framework, so a "
+                    "OneFlow backend can be neither built nor tested here",
+    "npu": "NPU collectives need Ascend hardware and its software stack, which mmeval cannot test",
+}
+
+#: Environment variables by which launchers tell a process it is one of several:
+#: ``(variable, launcher, kind)``; a ``'size'`` variable above 1 or a ``'rank'``
+#: variable above 0 means several processes.
+LAUNCHER_VARIABLES: Tuple[Tuple[str, str, str], ...] = (
+    ("WORLD_SIZE", "torchrun", "size"),
+    ("RANK", "torchrun", "rank"),
+    ("LOCAL_RANK", "torchrun", "rank"),
+    ("OMPI_COMM_WORLD_SIZE", "mpi", "size"),
+    ("OMPI_COMM_WORLD_RANK", "mpi", "rank"),
+    ("PMI_SIZE", "mpi", "size"),
+    ("PMI_RANK", "mpi", "rank"),
+    ("PMIX_RANK", "mpi", "rank"),
+    ("MPI_LOCALNRANKS", "mpi", "size"),
+    ("SLURM_NTASKS", "slurm", "size"),
+    ("HOROVOD_SIZE", "horovod", "size"),
+    ("HOROVOD_RANK", "horovod", "rank"),
+)
+
+#: What to install or initialise, by launcher, when one is seen without a distributed backend.
+_LAUNCHER_ADVICE: Dict[str, Tuple[Tuple[str, ...], str]] = {
+    "torchrun": (("torch_cpu", "torch_cuda"),
+                 "call torch.distributed.init_process_group(...) before compute()"),
+    "mpi": (("mpi4py",), "install mpi4py built for the MPI library of your mpiexec"),
+    "horovod": (("torch_horovod", "tf_horovod"), "call hvd.init() before compute()"),
+    "slurm": (("torch_cpu", "torch_cuda", "mpi4py"),
+              "start the tasks' runtime (torch.distributed.init_process_group, or MPI through mpi4py); "
+              "ignore this if one process per allocation is intended"),
+}
+
+
+class DistributedLaunchWarning(RuntimeWarning):
+    """A launcher started several processes, but the backend in use (``non_dist``) is not distributed.
+
+    Each rank then computes the metric over its own shard only.
+    """
 
 _BUILTINS: Dict[str, Type[BaseDistBackend]] = {"non_dist": NonDist}
 
@@ -157,6 +223,8 @@ _load_errors: Dict[str, BaseException] = {}
 _default: Optional[str] = None
 _auto_logged: Set[str] = set()
 _auto_warned: Set[str] = set()
+_launch_warned = False
+_env_checked: Optional[str] = None
 
 
 # --------------------------------------------------------------------------
@@ -164,9 +232,8 @@ _auto_warned: Set[str] = set()
 # --------------------------------------------------------------------------
 
 
-def _disabled() -> Set[str]:
-    raw = os.environ.get(DISABLE_ENV, "")
-    return {part.strip().lower() for part in raw.split(",") if part.strip()}
+def _disabled() -> FrozenSet[str]:
+    return _metadata.disabled_plugins()
 
 
 def _entry_points() -> _EntryPoints:
@@ -188,10 +255,7 @@ def _entry_points() -> _EntryPoints:
 
 
 def _dist_name(ep: Any) -> str:
-    dist = _metadata.distribution_of(ep)
-    if dist is None:
-        return "<unknown distribution>"
-    return str(dist.metadata["Name"] or dist.name)
+    return _metadata.distribution_name(ep) or "<unknown distribution>"
 
 
 def _dist_version(ep: Any) -> str:
@@ -199,15 +263,11 @@ def _dist_version(ep: Any) -> str:
     return str(dist.version) if dist is not None else "?"
 
 
-def _live(eps: List[Any], disabled: Set[str]) -> List[Any]:
-    """The entry points not disabled by name or by distribution name (``-``, ``_`` and ``.`` alike, as pip has it)."""
+def _live(eps: List[Any], disabled: FrozenSet[str]) -> List[Any]:
+    """The entry points not disabled by name or by distribution name (see :func:`_metadata.is_disabled`)."""
     if not disabled:
         return eps
-    dists = {re.sub(r"[-_.]+", "-", name) for name in disabled}
-    return [
-        ep for ep in eps
-        if ep.name not in disabled and re.sub(r"[-_.]+", "-", _dist_name(ep).lower()) not in dists
-    ]
+    return [ep for ep in eps if not _metadata.is_disabled(ep, disabled)]
 
 
 def refresh_backends() -> None:
@@ -216,10 +276,11 @@ def refresh_backends() -> None:
     Use it after ``pip install`` of a backend inside a running interpreter
     (Jupyter). Backends already loaded and their instances are kept.
     """
-    global _scan
+    global _scan, _env_checked
     importlib.invalidate_caches()
     with _lock:
         _scan = None
+        _env_checked = None
         _load_errors.clear()
 
 
@@ -310,37 +371,21 @@ def _core_version() -> str:
 
 
 def _satisfies(version: str, requirement: str) -> bool:
-    """A small PEP 440 check for the specifiers plugins use (>=, <, <=, >, ==, !=, ~=)."""
-    spec = re.sub(r"^mmeval[-_.]core\s*", "", requirement, flags=re.IGNORECASE).strip("() ")
-    if not spec:
+    """Whether ``version`` of mmeval-core meets ``requirement`` (``'mmeval-core>=0.1,<0.2'``), by PEP 440.
+
+    Uses :mod:`packaging`. Pre-releases count as the versions they are
+    (``0.1.0rc1`` comes before ``0.1``, so ``>=0.1`` rejects it). A requirement
+    that does not parse is not held against the plugin (True).
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        spec = Requirement(requirement).specifier
+        have = Version(version)
+    except (InvalidRequirement, InvalidVersion):
         return True
-
-    def parse(v: str) -> Tuple[int, ...]:
-        return tuple(int(p) for p in re.findall(r"\d+", v.split("+")[0])[:4])
-
-    have = parse(version)
-    for clause in spec.split(","):
-        m = re.match(r"\s*(~=|==|!=|>=|<=|>|<)\s*([\w.*+!-]+)\s*$", clause)
-        if not m:
-            continue  # unknown form: do not block on it
-        opr, want = m.group(1), m.group(2)
-        if want.endswith(".*"):
-            prefix = parse(want[:-2])
-            match = have[: len(prefix)] == prefix
-            if (opr == "==") != match:
-                return False
-            continue
-        w = parse(want)
-        n = max(len(have), len(w))
-        h_, w_ = have + (0,) * (n - len(have)), w + (0,) * (n - len(w))
-        ok = {
-            ">=": h_ >= w_, "<=": h_ <= w_, ">": h_ > w_, "<": h_ < w_,
-            "==": h_ == w_, "!=": h_ != w_,
-            "~=": h_ >= w_ and have[: len(w) - 1] == w[: len(w) - 1],
-        }[opr]
-        if not ok:
-            return False
-    return True
+    return spec.contains(have, prereleases=True)
 
 
 # --------------------------------------------------------------------------
@@ -357,21 +402,67 @@ def _conflict_message(name: str, eps: List[Any]) -> str:
     )
 
 
+def install_hint(name: str) -> Optional[str]:
+    """How to install the distribution providing backend ``name`` (one of :data:`KNOWN_DISTRIBUTIONS`), else None.
+
+    Gives the PyPI command and, as the plugins are not published yet, the
+    command for a checkout of this repository.
+    """
+    requirement = KNOWN_DISTRIBUTIONS.get(name)
+    if requirement is None:
+        return None
+    project, _, extra = requirement.partition("[")
+    hint = f"run `pip install '{requirement}'`" if extra else f"run `pip install {requirement}`"
+    path = SOURCE_CHECKOUT_PATHS.get(project)
+    if path is not None:
+        local = f"'{path}[{extra}'" if extra else path
+        hint += (
+            f" once it is published on PyPI; until then, from the root of a checkout of the mmeval "
+            f"repository, run `pip install {local}`"
+        )
+    if project == "mmeval-horovod":
+        hint += " (Horovod itself is built against the framework: see plugins/horovod_backend/README.md)"
+    return hint
+
+
+def _unsupported(name: str) -> BackendNotFoundError:
+    return BackendNotFoundError(
+        f"dist backend {name!r} is not supported by mmeval: {UNSUPPORTED_BACKENDS[name]}. MMEval 0.2.1 had it; "
+        f"here it is left to a third-party backend, which docs/writing-a-backend.md shows how to write "
+        f"(and `mmeval.testing.conformance` how to test). Installed backends: {', '.join(list_all_backends())}."
+    )
+
+
+def _did_you_mean(name: str) -> str:
+    """`` Did you mean 'x'?`` for the closest installed or known backend name, or ``''``."""
+    import difflib
+
+    candidates = set(list_all_backends()) | set(KNOWN_DISTRIBUTIONS) | {AUTO}
+    candidates.discard(name)
+    close = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.6)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
 def _not_found(name: str, why: str = "") -> BackendNotFoundError:
+    if not why and name in UNSUPPORTED_BACKENDS:
+        return _unsupported(name)
     installed = ", ".join(list_all_backends())
     msg = f"unknown dist backend {name!r}"
     if why:
         msg += f" ({why})"
-    if name in KNOWN_DISTRIBUTIONS:
-        dist = KNOWN_DISTRIBUTIONS[name]
-        msg += f": it is provided by the distribution {dist}, which is not installed; run `pip install {dist}`"
+    hint = install_hint(name)
+    if hint is not None:
+        msg += f": it is provided by the distribution {KNOWN_DISTRIBUTIONS[name]}, which is not installed; {hint}"
     else:
         msg += (
             f": no installed distribution declares it in entry-point group {ENTRY_POINT_GROUP!r} and it was "
             "not registered with register_dist_backend()"
         )
-    msg += f". Installed backends: {installed}."
-    if name not in KNOWN_DISTRIBUTIONS:
+    msg += "."
+    if hint is None:
+        msg += _did_you_mean(name)
+    msg += f" Installed backends: {installed}."
+    if hint is None:
         hints = ", ".join(f"{k} ({v})" for k, v in KNOWN_DISTRIBUTIONS.items())
         msg += f" Backends mmeval knows of: {hints}."
     return BackendNotFoundError(msg)
@@ -497,13 +588,27 @@ def get_dist_backend(name: Optional[str] = None) -> BaseDistBackend:
 
     ``None`` means the default (see :func:`set_default_dist_backend`);
     ``'auto'`` picks the backend whose runtime is active now. The instance is
-    created with no arguments on first use; one instance per name.
+    created with no arguments on first use; one instance per name. A backend
+    whose :meth:`~mmeval.core.dist_backends.BaseDistBackend.availability`
+    says it cannot run here (``torch_cuda`` without CUDA, ...) raises
+    :class:`~mmeval.core.errors.BackendLoadError` with the reason, on every
+    rank, before any collective. When a launcher started several processes
+    and the backend is ``non_dist``, a :class:`DistributedLaunchWarning` is
+    issued (once per process).
     """
     resolved = resolve_backend_name(name)
+    if resolved == "non_dist":
+        _warn_if_launched(name)
     with _lock:
         inst = _instances.get(resolved)
         if inst is None:
             cls = get_dist_backend_class(resolved)
+            reason = cls.availability()
+            if reason is not None:
+                raise BackendLoadError(
+                    f"dist backend {resolved!r} ({cls.__module__}.{cls.__qualname__}) is installed but cannot run "
+                    f"on this machine: {reason}"
+                )
             try:
                 inst = cls()
             except Exception as exc:
@@ -518,7 +623,9 @@ def get_dist_backend(name: Optional[str] = None) -> BaseDistBackend:
 def set_default_dist_backend(name: str) -> None:
     """Set the backend used by metrics that name none (``'auto'`` restores auto-selection).
 
-    Validated against the installed names without importing anything.
+    Validated against the installed names without importing anything: an
+    unknown name raises :class:`~mmeval.core.errors.BackendNotFoundError`
+    (with the closest known name, or the install command).
     """
     global _default
     if name != AUTO:
@@ -528,11 +635,28 @@ def set_default_dist_backend(name: str) -> None:
 
 
 def get_default_dist_backend() -> str:
-    """The default backend name: set explicitly, else ``$MMEVAL_DIST_BACKEND``, else ``'auto'``."""
+    """The default backend name: set explicitly, else ``$MMEVAL_DIST_BACKEND``, else ``'auto'``.
+
+    A ``$MMEVAL_DIST_BACKEND`` naming no usable backend raises here, the first
+    time the default is read (a metric built with no ``dist_backend``), with
+    a message naming the variable; the check reads entry-point metadata only.
+    """
+    global _env_checked
     if _default is not None:
         return _default
     env = os.environ.get(DEFAULT_ENV, "").strip()
-    return env or AUTO
+    if not env or env == AUTO:
+        return AUTO
+    if env != _env_checked:
+        try:
+            _validate_name(env)
+        except (BackendNotFoundError, BackendConflictError, InvalidBackendNameError) as exc:
+            raise type(exc)(
+                f"the environment variable {DEFAULT_ENV}={env!r} names no usable dist backend: {exc} "
+                f"Set {DEFAULT_ENV} to one of the installed backends, or unset it for auto-selection."
+            ) from None
+        _env_checked = env
+    return env
 
 
 def _validate_name(name: str) -> None:
@@ -553,11 +677,6 @@ def resolve_backend_name(name: Optional[str] = None) -> str:
     """Turn ``None`` / ``'auto'`` into a concrete backend name (see the module doc)."""
     if name is None:
         name = get_default_dist_backend()
-        if _default is None and name != AUTO:
-            try:
-                _validate_name(name)
-            except (BackendNotFoundError, InvalidBackendNameError) as exc:
-                raise type(exc)(f"{DEFAULT_ENV}={name!r}: {exc}") from None
     if name != AUTO:
         return name
     chosen = _auto_select()
@@ -567,10 +686,12 @@ def resolve_backend_name(name: Optional[str] = None) -> str:
     return chosen
 
 
-def _auto_select() -> str:
-    names = [n for n in list_all_backends() if n != "non_dist"]
-    order = [n for n in AUTO_PRIORITY if n in names] + sorted(n for n in names if n not in AUTO_PRIORITY)
-    for name in order:
+def _auto_candidates() -> List[Tuple[int, str, Type[BaseDistBackend]]]:
+    """``(priority, name, class)`` of every loadable backend but ``non_dist``, best first."""
+    ranked: List[Tuple[int, str, Type[BaseDistBackend]]] = []
+    for name in list_all_backends():
+        if name == "non_dist":
+            continue
         try:
             cls = get_dist_backend_class(name)
         except Exception as exc:  # a broken plugin must not break the others
@@ -578,6 +699,19 @@ def _auto_select() -> str:
                 _auto_warned.add(name)
                 _logger().warning("mmeval: skipping dist backend %r during auto-selection: %s", name, exc)
             continue
+        priority = getattr(cls, "priority", 0)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            if name not in _auto_warned:
+                _auto_warned.add(name)
+                _logger().warning("mmeval: dist backend %r has a non-int priority %r; ranked as 0", name, priority)
+            priority = 0
+        ranked.append((priority, name, cls))
+    ranked.sort(key=lambda item: (-item[0], item[1]))
+    return ranked
+
+
+def _auto_select() -> str:
+    for _priority, name, cls in _auto_candidates():
         try:
             if cls.detect():
                 return name
@@ -586,9 +720,83 @@ def _auto_select() -> str:
     return "non_dist"
 
 
+# --------------------------------------------------------------------------
+# a launcher without a distributed backend
+# --------------------------------------------------------------------------
+
+
+def launcher_environment() -> Dict[str, str]:
+    """The launcher variables of this process that say it is one of several (see :data:`LAUNCHER_VARIABLES`).
+
+    ``{variable: value}``; empty when no launcher started several processes.
+    """
+    seen: Dict[str, str] = {}
+    for var, _launcher, kind in LAUNCHER_VARIABLES:
+        value = os.environ.get(var, "").strip()
+        try:
+            number = int(value)
+        except ValueError:
+            continue
+        if (kind == "size" and number > 1) or (kind == "rank" and number > 0):
+            seen[var] = value
+    return seen
+
+
+def _launch_advice(launchers: List[str]) -> List[str]:
+    """One line per launcher seen: which backends would serve it and what is missing for them."""
+    installed = set(list_all_backends())
+    all_eps = _entry_points().by_name
+    lines: List[str] = []
+    for launcher in launchers:
+        names, step = _LAUNCHER_ADVICE[launcher]
+        grouped: Dict[str, List[str]] = {}  # what to do -> the backends it serves (one line per distribution)
+        for backend in names:
+            if backend in installed:
+                todo = f"installed, but its runtime is not active in this process: {step}"
+            elif backend in all_eps:
+                todo = f"installed, but disabled by {DISABLE_ENV}={os.environ.get(DISABLE_ENV, '')!r}"
+            else:
+                hint = install_hint(backend) or f"install the distribution providing {backend}"
+                todo = f"not installed: {hint}; then {step}"
+            grouped.setdefault(todo, []).append(backend)
+        parts = [f"{' / '.join(backends)} {'is' if len(backends) == 1 else 'are'} {todo}"
+                 for todo, backends in grouped.items()]
+        lines.append(f"  - {launcher}: " + "; ".join(parts))
+    return lines
+
+
+def _warn_if_launched(asked: Optional[str]) -> None:
+    """Issue :class:`DistributedLaunchWarning` once per process when a launcher is seen and non_dist is in use."""
+    global _launch_warned
+    if _launch_warned:
+        return
+    seen = launcher_environment()
+    if not seen:
+        return
+    _launch_warned = True
+    launchers: List[str] = []
+    for var, launcher, _kind in LAUNCHER_VARIABLES:
+        if var in seen and launcher not in launchers:
+            launchers.append(launcher)
+    how = "was asked for by name" if asked not in (None, AUTO) else "was auto-selected (no distributed runtime detected)"
+    if asked is None and _default is None and os.environ.get(DEFAULT_ENV, "").strip() == "non_dist":
+        how = f"is set by {DEFAULT_ENV}=non_dist"
+    variables = ", ".join(f"{k}={v}" for k, v in seen.items())
+    msg = (
+        f"mmeval: this process is one of several started by a launcher ({variables}), but the dist backend "
+        f"'non_dist' {how}: every rank will compute the metric over its own shard only, and the results will "
+        f"differ from the whole dataset's. To evaluate across the processes:\n" + "\n".join(_launch_advice(launchers))
+        + "\nIf per-rank results are what you want, silence this with warnings.filterwarnings('ignore', "
+        "category=mmeval.core.dist.DistributedLaunchWarning)."
+    )
+    import warnings
+
+    warnings.warn(msg, DistributedLaunchWarning, stacklevel=4)
+
+
 def _reset_for_tests() -> None:
     """Forget registrations, defaults, loaded classes and instances (test helper)."""
-    global _default, _scan
+    global _default, _scan, _env_checked, _launch_warned
     with _lock:
         _registered.clear()
         _classes.clear()
@@ -598,3 +806,5 @@ def _reset_for_tests() -> None:
         _auto_warned.clear()
         _default = None
         _scan = None
+        _env_checked = None
+        _launch_warned = False

@@ -115,14 +115,10 @@ def _decide() -> bool:
     with _lock:
         if _active is not None:
             return _active
-        from ._metadata import entry_points_in_group
+        from ._metadata import disabled_plugins, entry_points_in_group, is_disabled
 
-        disabled = {x.strip().lower() for x in os.environ.get("MMEVAL_DISABLE_PLUGINS", "").split(",") if x.strip()}
-        eps = [
-            ep for ep in entry_points_in_group(HOOK_GROUP)
-            if ep.name.lower() not in disabled
-            and str(getattr(getattr(ep, "dist", None), "name", "") or "").lower().replace("_", "-") not in disabled
-        ]
+        disabled = disabled_plugins()
+        eps = [ep for ep in entry_points_in_group(HOOK_GROUP) if not is_disabled(ep, disabled)]
         stats_env = os.environ.get("MMEVAL_COMM_STATS", "").strip().lower() not in ("", "0", "false", "no")
         if eps or stats_env or _manager is not None:
             pm = _get_manager()

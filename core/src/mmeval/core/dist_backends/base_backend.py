@@ -33,6 +33,13 @@ class BaseDistBackend(metaclass=ABCMeta):
     #: used in error messages and for environment settings. Set by subclasses.
     name: ClassVar[str] = ""
 
+    #: Auto-selection rank (as keyring ranks its backends): among the backends
+    #: whose :meth:`detect` is true, the highest ``priority`` wins, ties going
+    #: to the alphabetically first name. In-tree values: torch_cuda 40,
+    #: torch_cpu 30, torch_horovod / tf_horovod 20, mpi4py 10; the default 0
+    #: ranks a third-party backend after them unless it says otherwise.
+    priority: ClassVar[int] = 0
+
     @property
     @abstractmethod
     def is_initialized(self) -> bool:
@@ -81,6 +88,19 @@ class BaseDistBackend(metaclass=ABCMeta):
         Used by auto-selection; the default says no.
         """
         return False
+
+    @classmethod
+    def availability(cls) -> Optional[str]:
+        """Whether this backend can run on this machine: ``None`` if so, else the reason, saying what is missing.
+
+        "Installed and loadable" (the class imported) is not "usable here":
+        a GPU backend needs a device, a Horovod backend needs Horovod built for
+        its framework. Shown by ``mmeval backends --check``. Like
+        :meth:`detect` it must not start a runtime (no ``MPI_Init``); unlike
+        it, it may import the framework (``--check`` calls it in a child
+        process). The default says usable.
+        """
+        return None
 
     def __repr__(self) -> str:
         label = self.name or type(self).__name__
