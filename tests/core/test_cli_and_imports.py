@@ -37,7 +37,7 @@ def test_backends_table():
 
 def test_backends_json_and_check():
     proc = mmeval_cli("backends", "--json", "--check", "--timeout", "60")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # broken fixture backends: the same exit code as the table's
     data = json.loads(proc.stdout)
     rows = {r["name"]: r for r in data["backends"]}
     assert data["mmeval_core"] == mmeval.__version__ and data["plugin_api"] == mmeval.PLUGIN_API_VERSION
@@ -106,3 +106,52 @@ def test_py_typed_shipped():
 def test_modules_documented(module):
     __import__(module)
     assert sys.modules[module].__doc__
+
+
+@pytest.mark.parametrize("how", ["console_script", "module"])
+def test_version_flag(how):
+    if how == "module":
+        proc = mmeval_cli("--version")
+    else:
+        script = pathlib.Path(sys.executable).parent / "mmeval"
+        proc = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"mmeval-core {mmeval.__version__} (plugin API {mmeval.PLUGIN_API_VERSION})"
+
+
+def test_dir_lists_only_the_public_api():
+    names = dir(mmeval)
+    assert names == sorted(mmeval.__all__)
+    for private in ("Any", "List", "TYPE_CHECKING", "importlib", "annotations", "version", "cli"):
+        assert private not in names
+    assert not hasattr(mmeval, "TYPE_CHECKING") and not hasattr(mmeval, "Any")
+    assert mmeval.Accuracy.__name__ == "Accuracy"  # lazy attributes still resolve
+
+
+def test_readme_shows_the_order_list_all_backends_returns():
+    readme = (CORE_SRC.parents[2] / "README.md").read_text()
+    (line,) = [ln for ln in readme.splitlines() if "print(list_all_backends())" in ln]
+    shown = ast.literal_eval(line[line.index("["):])
+    assert shown == sorted(shown)  # list_all_backends() returns sorted names
+    from mmeval.core.dist import list_all_backends
+
+    assert list_all_backends() == sorted(list_all_backends())
+
+
+def test_check_reports_backends_that_cannot_run_here():
+    env = {"MMEVAL_DISABLE_PLUGINS": "mmeval-fixture-plugin"}  # the rival's backends all load
+    proc = mmeval_cli("backends", "--check", "--json", env=env)
+    rows = {r["name"]: r for r in json.loads(proc.stdout)["backends"]}
+    assert rows["nodevice"]["check"] == "ok" and rows["nodevice"]["usable"] is False
+    assert rows["nodevice"]["status"] == "unusable" and "no fixture accelerator" in rows["nodevice"]["error"]
+    assert "no fixture accelerator" in rows["nodevice"]["unusable_reason"]
+    assert rows["summit"]["usable"] is True and rows["summit"]["status"] == "ok"
+    assert proc.returncode == 3  # every backend loads, one cannot run here
+    table = mmeval_cli("backends", "--check", env=env)
+    assert table.returncode == 3
+    lines = {ln.split()[0]: ln.split() for ln in table.stdout.splitlines() if ln[:1].isalpha()}
+    assert lines["nodevice"][1:3] == ["unusable", "no"] and lines["summit"][1:3] == ["ok", "yes"]
+    assert "cannot run on this machine" in table.stdout
+    # without --check nothing is loaded, so nothing is said about usability
+    plain = mmeval_cli("backends", env=env)
+    assert plain.returncode == 0 and "usable" not in plain.stdout

@@ -2,16 +2,18 @@
 
 ``import mmeval`` is cheap: submodules (and numpy) load on first use of
 ``mmeval.Accuracy``, ``mmeval.core``, ``mmeval.metrics``, ...
+``dir(mmeval)`` lists the public API only (:data:`__all__`).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any, List
+from typing import TYPE_CHECKING
 
 from .version import PLUGIN_API_VERSION, __version__
 
 if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any, List
+
     from . import core, metrics
     from .core import BaseMetric
     from .metrics import Accuracy
@@ -27,10 +29,13 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    """Import ``core``, ``metrics``, ``BaseMetric`` and ``Accuracy`` on first access."""
     try:
         module_name, attr = _LAZY[name]
     except KeyError:
         raise AttributeError(f"module 'mmeval' has no attribute {name!r}") from None
+    import importlib
+
     module = importlib.import_module(module_name)
     value = module if attr is None else getattr(module, attr)
     globals()[name] = value
@@ -38,4 +43,8 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> List[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    """The public API: :data:`__all__` (not the helpers this module imports)."""
+    return sorted(__all__)
+
+
+del TYPE_CHECKING, annotations

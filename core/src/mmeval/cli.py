@@ -1,4 +1,14 @@
-"""The ``mmeval`` command line: ``mmeval backends [--json] [--check]``."""
+"""The ``mmeval`` command line: ``mmeval --version`` and ``mmeval backends [--json] [--check]``.
+
+``mmeval backends --check`` loads each backend in a child process (with a
+timeout) and asks the class whether it can run on this machine
+(:meth:`~mmeval.core.dist_backends.BaseDistBackend.availability`): a backend
+can be installed and loadable yet unusable here (``torch_cuda`` without CUDA,
+``torch_horovod`` without a Horovod built for torch). Exit codes with
+``--check``: 0 every backend loads and can run here; 1 some backend is broken
+(failed to load, conflicting, invalid, incompatible); 3 every backend loads
+but some cannot run on this machine.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +16,36 @@ import argparse
 import json
 import subprocess
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .version import PLUGIN_API_VERSION, __version__
 
-__all__ = ["main"]
+__all__ = ["main", "EXIT_OK", "EXIT_BROKEN", "EXIT_UNUSABLE"]
+
+#: ``mmeval backends --check`` exit codes (argparse itself exits 2 on a usage error).
+EXIT_OK, EXIT_BROKEN, EXIT_UNUSABLE = 0, 1, 3
+
+_BROKEN = ("failed", "conflict", "invalid", "incompatible")
 
 _CHECK_SNIPPET = """
 import json, sys
 from mmeval.core.dist import get_dist_backend_class
 cls = get_dist_backend_class(sys.argv[1])
-print(json.dumps({"class": cls.__module__ + ":" + cls.__qualname__, "detect": bool(cls.detect())}))
+try:
+    reason = cls.availability()
+except Exception as exc:
+    reason = "availability() raised %s: %s" % (type(exc).__name__, exc)
+print(json.dumps({"class": cls.__module__ + ":" + cls.__qualname__, "detect": bool(cls.detect()),
+                  "unusable_reason": None if reason is None else str(reason)}))
 """
 
 
 def _check(name: str, timeout: float) -> Dict[str, Any]:
-    """Load backend ``name`` in a child process, so a hanging import cannot hang us."""
+    """Load backend ``name`` in a child process (a hanging import cannot hang us) and ask if it can run here.
+
+    Returns ``check`` (``'ok'``, ``'failed'`` or ``'timeout'``), and when it
+    loaded: ``loaded``, ``detect``, ``usable`` and ``unusable_reason``.
+    """
     try:
         proc = subprocess.run(
             [sys.executable, "-c", _CHECK_SNIPPET, name],
@@ -38,7 +62,9 @@ def _check(name: str, timeout: float) -> Dict[str, Any]:
         out = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return {"check": "failed", "check_error": f"unexpected output: {proc.stdout[-200:]!r}"}
-    return {"check": "ok", "loaded": out["class"], "detect": out["detect"]}
+    reason = out.get("unusable_reason")
+    return {"check": "ok", "loaded": out["class"], "detect": out["detect"], "usable": reason is None,
+            "unusable_reason": reason}
 
 
 def _backends(args: argparse.Namespace) -> int:
@@ -47,44 +73,73 @@ def _backends(args: argparse.Namespace) -> int:
     rows: List[Dict[str, Any]] = []
     for info in backend_infos(refresh=True):
         row = info.as_dict()
-        if args.check and info.status in ("ok", "incompatible", "failed") and info.source != "builtin":
-            row.update(_check(info.name, args.timeout))
-            if row["check"] != "ok":
-                row["status"] = "failed"
-                row["error"] = row["check_error"]
+        if args.check:
+            row["usable"] = None  # not known: not loaded (builtin rows are usable)
+            if info.source == "builtin":
+                row["usable"] = True
+            elif info.status in ("ok", "incompatible", "failed"):
+                row.update(_check(info.name, args.timeout))
+                if row["check"] != "ok":
+                    row["status"] = "failed"
+                    row["error"] = row["check_error"]
+                elif not row["usable"] and row["status"] == "ok":
+                    row["status"] = "unusable"
+                    row["error"] = f"installed and loadable, but cannot run on this machine: {row['unusable_reason']}"
         rows.append(row)
+    code = EXIT_OK
+    if args.check:
+        if any(r["status"] in _BROKEN for r in rows):
+            code = EXIT_BROKEN
+        elif any(r["status"] == "unusable" for r in rows):
+            code = EXIT_UNUSABLE
     if args.json:
         print(json.dumps({"mmeval_core": __version__, "plugin_api": PLUGIN_API_VERSION, "backends": rows}, indent=2))
-        return 0
+        return code
     print(f"mmeval-core {__version__} (plugin API {PLUGIN_API_VERSION}); entry-point group mmeval.dist_backends")
-    table = [("backend", "status", "distribution", "entry point", "requires")]
+    header = ("backend", "status") + (("usable here",) if args.check else ()) + ("distribution", "entry point")
+    table = [header + ("requires",)]
     notes: List[str] = []
     for row in rows:
         dist = f"{row['distribution'] or '-'} {row['version'] or ''}".strip()
         if row["status"] == "conflict":
             dist = " | ".join(f"{d} {v}" for d, v, _ in row["providers"])
-        table.append((row["name"], row["status"], dist, row["value"], row["core_requirement"] or "-"))
+        usable: Tuple[str, ...] = ()
+        if args.check:
+            usable = ({True: "yes", False: "no"}.get(row["usable"], "-"),)
+        table.append((row["name"], row["status"]) + usable + (dist, row["value"], row["core_requirement"] or "-"))
         if row["error"]:
             notes.append(f"  {row['name']}: {row['error']}")
-    widths = [max(len(r[i]) for r in table) for i in range(4)]
+    ncols = len(header)
+    widths = [max(len(r[i]) for r in table) for i in range(ncols)]
     for i, r in enumerate(table):
-        print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
+        print("  ".join(c.ljust(w) for c, w in zip(r[:ncols], widths)) + "  " + r[ncols])
         if i == 0:
             print("  ".join("-" * w for w in widths) + "  " + "-" * 8)
     if notes:
         print("\nnotes:")
         print("\n".join(notes))
-    bad = [r for r in rows if r["status"] in ("failed", "conflict", "invalid", "incompatible")]
-    return 1 if args.check and bad else 0
+    if code == EXIT_UNUSABLE:
+        print(f"\nevery backend loads, but some cannot run on this machine (exit code {EXIT_UNUSABLE})")
+    return code
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of the ``mmeval`` console script."""
+    """Entry point of the ``mmeval`` console script (and of ``python -m mmeval``)."""
     parser = argparse.ArgumentParser(prog="mmeval", description="mmeval command-line tools")
+    parser.add_argument("--version", action="version", version=f"mmeval-core {__version__} (plugin API {PLUGIN_API_VERSION})",
+                        help="print the version of mmeval-core and exit")
     sub = parser.add_subparsers(dest="command")
-    p = sub.add_parser("backends", help="list the installed distributed backends")
+    p = sub.add_parser(
+        "backends",
+        help="list the installed distributed backends",
+        description="List every discovered dist backend with its distribution, version, entry point, required "
+                    "mmeval-core range and status.",
+        epilog=f"exit codes with --check: {EXIT_OK} all usable here, {EXIT_BROKEN} some backend is broken, "
+               f"{EXIT_UNUSABLE} all load but some cannot run on this machine",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--check", action="store_true", help="load each backend in a child process (with a timeout)")
+    p.add_argument("--check", action="store_true",
+                   help="load each backend in a child process (with a timeout) and ask whether it can run here")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds allowed per backend with --check")
     args = parser.parse_args(argv)
     if args.command == "backends":
