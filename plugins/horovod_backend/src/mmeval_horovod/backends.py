@@ -112,6 +112,20 @@ class _HorovodDist(FramedDistBackend):
     _module_name: ClassVar[str] = ""
     #: the extra to install, for error messages
     _extra: ClassVar[str] = ""
+    priority = 20  # auto-selection: after torch_cuda / torch_cpu, before mpi4py (Horovod may run under mpiexec)
+
+    @classmethod
+    def availability(cls) -> Optional[str]:
+        """``None`` when ``horovod.<framework>`` imports (Horovod built for the framework), else why not."""
+        try:
+            importlib.import_module(cls._module_name)
+        except Exception as exc:
+            return (
+                f"{cls._module_name} does not import ({type(exc).__name__}: {exc}): install the framework, build "
+                f"Horovod for it and install mmeval-horovod[{cls._extra}] (plugins/horovod_backend/README.md; "
+                f"tools/build_horovod.sh {cls._extra})"
+            )
+        return None
 
     def __init__(self, process_set: Any = None, *, timeout: Optional[float] = None,
                  codec: Optional[str] = None) -> None:

@@ -121,6 +121,23 @@ class MPI4PyDist(FramedDistBackend):
     """
 
     name = "mpi4py"
+    priority = 10  # auto-selection: last of the in-tree backends (torch or Horovod may run under mpiexec)
+
+    @classmethod
+    def availability(cls) -> Optional[str]:
+        """``None`` when mpi4py and its ``MPI`` extension are installed; found without importing ``mpi4py.MPI``.
+
+        Never initializes MPI (``MPI_Init`` runs when ``mpi4py.MPI`` is imported).
+        """
+        import importlib.util
+
+        try:
+            found = importlib.util.find_spec("mpi4py") is not None and importlib.util.find_spec("mpi4py.MPI") is not None
+        except (ImportError, ValueError) as exc:
+            return f"mpi4py cannot be found ({type(exc).__name__}: {exc}): `pip install mpi4py mpich`"
+        if not found:
+            return "mpi4py is not installed: `pip install mpi4py` and an MPI (`pip install mpich`, or your cluster's)"
+        return None
 
     #: Seconds of ``MPI_Test`` alone before a wait starts yielding: on a loaded machine ``sched_yield``
     #: hands the core to another process, and a 1 KB collective then takes 0.3 ms instead of 0.2.

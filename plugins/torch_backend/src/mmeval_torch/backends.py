@@ -706,6 +706,16 @@ class TorchCPUDist(_TorchDist):
     """
 
     name = "torch_cpu"
+    priority = 30  # auto-selection: after torch_cuda, before Horovod and MPI
+
+    @classmethod
+    def availability(cls) -> Optional[str]:
+        """``None`` when torch is installed (found without importing it), else what to install."""
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:
+            return "torch is not installed: `pip install torch`"
+        return None
 
     @classmethod
     def detect(cls) -> bool:
@@ -737,7 +747,30 @@ class TorchCUDADist(_TorchDist):
     """
 
     name = "torch_cuda"
+    priority = 40  # auto-selection: before torch_cpu (it detects only an NCCL group with CUDA present)
     _warned_local_rank: ClassVar[bool] = False
+
+    @classmethod
+    def availability(cls) -> Optional[str]:
+        """``None`` when torch imports and ``torch.cuda.is_available()``, else why not (imports torch)."""
+        try:
+            import torch
+        except Exception as exc:
+            return f"torch does not import ({type(exc).__name__}: {exc}): install torch with CUDA support"
+        if not torch.cuda.is_available():
+            build = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+            return (
+                f"CUDA is not available in this process (torch {torch.__version__}, {build}; no usable GPU or "
+                "driver): use torch_cpu (gloo) instead"
+            )
+        return None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """As :class:`TorchCPUDist`, but refuses at once, on every rank, where CUDA is not available."""
+        reason = type(self).availability()
+        if reason is not None:
+            raise RuntimeError(f"{self.name}: {reason}")
+        super().__init__(*args, **kwargs)
 
     @classmethod
     def detect(cls) -> bool:
