@@ -8,7 +8,8 @@ as ``PADDLE_DISTRI_BACKEND=gloo python -m paddle.distributed.launch`` sets up;
 NCCL groups are not supported here):
 
 * header exchange and all-gather: one ``all_gather_into_tensor`` of per-rank
-  blocks padded to the largest frame (a 64-byte multiple);
+  blocks padded to the largest frame (a 64-byte multiple), in place (this
+  rank's block of the receive buffer is the send tensor);
 * gather: one ``gather`` of the same padded blocks, straight into the
   destination's receive buffer (only the destination allocates);
 * broadcast: ``broadcast`` of exactly the frame's bytes.
@@ -224,12 +225,18 @@ class PaddleDist(FramedDistBackend):
 
     def _all_gather_blocks(self, block: int, sizes: Sequence[int], fill: Fill, timeout: float,
                            what: str) -> List[memoryview]:
-        """All-gather one ``block``-byte buffer per rank; views of the first ``sizes[r]`` bytes of each."""
+        """All-gather one ``block``-byte buffer per rank; views of the first ``sizes[r]`` bytes of each.
+
+        In place: the frame is written into this rank's block of the receive
+        buffer, and that block is the send tensor (gloo copies a block onto
+        itself), so no separate send buffer is allocated and filled.
+        """
         rank, ws = self.rank, self.world_size
         size = int(sizes[rank])
-        send, send_view = _buffer(block)
-        _fill_block(send_view, size, fill)
-        recv, recv_view = _buffer(block * ws)
+        array = _array(block * ws)
+        recv, recv_view = _tensor(array), memoryview(array)
+        send = _tensor(array[rank * block : (rank + 1) * block])
+        _fill_block(recv_view[rank * block : (rank + 1) * block], size, fill)
         pg = self._process_group()
         self._wait(lambda: pg.all_gather_into_tensor(recv, send, True), timeout, what)
         return [recv_view[r * block : r * block + int(n)] for r, n in enumerate(sizes)]
