@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from mpi_runner import mpiexec
+from mpi_runner import mpi_impl, mpiexec
 
-__all__ = ["mpiexec"]
+__all__ = ["mpi_impl", "mpiexec"]
