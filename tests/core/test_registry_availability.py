@@ -42,7 +42,7 @@ def plugin_env(tmp_path) -> Dict[str, str]:
         (info / "entry_points.txt").write_text("[mmeval.dist_backends]\n" + lines)
     paths = [str(tmp_path)] + [str(REPO / "plugins" / src / "src") for src, _eps in PLUGINS.values()]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
-    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["MMEVAL_DISABLE_PLUGINS"] = "mmeval-fixture-plugin,mmeval-fixture-rival"
     return env
 
