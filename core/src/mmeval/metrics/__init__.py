@@ -1,5 +1,5 @@
 """Metrics shipped with mmeval-core."""
 
-from .accuracy import Accuracy
+from .accuracy import Accuracy, AccuracyWarning, DefaultThresholdWarning, TopkWithLabelsWarning
 
-__all__ = ["Accuracy"]
+__all__ = ["Accuracy", "AccuracyWarning", "DefaultThresholdWarning", "TopkWithLabelsWarning"]

@@ -3,38 +3,152 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+import re
+import warnings
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Type, Union
 
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
 
-__all__ = ["Accuracy"]
+__all__ = ["Accuracy", "AccuracyWarning", "DefaultThresholdWarning", "TopkWithLabelsWarning"]
+
+
+#: The largest class index: indices are stored as int64.
+INT64_MAX = 2**63 - 1
+
+#: Floating-point formats numpy has no native dtype for (torch / paddle dtype
+#: names, and ml_dtypes' numpy dtypes as JAX and TensorFlow return them).
+#: Every one of them converts to float32 exactly.
+_NARROW_FLOAT_PREFIXES = ("bfloat16", "float8_", "float6_", "float4_")
+_NATIVE_FLOATS = ("float16", "float32", "float64")
+
+
+class AccuracyWarning(UserWarning):
+    """An :class:`Accuracy` input or setting changed what it reports; each kind is warned once per metric."""
+
+
+class TopkWithLabelsWarning(AccuracyWarning):
+    """``topk`` asks for k > 1 but predictions are labels (N,): only ``top1`` can be reported."""
+
+
+class DefaultThresholdWarning(AccuracyWarning):
+    """The default ``thrs=0.0`` turned top-k hits into misses (true class in the top k, score <= 0)."""
+
+
+class _DefaultThr(float):
+    """``0.0``, marking a threshold the caller left at its default."""
+
+    def __repr__(self) -> str:
+        return "0.0"
+
+
+_DEFAULT_THRS: float = _DefaultThr(0.0)
+
+
+def _dtype_name(dtype: Any) -> str:
+    """``'bfloat16'`` for ``torch.bfloat16``, ``paddle.bfloat16``, ``np.dtype(ml_dtypes.bfloat16)``."""
+    return str(dtype).rsplit(".", 1)[-1]
+
+
+def _is_narrow_float(name: str) -> bool:
+    return name.startswith(_NARROW_FLOAT_PREFIXES)
+
+
+def _tensor_to_numpy(value: Any, what: str) -> np.ndarray:
+    """A torch-like tensor (``detach``/``cpu``; any device, requiring grad or not) as numpy.
+
+    bfloat16 and float8 tensors (which ``Tensor.numpy()`` refuses) are widened
+    to float32 on the host, which is exact.
+    """
+    t = value.detach().cpu()  # drops autograd; moves a CUDA tensor to the host
+    dtype = getattr(t, "dtype", None)
+    if dtype is not None and _is_narrow_float(_dtype_name(dtype)):
+        t = t.float() if hasattr(t, "float") else t.astype("float32")  # torch / paddle
+    try:
+        return np.asarray(t.numpy())
+    except (TypeError, RuntimeError) as exc:
+        raise TypeError(
+            f"{what}: cannot convert a {type(value).__name__} of dtype {dtype} to numpy ({exc}); "
+            f"convert it to a float or integer dtype first"
+        ) from None
+
+
+def _widen(arr: np.ndarray) -> np.ndarray:
+    """Exact numpy dtypes for ml_dtypes' arrays (JAX / TensorFlow bfloat16, float8, int4, ...)."""
+    if np.issubdtype(arr.dtype, np.number) or arr.dtype.names is not None:
+        return arr
+    name = arr.dtype.name
+    if _is_narrow_float(name):
+        return arr.astype(np.float32)
+    if re.fullmatch(r"u?int[0-9]+", name):
+        return arr.astype(np.int64)
+    return arr
 
 
 def to_numpy(value: Any, what: str) -> np.ndarray:
-    """Convert an array-like (numpy, list, torch tensor on any device, TF tensor, ...) to numpy.
+    """Convert an array-like to numpy: numpy, lists, torch / paddle tensors (any device, bfloat16
+    and float8 included), TensorFlow tensors, JAX arrays and anything with ``__array__``.
 
     Frameworks are never imported: torch-like objects are recognised by
-    ``detach``/``cpu``, eager TensorFlow / Paddle tensors by ``numpy()``.
+    ``detach``/``cpu``, eager TensorFlow tensors by ``numpy()``, the rest go
+    through ``np.asarray``. Formats numpy lacks (bfloat16, float8) come back as
+    float32, which holds every one of their values exactly.
     """
     if isinstance(value, np.ndarray):
-        return value
-    if hasattr(value, "detach") and hasattr(value, "cpu"):  # torch.Tensor, any device
-        return np.asarray(value.detach().cpu().numpy())
+        return _widen(value)
+    if hasattr(value, "detach") and hasattr(value, "cpu"):  # torch.Tensor, paddle.Tensor, any device
+        return _widen(_tensor_to_numpy(value, what))
     if hasattr(value, "numpy") and callable(value.numpy) and not isinstance(value, (list, tuple)):
-        return np.asarray(value.numpy())
+        return _widen(np.asarray(value.numpy()))
     if isinstance(value, (list, tuple)):
         if len(value) and not isinstance(value[0], numbers.Number):
             try:
                 return np.stack([to_numpy(v, what) for v in value])
             except ValueError as exc:
                 raise ValueError(f"{what}: items have different shapes ({exc})") from None
-        return np.asarray(value)
     try:
-        return np.asarray(value)
+        return _widen(np.asarray(value))
     except Exception as exc:
         raise TypeError(f"{what}: cannot convert {type(value).__name__} to an array ({exc})") from None
+
+
+def _class_indices(arr: np.ndarray, what: str, num_classes: Optional[int] = None) -> np.ndarray:
+    """``arr`` as int64 class indices, refusing any value that is not an integer in ``[0, hi]``.
+
+    ``hi`` is ``num_classes - 1`` when the class count is known (score
+    predictions), else :data:`INT64_MAX`. The error names ``what``, the first
+    bad value, its index and the valid range.
+    """
+    hi = INT64_MAX if num_classes is None else num_classes - 1
+    valid = f"class indices must be integers in [0, {hi}]"
+    if num_classes is not None:
+        valid += f" ({num_classes} classes in predictions)"
+    kind = arr.dtype.kind
+    if kind == "i":
+        bad = (arr < 0) | (arr > hi)
+    elif kind == "u":
+        bad = arr > hi
+    elif kind == "f":
+        a = arr.astype(np.float64, copy=False)
+        finite = np.isfinite(a)
+        with np.errstate(invalid="ignore"):
+            integral = finite & (np.floor(a) == a)
+            bad = ~integral | (a < 0) | (a >= float(hi + 1))
+    else:
+        raise ValueError(f"{what} must be integer class indices, got dtype {arr.dtype}; {valid}")
+    if bad.any():
+        idx = int(np.flatnonzero(bad)[0])
+        val = arr[idx]
+        shown = repr(float(val)) if kind == "f" else str(int(val))
+        if kind == "f" and not np.isfinite(val):
+            raise ValueError(f"{what} must be integer class indices: got {shown} at index {idx}; {valid}")
+        if kind == "f" and np.floor(val) != val:
+            raise ValueError(
+                f"{what} must be integer class indices: got the non-integral value {shown} at index {idx}; {valid}"
+            )
+        raise ValueError(f"{what} out of range: got {shown} at index {idx}; {valid}")
+    return arr.astype(np.int64, copy=False)
 
 
 class Accuracy(BaseMetric):
@@ -44,24 +158,43 @@ class Accuracy(BaseMetric):
         topk: the k (an int or a tuple of ints) to report.
         thrs: score threshold(s): a hit at top-k counts only when the true
             class's score is strictly greater than ``thr`` (``None``: no
-            threshold). Thresholds apply to score predictions only.
+            threshold). Thresholds apply to score predictions only. The
+            default ``0.0`` is MMEval's and suits probabilities; **on raw
+            logits it counts a true class in the top k whose score is <= 0 as
+            a miss**, so top-k comes out lower than the plain top-k accuracy.
+            Pass ``thrs=None`` for plain top-k on logits. While ``thrs`` is
+            left at its default and it turns a top-k hit into a miss,
+            :meth:`compute` warns once (:class:`DefaultThresholdWarning`);
+            passing ``thrs=0.0`` explicitly keeps the threshold without the
+            warning.
         **kwargs: :class:`~mmeval.core.BaseMetric` arguments (``dist_backend``,
             ``dist_collect_mode``, ``dataset_meta``).
 
     ``add(predictions, labels)`` takes labels of shape (N,) and predictions as
-    labels (N,) or scores (N, C); numpy arrays, lists, or array-likes such as
-    torch tensors (CPU or CUDA) and TensorFlow tensors.
+    labels (N,) or scores (N, C); numpy arrays, lists, or array-likes: torch
+    and paddle tensors (CPU or CUDA, requiring grad or not, bfloat16 and
+    float8 included: they are widened to float32, which is exact), TensorFlow
+    tensors, JAX arrays and any object with ``__array__`` (bfloat16 / float8
+    ml_dtypes arrays included).
+
+    Class indices (``labels``, and label ``predictions``) must be integers (of
+    an integer or floating dtype) in ``[0, C - 1]`` with scores, ``[0, 2**63 -
+    1]`` otherwise: NaN, infinite, non-integral, negative or larger values
+    raise a ``ValueError`` naming the argument, the value and the range, and
+    leave the metric unchanged.
 
     Result keys: ``top{k}``, with ``_thr-{thr:.2f}`` / ``_no-thr`` appended
     when several thresholds are given. Values are fractions in [0, 1]. Ties
     between scores are broken toward the lower class index (like a stable
-    sort of the negated scores). Label predictions report ``top1`` only.
+    sort of the negated scores). Label predictions report ``top1`` only (as
+    MMEval 0.2.1 does); with a k > 1 in ``topk`` the first such ``add()``
+    warns (:class:`TopkWithLabelsWarning`): top-k for k > 1 needs scores.
     """
 
     def __init__(
         self,
         topk: Union[int, Sequence[int]] = (1,),
-        thrs: Union[float, Sequence[Optional[float]], None] = 0.0,
+        thrs: Union[float, Sequence[Optional[float]], None] = _DEFAULT_THRS,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -76,17 +209,41 @@ class Accuracy(BaseMetric):
         if not thrs_t or not all(t is None or (isinstance(t, numbers.Real) and np.isfinite(float(t))) for t in thrs_t):
             raise ValueError(f"thrs must be a finite number, None, or a tuple of them, got {thrs!r}")
         self.thrs: Tuple[Optional[float], ...] = tuple(None if t is None else float(t) for t in thrs_t)
+        #: True while ``thrs`` is MMEval's default (not chosen by the caller): see DefaultThresholdWarning.
+        self._default_thrs = thrs is _DEFAULT_THRS
+        self._warned: Set[Type[Warning]] = set()
+
+    def _warn_once(self, category: Type[AccuracyWarning], message: str) -> None:
+        if category not in self._warned:
+            self._warned.add(category)
+            warnings.warn(message, category, stacklevel=3)
 
     # -- accumulate ----------------------------------------------------------
 
     def add(self, predictions: Any, labels: Any) -> None:
-        """Add a batch: ``predictions`` (N,) labels or (N, C) scores, ``labels`` (N,)."""
-        preds = to_numpy(predictions, "predictions")
-        labs = to_numpy(labels, "labels")
-        self._validate(preds, labs)
-        self._add_batch(predictions=preds, labels=labs.astype(np.int64, copy=False))
+        """Add a batch: ``predictions`` (N,) labels or (N, C) scores, ``labels`` (N,).
 
-    def _validate(self, preds: np.ndarray, labs: np.ndarray) -> None:
+        Raises ``ValueError`` (and keeps nothing of the batch) on bad shapes,
+        NaN scores, or class indices that are not integers in range.
+        """
+        preds, labs = self._checked(to_numpy(predictions, "predictions"), to_numpy(labels, "labels"))
+        if self._batches:
+            earlier = self._batches[0]["predictions"]
+            if earlier.ndim != preds.ndim or earlier.shape[1:] != preds.shape[1:]:
+                raise ValueError(
+                    f"predictions of shape {preds.shape} do not match earlier batches' per-sample shape "
+                    f"{earlier.shape[1:]} (labels and scores cannot be mixed; the class count must not change)"
+                )
+        if preds.ndim == 1 and max(self.topk) > 1:
+            self._warn_once(
+                TopkWithLabelsWarning,
+                f"Accuracy(topk={self.topk}) got label predictions of shape {preds.shape}: only top1 is "
+                f"reported (as in MMEval 0.2.1); top-k for k > 1 needs scores of shape (N, num_classes)",
+            )
+        self._add_batch(predictions=preds, labels=labs)
+
+    def _checked(self, preds: np.ndarray, labs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Validate one batch; return it with class indices as int64 (label predictions included)."""
         if preds.ndim not in (1, 2):
             raise ValueError(f"predictions must have shape (N,) (labels) or (N, C) (scores), got {preds.shape}")
         if labs.ndim != 1:
@@ -97,33 +254,17 @@ class Accuracy(BaseMetric):
             )
         if preds.shape[0] == 0:
             raise ValueError("predictions is empty: add() needs at least one sample")
-        if not (np.issubdtype(labs.dtype, np.integer) or np.issubdtype(labs.dtype, np.floating)):
-            raise ValueError(f"labels must be integer class indices, got dtype {labs.dtype}")
-        if np.issubdtype(labs.dtype, np.floating) and not np.all(np.mod(labs, 1) == 0):
-            raise ValueError("labels must be integer class indices, got non-integral values")
-        if labs.min() < 0:
-            raise ValueError(f"labels out of range: got {int(labs.min())}; class indices start at 0")
-        if preds.ndim == 2:
-            if not np.issubdtype(preds.dtype, np.number) or np.issubdtype(preds.dtype, np.complexfloating):
-                raise ValueError(f"predictions (scores) must be real numbers, got dtype {preds.dtype}")
-            num_classes = preds.shape[1]
-            if np.issubdtype(preds.dtype, np.floating) and np.isnan(preds).any():
-                raise ValueError("predictions contain NaN scores")
-            if labs.max() >= num_classes:
-                raise ValueError(
-                    f"labels out of range: got {int(labs.max())} with {num_classes} classes in predictions"
-                )
-            if max(self.topk) > num_classes:
-                raise ValueError(f"topk={self.topk} asks for more than the {num_classes} classes in predictions")
-        elif not (np.issubdtype(preds.dtype, np.integer) or np.issubdtype(preds.dtype, np.floating)):
-            raise ValueError(f"predictions (labels) must be integer class indices, got dtype {preds.dtype}")
-        if self._batches:
-            earlier = self._batches[0]["predictions"]
-            if earlier.ndim != preds.ndim or earlier.shape[1:] != preds.shape[1:]:
-                raise ValueError(
-                    f"predictions of shape {preds.shape} do not match earlier batches' per-sample shape "
-                    f"{earlier.shape[1:]} (labels and scores cannot be mixed; the class count must not change)"
-                )
+        if preds.ndim == 1:
+            return _class_indices(preds, "predictions (labels)"), _class_indices(labs, "labels")
+        if not np.issubdtype(preds.dtype, np.number) or np.issubdtype(preds.dtype, np.complexfloating):
+            raise ValueError(f"predictions (scores) must be real numbers, got dtype {preds.dtype}")
+        num_classes = preds.shape[1]
+        if np.issubdtype(preds.dtype, np.floating) and np.isnan(preds).any():
+            raise ValueError("predictions contain NaN scores")
+        labs = _class_indices(labs, "labels", num_classes)
+        if max(self.topk) > num_classes:
+            raise ValueError(f"topk={self.topk} asks for more than the {num_classes} classes in predictions")
+        return preds, labs
 
     # -- compute -------------------------------------------------------------
 
@@ -135,7 +276,7 @@ class Accuracy(BaseMetric):
             if not results:
                 raise ValueError("Accuracy.compute_metric: no results to compute on (nothing was added)")
             p, lab = zip(*results)
-            preds, labels = to_numpy(list(p), "predictions"), to_numpy(list(lab), "labels")
+            preds, labels = self._checked(to_numpy(list(p), "predictions"), to_numpy(list(lab), "labels"))
         n = int(labels.shape[0])
         if n == 0:
             raise ValueError("Accuracy.compute_metric: no results to compute on (nothing was added)")
@@ -156,7 +297,24 @@ class Accuracy(BaseMetric):
                     name += "_no-thr" if thr is None else f"_thr-{thr:.2f}"
                 ok = hit if thr is None else hit & (true_score > thr)
                 out[name] = float(np.count_nonzero(ok)) / n
+        if self._default_thrs:
+            self._warn_default_threshold(rank, true_score, out)
         return out
+
+    def _warn_default_threshold(self, rank: np.ndarray, true_score: np.ndarray, out: Dict[str, float]) -> None:
+        """Warn once when the default thrs=0.0 counted a top-k hit (at the largest k) as a miss."""
+        k = max(self.topk)
+        hit = rank < k
+        lost = int(np.count_nonzero(hit & ~(true_score > 0)))
+        if lost:
+            n = rank.shape[0]
+            self._warn_once(
+                DefaultThresholdWarning,
+                f"Accuracy: the default thrs=0.0 counted {lost} of {n} samples whose true class is in the top "
+                f"{k} as misses, because its score was <= 0 (raw logits?): top{k} is {out[f'top{k}']:.4f}, "
+                f"{float(np.count_nonzero(hit)) / n:.4f} without the threshold. Pass thrs=None for plain top-k "
+                f"accuracy on logits, or thrs=0.0 explicitly to keep MMEval's threshold without this warning",
+            )
 
 
 def _label_rank(scores: np.ndarray, labels: np.ndarray, chunk: int = 65536) -> np.ndarray:
