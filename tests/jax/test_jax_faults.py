@@ -47,11 +47,14 @@ def test_when_the_coordinator_exits_no_process_hangs() -> None:
 def test_a_rank_that_never_calls_times_out_and_the_backend_says_it_is_unusable() -> None:
     timeout = 4.0
     outcomes = run_ranks(2, "stay_away", 1, timeout, deadline=timeout * 4 + 60)
-    assert outcomes[1]["result"] == {"idle": True}
+    # the idle rank sleeps, then reports -- unless process 0 left first and JAX's coordination service ended it
+    assert "error" not in outcomes[1] and not outcomes[1]["exit_killed"], outcomes[1]["log"]
+    assert outcomes[0]["status"] == "ok", outcomes[0]["log"]
     first, second = outcomes[0]["result"]["errors"]
     assert first["type"] == "CollectiveTimeoutError" and "TimeoutError" in first["mro"]
     assert timeout * 0.9 <= first["elapsed"] < timeout + SLACK
     _assert_comm_error(first, timeout + SLACK)
     # the stuck transfer still holds the transport: the next call fails too, within the timeout, and says why
+    # (the backend's worker says so, or the core refuses a group that already failed)
     _assert_comm_error(second, timeout + SLACK)
-    assert "cannot be used any more" in second["message"]
+    assert "cannot be used any more" in second["message"] or "unusable" in second["message"], second["message"]
