@@ -9,8 +9,8 @@ parent test decides what was expected.
 Scenarios:
 
 * ``main`` -- identity and auto-selection, the conformance suite, Accuracy over
-  padded (``paddle.io.DistributedBatchSampler``) and uneven shards against the
-  single-process result, and ``group=`` with a sub-group of ranks 0 and ws-1;
+  padded (``paddle.io.DistributedBatchSampler``, paddle tensor batches) and
+  uneven shards against the single-process result, and ``group=`` with a sub-group of ranks 0 and ws-1;
 * ``exit`` -- the last rank leaves (``os._exit``) after a barrier; the others
   all-gather with a 30 s timeout and must raise an mmeval error well before it;
 * ``hang`` -- the last rank sleeps instead of calling; the others must raise
@@ -89,8 +89,8 @@ def accuracy_padded() -> Any:
     acc = Accuracy(topk=(1, 3), dist_backend=PaddleDist(timeout=60))
     sampler = DistributedBatchSampler(DS(), batch_size=16, shuffle=False, num_replicas=WS, rank=RANK)
     seen = 0
-    for batch in sampler:
-        acc.add(scores[batch], labels[batch])
+    for batch in sampler:  # the batches as a paddle DataLoader yields them: paddle tensors
+        acc.add(paddle.to_tensor(scores[batch]), paddle.to_tensor(labels[batch]))
         seen += len(batch)
     got = acc.compute(size=len(labels))
     return {"got": got, "expected": expected, "seen": seen}

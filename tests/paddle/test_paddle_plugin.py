@@ -74,3 +74,15 @@ def test_bad_timeout_is_refused(value: str) -> None:
 
     with pytest.raises(ValueError, match="paddle_dist"):
         PaddleDist(timeout=float(value))
+
+
+def test_mmeval_021_import_paths_resolve_to_the_plugin() -> None:
+    got = _python(
+        "import json, sys\n"
+        "from mmeval.core.dist_backends.paddle_dist import PaddleDist as a\n"
+        "from mmeval.core.dist_backends import PaddleDist as b\n"
+        "import mmeval_paddle\n"
+        "print(json.dumps({'same': a is mmeval_paddle.PaddleDist and b is mmeval_paddle.PaddleDist,\n"
+        "                  'paddle': 'paddle' in sys.modules}))\n",
+    )
+    assert got == {"same": True, "paddle": False}
