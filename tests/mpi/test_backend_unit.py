@@ -96,7 +96,7 @@ def test_timeout_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MMEVAL_MPI4PY_TIMEOUT", "12.5")
     assert MPI4PyDist().timeout == 12.5
     assert MPI4PyDist(timeout=3).timeout == 3.0
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="timeout=0: a timeout must be at least"):
         MPI4PyDist(timeout=0)
     monkeypatch.setenv("MMEVAL_MPI4PY_TIMEOUT", "soon")
     with pytest.raises(ValueError, match="MMEVAL_MPI4PY_TIMEOUT"):
@@ -157,7 +157,10 @@ def test_rank_and_size_are_the_communicators() -> None:
     b = MPI4PyDist(FakeComm(2, 5, handle=901))
     c = MPI4PyDist(FakeComm(0, 3, handle=902))
     assert a._sequence_key() == b._sequence_key() != c._sequence_key()
-    assert a._next_seq() + 1 == b._next_seq()  # one count per communicator
+    from mmeval.core.dist_backends.framed_backend import _state
+
+    # one count (and lock, and fate) per communicator
+    assert _state(a._sequence_key()) is _state(b._sequence_key()) is not _state(c._sequence_key())
 
 
 # -- waiting ------------------------------------------------------------------

@@ -35,8 +35,8 @@ def main() -> None:
     detected = cls.detect()
     initialized = [b.is_initialized for b in built]
     auto = dist.resolve_backend_name("auto")
+    # the package mpi4py may be imported (finding mpi4py.MPI does); mpi4py.MPI (MPI_Init) may not
     c.equal("mpi4py.MPI imported", "mpi4py.MPI" in sys.modules, False)
-    c.equal("mpi4py imported at all", "mpi4py" in sys.modules, False)
     # world of one: rank and size answer without MPI
     if not detected:
         c.equal("rank without MPI", built[0].rank, 0)
