@@ -14,7 +14,7 @@ from multiprocessing.connection import Client, Connection, Listener
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from mmeval.core.dist_backends import FramedDistBackend
-from mmeval.core.serialization import SLOT_SIZE
+from mmeval.core.dist_backends.transport import Call
 
 _KEY = b"hub"
 
@@ -61,42 +61,40 @@ class HubDist(FramedDistBackend):
             c.send(self._rank)
             self._conns[0] = c
 
-    def _recv(self, c: Connection, timeout: float) -> bytes:
-        if not c.poll(timeout):
-            raise TimeoutError("no message")
+    def _recv(self, call: Call, c: Connection) -> bytes:
+        # the core's sliced wait: Ctrl-C and the deadline are honoured while a peer is late
+        call.wait(lambda seconds: c.poll(seconds), "a message from a peer")
         return c.recv_bytes()
 
-    def _allgather(self, blob: bytes, timeout: float) -> List[bytes]:
-        deadline = time.monotonic() + timeout
+    def _allgather(self, call: Call, blob: bytes) -> List[bytes]:
         if self._rank == 0:
-            blobs = [blob] + [self._recv(self._conns[r], max(0.0, deadline - time.monotonic()))
-                              for r in range(1, self._ws)]
+            blobs = [blob] + [self._recv(call, self._conns[r]) for r in range(1, self._ws)]
             for r in range(1, self._ws):
                 for b in blobs:
                     self._conns[r].send_bytes(b)
             return blobs
         self._conns[0].send_bytes(blob)
-        return [self._recv(self._conns[0], max(0.0, deadline - time.monotonic())) for _ in range(self._ws)]
+        return [self._recv(call, self._conns[0]) for _ in range(self._ws)]
 
     def _fill(self, size: int, fill: Callable[[memoryview], None]) -> bytes:
         buf = bytearray(size)
         fill(memoryview(buf))
         return bytes(buf)
 
-    def _exchange_slots(self, fill, timeout):
-        return [memoryview(b) for b in self._allgather(self._fill(SLOT_SIZE, fill), timeout)]
+    def _exchange_slots(self, call: Call, slot: memoryview) -> Sequence[memoryview]:
+        return [memoryview(b) for b in self._allgather(call, bytes(slot))]
 
-    def _all_gather_bytes(self, sizes, fill, timeout):
-        return [memoryview(b) for b in self._allgather(self._fill(sizes[self._rank], fill), timeout)]
+    def _all_gather_bytes(self, call: Call) -> Sequence[memoryview]:
+        return [memoryview(b) for b in self._allgather(call, self._fill(call.size, call.fill))]
 
-    def _gather_bytes(self, sizes, fill, dst, timeout):
-        blobs = self._allgather(self._fill(sizes[self._rank], fill), timeout)
-        return [memoryview(b) for b in blobs] if self._rank == dst else None
+    def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
+        blobs = self._allgather(call, self._fill(call.size, call.fill))
+        return [memoryview(b) for b in blobs] if self._rank == call.root else None
 
-    def _broadcast_bytes(self, size, fill, src, timeout):
-        blob = self._fill(size, fill) if fill is not None else b""
-        blobs = self._allgather(blob, timeout)
-        return memoryview(blobs[src])
+    def _broadcast_bytes(self, call: Call) -> Optional[memoryview]:
+        blob = self._fill(call.size, call.fill) if call.rank == call.root else b""
+        blobs = self._allgather(call, blob)
+        return memoryview(blobs[call.root])
 
 
 def free_port() -> int:

@@ -339,3 +339,29 @@ def test_segment_view_gives_a_range_inside_one_segment_and_nothing_else():
     assert frame.segment_view(offset - 1, offset + 10) is None  # straddles the start of the array
     two = ser.encode([np.zeros(100, np.uint8), np.ones(100, np.uint8)])
     assert two.segment_view(0, two.nbytes) is None  # spans several segments
+
+
+def _safe_frame(stream: bytes) -> bytes:
+    return ser.assemble_frame(ser.CODECS["safe"], stream, []).tobytes()
+
+
+def test_safe_codec_refuses_dict_keys_crafted_to_share_a_hash_in_linear_time():
+    import struct
+    import time
+
+    p = (1 << 61) - 1  # int hashes are taken modulo this prime: every multiple hashes to 0
+    keys = [i * p for i in range(20_000)]
+    stream = b"d" + struct.pack("<Q", len(keys)) + b"".join(
+        b"I" + struct.pack("<Q", 16) + k.to_bytes(16, "little", signed=True) + b"N" for k in keys)
+    started = time.perf_counter()
+    with pytest.raises(FrameDecodeError, match="share the hash"):
+        ser.decode(_safe_frame(stream), "safe")
+    assert time.perf_counter() - started < 2.0  # quadratic insertion of 20,000 such keys takes ~3 s here
+
+
+def test_safe_codec_still_decodes_large_ordinary_dicts_and_the_natural_int_collision():
+    big = {f"key-{i}": i for i in range(50_000)}
+    big.update({-1: "a", -2: "b"})  # hash(-1) == hash(-2): two colliding keys are fine
+    assert ser.decode(ser.encode(big, "safe").tobytes(), "safe") == big
+    ints = {i: None for i in range(-1000, 50_000)}
+    assert ser.decode(ser.encode(ints, "safe").tobytes(), "safe") == ints

@@ -48,6 +48,20 @@ def test_evaluation_matches_one_process(mpiexec: str, n: Optional[int]) -> None:
     assert all(res["info"]["auto"] == ("mpi4py" if (n or 1) > 1 else "non_dist") for res in run.results.values())
 
 
+@pytest.mark.parametrize("n", [1, 2, 3], ids=lambda n: f"np{n}")
+def test_conformance_suite_with_the_terminal_checks(mpiexec: str, n: int) -> None:
+    """The conformance suite, faults included: poisoning, two threads at once, Ctrl-C while waiting."""
+    run = run_program(mpiexec, "conformance.py", n, timeout=300)
+    # every rank reported a pass; the exit code is not checked: a process whose communicator was poisoned
+    # calls MPI_Abort at exit (MPI_Finalize could wait forever for a request left pending), as documented
+    run.expect_ranks(range(n))
+    for res in run.results.values():
+        checks = res["info"]["checks"]
+        assert "question_mismatch" in checks, run.describe()
+        if n > 1:
+            assert {"poisoning", "concurrent_calls", "interrupt"} <= set(checks), run.describe()
+
+
 def test_tutorial_launch_with_mpirun(mpiexec: str) -> None:
     """The tutorial's ``mpirun -np 3 python3 ...`` flow."""
     mpirun = os.path.join(os.path.dirname(mpiexec), "mpirun")

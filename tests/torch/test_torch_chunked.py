@@ -82,25 +82,33 @@ def _worker(rank: int, ws: int, port: int, out_dir: str) -> None:
             got = b.all_gather_object(_payload(rank, n if rank == 1 else 10 * rank))
             failures += [f"all_gather mixed n={n}: rank {r}'s payload differs" for r, item in enumerate(got)
                          if not _same(item, _payload(r, n if r == 1 else 10 * r))]
-        # a plain callback (no write_range): whole buffer, sent in chunk slices
-        blob = bytes(range(256)) * 100  # 25,600 bytes: 7 chunks
+        # the primitives called directly with a Call, as the core does: a frame of one segment
+        from mmeval.core.dist_backends.transport import Call
+        from mmeval.core.wire import Frame
+
+        blob = bytes(range(256)) * 100  # 25,600 bytes
+        frame = Frame([(0, memoryview(blob))], len(blob))
+        empty = Frame([], 0)
+
+        def call(op: str, sizes: List[int], root: int = -1, mine: Any = frame) -> Call:
+            c = Call("torch_cpu", op, 0, rank, ws, root, 60.0, mine)
+            c.sizes = sizes
+            return c
+
         sizes = [len(blob)] * ws
-
-        def fill(view: memoryview) -> None:
-            view[: len(blob)] = blob
-
-        blocks = b._gather_bytes(sizes, fill, 0, 60)
+        blocks = b._gather_bytes(call("gather_object", sizes, 0))
         if rank == 0:
             assert blocks is not None
-            failures += [f"plain fill: rank {r}" for r, blk in enumerate(blocks) if bytes(blk) != blob]
-        data = b._broadcast_bytes(len(blob), fill if rank == 0 else None, 0, 60)
+            failures += [f"one-segment frame: rank {r}" for r, blk in enumerate(blocks) if bytes(blk) != blob]
+        data = b._broadcast_bytes(call("broadcast_object", [len(blob) if r == 0 else 0 for r in range(ws)], 0,
+                                       frame if rank == 0 else None))
         if rank != 0 and (data is None or bytes(data) != blob):
-            failures.append("plain fill broadcast")
-        blocks = b._all_gather_bytes(sizes, fill, 60)
-        failures += [f"plain fill all-gather: rank {r}" for r, blk in enumerate(blocks) if bytes(blk) != blob]
+            failures.append("one-segment frame broadcast")
+        blocks = b._all_gather_bytes(call("all_gather_object", sizes))
+        failures += [f"one-segment all-gather: rank {r}" for r, blk in enumerate(blocks) if bytes(blk) != blob]
         sizes = [len(blob) if r != 1 else 0 for r in range(ws)]  # a rank with nothing to send
-        blocks = b._all_gather_bytes(sizes, fill if rank != 1 else (lambda view: None), 60)
-        failures += [f"plain fill all-gather, rank 1 empty: rank {r}" for r, blk in enumerate(blocks)
+        blocks = b._all_gather_bytes(call("all_gather_object", sizes, mine=frame if rank != 1 else empty))
+        failures += [f"one-segment all-gather, rank 1 empty: rank {r}" for r, blk in enumerate(blocks)
                      if bytes(blk) != (blob if r != 1 else b"")]
     except Exception as exc:  # reported to the parent, which fails the test
         failures.append(f"{type(exc).__name__}: {exc}")

@@ -17,10 +17,10 @@ import pytest
 import torch
 
 import mmeval_torch
+from mmeval.core import codecs
 from mmeval.core import dist as registry
 from mmeval.core.errors import FrameDecodeError
-from mmeval.core.serialization import decode, encode
-from mmeval_torch import TorchCPUDist, TorchCUDADist, install_tensor_reducer, rebuild_tensor
+from mmeval_torch import TorchCPUDist, TorchCUDADist, rebuild_tensor, reduce_tensor, tensor_codec
 from mmeval_torch.backends import BLOCK_ALIGN, backend_map, padded_block_size, split_blocks
 
 GiB = 1 << 30
@@ -103,7 +103,7 @@ def test_constructor_arguments_and_settings(monkeypatch: Any) -> None:
         assert TorchCUDADist().timeout == 9.0
     with pytest.raises(ValueError, match="codec"):
         TorchCPUDist(codec="marshal")
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="at least"):
         TorchCPUDist(timeout=0)
 
 
@@ -185,10 +185,26 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)))
 
 
+def encode(obj: Any) -> Any:
+    """Encode with the torch backends' codec (the tensor reducer applies there only)."""
+    return tensor_codec().encode(obj)
+
+
+def decode(data: Any) -> Any:
+    return tensor_codec().decode(data)
+
+
+def test_the_tensor_reducer_is_scoped_to_the_torch_backends_codec() -> None:
+    t = torch.arange(100_000, dtype=torch.float32)
+    assert len(encode(t).parts) > 2  # out-of-band: the tensor's bytes are a segment of their own
+    plain = codecs.encode(t)  # the core's plain codec, another backend's, the user's: torch's own pickling
+    assert len(plain.parts) == 2 and torch.equal(codecs.decode(plain.tobytes()), t)
+    assert TorchCPUDist().reducers() == {torch.Tensor: reduce_tensor}
+
+
 @pytest.mark.parametrize("dtype", _dtypes(), ids=str)
 @pytest.mark.parametrize("numel", [1, 3000], ids=["inband", "out-of-band"])
 def test_tensor_roundtrip_preserves_dtype_shape_and_bits(dtype: torch.dtype, numel: int) -> None:
-    install_tensor_reducer()
     raw = torch.randint(0, 256, (numel * 16,), dtype=torch.uint8)
     t = raw.view(dtype)[:numel] if dtype.itemsize <= 16 else raw
     if dtype is torch.bool:
@@ -201,7 +217,6 @@ def test_tensor_roundtrip_preserves_dtype_shape_and_bits(dtype: torch.dtype, num
 
 
 def test_tensor_roundtrip_shapes_and_flags() -> None:
-    install_tensor_reducer()
     cases = {
         "scalar": torch.tensor(3.5),
         "empty": torch.empty(0, 3),
@@ -224,7 +239,6 @@ def test_tensor_roundtrip_shapes_and_flags() -> None:
 
 
 def test_out_of_band_tensor_views_the_received_bytes() -> None:
-    install_tensor_reducer()
     t = torch.arange(100_000, dtype=torch.float32)
     frame = encode({"t": t, "again": t})
     assert frame.nbytes < t.nbytes + 1024, "the tensor's bytes must not be in the pickle stream twice"
@@ -239,7 +253,6 @@ def test_out_of_band_tensor_views_the_received_bytes() -> None:
 
 
 def test_readonly_buffer_is_copied_without_warning() -> None:
-    install_tensor_reducer()
     t = torch.arange(10_000, dtype=torch.int32)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -249,7 +262,6 @@ def test_readonly_buffer_is_copied_without_warning() -> None:
 
 
 def test_fallbacks_keep_torch_pickling() -> None:
-    install_tensor_reducer()
     param = torch.nn.Parameter(torch.randn(3))
     sparse = torch.eye(3).to_sparse()
     out = _roundtrip({"param": param, "sparse": sparse})
@@ -285,7 +297,6 @@ def test_cuda_tensor_without_cuda_is_rebuilt_on_cpu() -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available: needs a GPU")
 def test_cuda_tensor_roundtrip_lands_on_the_current_device() -> None:
-    install_tensor_reducer()
     device = torch.device("cuda", torch.cuda.current_device())
     t = torch.arange(5000.0, device=device)
     out = _roundtrip(t)

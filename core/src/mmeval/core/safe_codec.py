@@ -11,7 +11,15 @@ datetime, timedelta; no object, void or structured dtypes).
 
 Anything else raises :class:`~mmeval.core.errors.UnsafePayloadError` when
 encoding; malformed input raises
-:class:`~mmeval.core.errors.FrameDecodeError` when decoding. Arrays travel
+:class:`~mmeval.core.errors.FrameDecodeError` when decoding.
+
+Decoding is bounded by the payload: time is linear in the stream (a dict
+whose keys share one hash -- more than :data:`MAX_SAME_HASH` of them, which
+would make insertion quadratic -- is refused after one linear pass), and the
+objects built take at most 8 bytes of memory per stream byte for a list
+(a one-byte ``None`` becomes an 8-byte pointer; a tuple briefly holds its list
+too: 16) plus the Python objects of the values themselves (at most ~36 bytes
+per 9-byte number). docs/security.md has the measured figures. Arrays travel
 out-of-band (no copy into the stream) like with pickle. Select it per backend
 with ``codec='safe'`` or for every backend with ``MMEVAL_CODEC=safe``;
 ``MMEVAL_<BACKEND>_CODEC`` selects it for one backend.
@@ -21,11 +29,11 @@ from __future__ import annotations
 
 import struct
 import sys
-from typing import Any, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 from .errors import FrameDecodeError, UnsafePayloadError
 
-__all__ = ["dumps", "loads", "MAX_DEPTH"]
+__all__ = ["dumps", "loads", "MAX_DEPTH", "MAX_SAME_HASH"]
 
 #: Deepest nesting accepted in either direction.
 MAX_DEPTH = 200
@@ -161,6 +169,34 @@ def loads(stream: memoryview, buffers: Sequence[memoryview]) -> Any:
     return obj
 
 
+#: Most distinct dict keys of one stream dict that may share a hash value.
+MAX_SAME_HASH = 8
+
+
+def _check_hashes(keys: List[Any]) -> None:
+    """Refuse keys that are unhashable, or of which many share one hash (a crafted O(n^2) insert).
+
+    Hashing every key once is linear in the keys' size; the counts are kept in
+    a dict keyed by the hash values themselves (ints below 2**61, whose hashes
+    are distinct), so the check cannot itself be slowed down.
+    """
+    try:
+        hashes = list(map(hash, keys))
+    except TypeError:
+        raise FrameDecodeError("safe codec: unhashable dict key") from None
+    if len(hashes) <= MAX_SAME_HASH:
+        return
+    counts: Dict[int, int] = {}
+    for h in hashes:
+        c = counts.get(h, 0) + 1
+        if c > MAX_SAME_HASH:
+            raise FrameDecodeError(
+                f"safe codec: more than {MAX_SAME_HASH} dict keys share the hash {h} (keys crafted to collide "
+                "make decoding quadratic); refused"
+            )
+        counts[h] = c
+
+
 def _dtype(reader: _Reader) -> Any:
     n = reader.take(1)[0]
     raw = bytes(reader.take(n))
@@ -203,17 +239,20 @@ def _dec(r: _Reader, depth: int) -> Any:
     if tag == b"B":
         return bytearray(r.take(r.count()))
     if tag == b"l" or tag == b"t":
-        items = [_dec(r, depth + 1) for _ in range(r.count())]
+        n = r.count()
+        items: List[Any] = [None] * n  # one allocation: appending would briefly hold two copies while growing
+        for i in range(n):
+            items[i] = _dec(r, depth + 1)
         return items if tag == b"l" else tuple(items)
     if tag == b"d":
-        out = {}
-        for _ in range(r.count()):
-            k = _dec(r, depth + 1)
-            try:
-                out[k] = _dec(r, depth + 1)
-            except TypeError:
-                raise FrameDecodeError("safe codec: unhashable dict key") from None
-        return out
+        n = r.count()
+        keys: List[Any] = [None] * n
+        values: List[Any] = [None] * n
+        for i in range(n):
+            keys[i] = _dec(r, depth + 1)
+            values[i] = _dec(r, depth + 1)
+        _check_hashes(keys)
+        return dict(zip(keys, values))
     if tag == b"n":
         dt = _dtype(r)
         return _np().frombuffer(r.take(dt.itemsize), dtype=dt)[0]

@@ -22,6 +22,7 @@ The module imports no framework; it needs numpy.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -29,7 +30,7 @@ import numpy as np
 from ..core.dist_backends.base_backend import BaseDistBackend
 from ..core.dist_backends.framed_backend import FramedDistBackend
 
-__all__ = ["check_backend", "CHECKS", "expected_payload", "shard_indices"]
+__all__ = ["check_backend", "CHECKS", "FAULT_CHECKS", "TERMINAL_CHECKS", "expected_payload", "shard_indices"]
 
 
 def expected_payload(rank: int, size: int = 64) -> Dict[str, Any]:
@@ -194,11 +195,174 @@ CHECKS: Dict[str, Callable[[BaseDistBackend], None]] = {
     "accuracy_end_to_end": _check_accuracy,
     "compute_metric_error": _check_compute_metric_error,
 }
-FAULT_CHECKS: Dict[str, Callable[[BaseDistBackend], None]] = {"unpicklable_on_one_rank": _check_unpicklable}
+def _check_question_mismatch(b: BaseDistBackend) -> None:
+    """Ranks computing with a different configuration or size all raise, naming the field; the group stays usable."""
+    from ..core.errors import CollectiveMismatchError
+    from ..metrics.accuracy import Accuracy
+
+    if b.world_size < 2:
+        return
+    for topk, size, field in (((1, 2) if b.rank == 1 else (1,), 4, "topk"), ((1,), 3 if b.rank == 1 else 4, "size")):
+        acc = Accuracy(topk=topk, dist_backend=b)
+        acc.add(np.eye(3)[[0, 1]], [0, 1])
+        try:
+            acc.compute(size=size)
+        except CollectiveMismatchError as exc:
+            assert field in str(exc) and "rank 1" in str(exc), f"the mismatch error should name {field!r} and rank 1: {exc}"
+        else:
+            raise AssertionError(f"ranks computed with different {field} and this rank got an answer")
+    assert b.all_gather_object(b.rank) == list(range(b.world_size)), "the group must stay usable after a mismatch"
 
 
-def check_backend(backend: BaseDistBackend, *, faults: Optional[bool] = None) -> List[str]:
+FAULT_CHECKS: Dict[str, Callable[[BaseDistBackend], None]] = {
+    "unpicklable_on_one_rank": _check_unpicklable,
+    "question_mismatch": _check_question_mismatch,
+}
+
+#: A fresh backend over a new group, built by every rank at the same point: ``fresh(timeout=seconds)``.
+Fresh = Callable[..., BaseDistBackend]
+
+#: Timeout of the fresh backends the terminal checks use (seconds).
+TERMINAL_TIMEOUT = 3.0
+
+
+def _check_poisoning(fresh: Fresh) -> bool:
+    """A rank that stays away makes the others time out; every later call there raises at once, naming it."""
+    from ..core.errors import DistCommunicationError, GroupPoisonedError
+
+    b = fresh(timeout=TERMINAL_TIMEOUT)
+    ws, rank = b.world_size, b.rank
+    if ws < 2:
+        return False
+    b.barrier()
+    late = ws - 1
+    if rank == late:
+        time.sleep(TERMINAL_TIMEOUT + 1.0)
+        for _ in range(2):  # the first call may complete the collective the others gave up; the next cannot
+            try:
+                b.all_gather_object({"late": rank, "data": np.zeros(8192)})
+            except DistCommunicationError:
+                return True
+        raise AssertionError("the late rank's peers gave up, yet two more collectives succeeded here")
+    started = time.monotonic()
+    try:
+        b.all_gather_object({"rank": rank, "data": np.zeros(8192)})
+    except DistCommunicationError as exc:
+        first = str(exc)
+    else:
+        raise AssertionError(f"rank {late} never came, yet all_gather_object returned")
+    assert time.monotonic() - started < TERMINAL_TIMEOUT + 5, "the timeout was not honoured"
+    started = time.monotonic()
+    try:
+        b.all_gather_object(rank)
+    except GroupPoisonedError as exc:
+        assert "unusable" in str(exc) and "#" in str(exc), f"the refusal should name the first failure: {exc}"
+        assert time.monotonic() - started < 1.0, "a poisoned group must refuse at once"
+    else:
+        raise AssertionError(f"after {first!r}, a collective on the same group did not raise GroupPoisonedError")
+    return True
+
+
+def _check_concurrent_calls(fresh: Fresh) -> bool:
+    """Two threads calling collectives on one group: refused or raised, never answered with mixed objects."""
+    from ..core.errors import DistCommunicationError
+
+    b = fresh(timeout=TERMINAL_TIMEOUT)
+    ws, rank = b.world_size, b.rank
+    if ws < 2:
+        return False
+    b.barrier()
+    outcomes: Dict[str, Any] = {}
+
+    def call(label: str, delay: float) -> None:
+        time.sleep(delay)
+        try:
+            outcomes[label] = b.all_gather_object((label, rank))
+        except DistCommunicationError as exc:
+            outcomes[label] = exc
+
+    # every rank's main thread is inside a collective when its side thread calls; rank 0's main comes last
+    side = threading.Thread(target=call, args=("side", 1.0), name="mmeval-conformance-side")
+    side.start()
+    call("main", 2.0 if rank == 0 else 0.0)
+    side.join(TERMINAL_TIMEOUT * 3 + 5)
+    assert not side.is_alive(), "the side thread's collective did not end"
+    for label, out in outcomes.items():
+        if isinstance(out, list):
+            labels = {item[0] for item in out}
+            assert len(labels) == 1, f"{label} thread got objects of several threads mixed: {out}"
+    assert any(isinstance(o, BaseException) for o in outcomes.values()), \
+        f"two threads called collectives on one group at once and neither raised: {outcomes}"
+    return True
+
+
+def _check_interrupt(fresh: Fresh) -> bool:
+    """SIGINT while waiting for a late peer raises KeyboardInterrupt within 1 s; the group is then poisoned."""
+    import os
+    import signal
+
+    from ..core.errors import DistCommunicationError, GroupPoisonedError
+
+    main = threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGINT")
+    b = fresh(timeout=TERMINAL_TIMEOUT * 2)
+    ws, rank = b.world_size, b.rank
+    if ws < 2 or not b.all_gather_object(main) == [True] * ws:  # signals reach the main thread only
+        return False
+    b.barrier()
+    if rank != 0:
+        time.sleep(TERMINAL_TIMEOUT)  # late: rank 0 is interrupted while it waits for this rank
+        for _ in range(2):
+            try:
+                b.all_gather_object(rank)
+            except DistCommunicationError:
+                break
+        return True
+    sent = [0.0]
+
+    def interrupt() -> None:
+        sent[0] = time.monotonic()
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(1.0, interrupt)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer.start()
+    try:
+        b.all_gather_object(rank)
+    except KeyboardInterrupt:
+        latency = time.monotonic() - sent[0]
+        assert latency < 1.0, f"KeyboardInterrupt surfaced {latency:.2f} s after SIGINT (limit 1 s)"
+    else:
+        raise AssertionError("SIGINT during a collective did not raise KeyboardInterrupt")
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    try:
+        b.all_gather_object(rank)
+    except GroupPoisonedError:
+        pass
+    else:
+        raise AssertionError("an interrupted collective must leave the group poisoned")
+    return True
+
+
+#: Checks that leave their group unusable: each runs on a backend from ``fresh`` and returns whether it ran.
+TERMINAL_CHECKS: Dict[str, Callable[[Fresh], bool]] = {
+    "poisoning": _check_poisoning,
+    "concurrent_calls": _check_concurrent_calls,
+    "interrupt": _check_interrupt,
+}
+
+
+def check_backend(backend: BaseDistBackend, *, faults: Optional[bool] = None,
+                  fresh: Optional[Fresh] = None) -> List[str]:
     """Run every conformance check on this rank; every rank of the group must call it.
+
+    ``fresh``: a callable returning a new backend of the same kind over a
+    *new* group (``fresh(timeout=seconds)``; torch: over ``dist.new_group()``,
+    MPI: over ``comm.Dup()``), called by every rank at the same point. With
+    it (and ``faults``), the checks that leave a group unusable run too, each
+    on its own fresh backend: poisoning after a timeout, two threads calling
+    at once, Ctrl-C while waiting. Run ``check_backend`` in the main thread.
 
     Returns the names of the checks run; raises ``AssertionError`` (naming
     the check) on the first violation.
@@ -215,4 +379,12 @@ def check_backend(backend: BaseDistBackend, *, faults: Optional[bool] = None) ->
         except AssertionError as exc:
             raise AssertionError(f"conformance check {name!r} failed on rank {backend.rank}: {exc}") from exc
         done.append(name)
+    if faults and fresh is not None:
+        for name, terminal in TERMINAL_CHECKS.items():
+            try:
+                ran = terminal(fresh)
+            except AssertionError as exc:
+                raise AssertionError(f"conformance check {name!r} failed on rank {backend.rank}: {exc}") from exc
+            if ran:  # a world of one (or no main thread, for the interrupt) has nothing to check
+                done.append(name)
     return done

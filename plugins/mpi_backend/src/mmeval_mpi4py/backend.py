@@ -30,16 +30,14 @@ protocol above it):
 
 from __future__ import annotations
 
-import os
 import sys
-import threading
-import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
-from mmeval.core.dist_backends.framed_backend import Fill, FramedDistBackend, resolve_setting
-from mmeval.core.serialization import SLOT_SIZE
+from mmeval.core.dist_backends.framed_backend import FramedDistBackend, resolve_setting
+from mmeval.core.dist_backends.transport import Call
+from mmeval.core.wire import SLOT_SIZE, Frame
 
 from .buffers import DEFAULT_CACHE_BYTES, BufferPool, aligned_empty
 from .launcher import launch_info
@@ -56,15 +54,9 @@ LARGE_COUNT_MODES = ("auto", "native", "datatype")
 
 _T = TypeVar("_T")
 
-_yield = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
 
-# Requests given up on (timeout or error) keep their buffers alive for the
-# life of the process: MPI may still write into them if a late peer arrives.
-_abandoned: List[Tuple[Any, Tuple[Any, ...]]] = []
-# Communicators (by sequence key) on which a request was given up: a later
-# collective there could be matched with the pending one, so it is refused.
-_broken: Dict[Hashable, str] = {}
-_state_lock = threading.Lock()
+#: Writes a frame's bytes into a send buffer (a :class:`~mmeval.core.wire.Frame` is one).
+Fill = Callable[[memoryview], None]
 # Large transport buffers reused between collectives (see mmeval_mpi4py.buffers).
 _POOL = BufferPool()
 
@@ -280,95 +272,63 @@ class MPI4PyDist(FramedDistBackend):
 
     # -- waiting -------------------------------------------------------------
 
-    def _wait(self, request: Any, keep: Tuple[Any, ...], timeout: float, what: str) -> None:
-        """Poll ``request`` until it completes; raise ``TimeoutError`` after ``timeout`` seconds.
+    def _wait(self, call: Call, request: Any, keep: Tuple[Any, ...], what: str) -> None:
+        """Poll ``request`` with ``MPI_Test`` through the core's wait (deadline, Ctrl-C, backoff).
 
-        ``keep`` holds the buffers the request uses: if the wait is given up
-        they are kept alive with the request, since MPI may still touch them.
+        ``keep`` holds the buffers the request uses: if the call fails the core
+        keeps them alive with the request for the life of the process, since
+        MPI may still touch them when a late peer arrives.
         """
-        try:
-            if request.Test():
-                return
-            start = time.monotonic()
-            deadline = start + timeout
-            busy_until = start + min(self.busy_seconds, timeout)
-            while time.monotonic() < busy_until:  # small collectives complete within microseconds
-                if request.Test():
-                    return
-            spin_until = start + self.spin_seconds
-            delay = self.min_sleep
-            while True:
-                now = time.monotonic()
-                if now >= deadline:
-                    raise TimeoutError(f"{self.name}: MPI request for {what} still pending after {timeout:g}s")
-                if now < spin_until:
-                    _yield()
-                else:
-                    time.sleep(min(delay, deadline - now))
-                    delay = min(delay * 2, self.max_sleep)
-                if request.Test():
-                    return
-        except BaseException:
-            with _state_lock:
-                _abandoned.append((request, keep))
-            raise
+        call.keep(request, *keep)
+        call.wait_until(request.Test, what, busy=self.busy_seconds, spin=self.spin_seconds,
+                        min_sleep=self.min_sleep, max_sleep=self.max_sleep)
 
     # -- transport primitives ------------------------------------------------
 
-    def _guarded(self, what: str, call: Callable[[], _T]) -> _T:
-        """Run one transport step; if it fails, mark the communicator unusable and re-raise.
+    def _guarded(self, step: Callable[[], _T]) -> _T:
+        """Run one transport step; if it fails, make the process ``MPI_Abort`` at exit (``abort_at_exit``).
 
-        A step that fails or times out leaves an MPI request pending, so a
-        later collective on the same communicator could be matched with it:
-        such a collective is refused at once. With ``abort_at_exit`` the
-        process also calls ``MPI_Abort`` when it exits, because
-        ``MPI_Finalize`` may wait forever for the peer that never came.
+        The core poisons the communicator (later collectives raise at once);
+        ``MPI_Finalize`` at exit could wait forever for the peer that never
+        came, so the process aborts instead.
         """
-        key = self._sequence_key()
-        with _state_lock:
-            reason = _broken.get(key)
-        if reason is not None:
-            raise RuntimeError(
-                f"{self.name}: this communicator is unusable since an earlier collective failed ({reason}); "
-                "no further collective can run on it"
-            )
         try:
-            return call()
-        except BaseException as exc:
-            with _state_lock:
-                _broken.setdefault(key, f"{what}: {type(exc).__name__}")
+            return step()
+        except BaseException:
             if self.abort_at_exit:
                 _abort_at_exit()
             raise
 
-    def _exchange_slots(self, fill: Fill, timeout: float) -> Sequence[memoryview]:
+    def _exchange_slots(self, call: Call, slot: memoryview) -> Sequence[memoryview]:
         """``Iallgather`` in place of one ``SLOT_SIZE`` block per rank."""
-        return self._guarded("the slot exchange (Iallgather)", lambda: self._slots(fill, timeout))
+        return self._guarded(lambda: self._slots(call, slot))
 
-    def _all_gather_bytes(self, sizes: Sequence[int], fill: Fill, timeout: float) -> Sequence[memoryview]:
+    def _all_gather_bytes(self, call: Call) -> Sequence[memoryview]:
         """``Iallgatherv`` in place: this rank's frame is written at its own offset of the receive buffer."""
-        return self._guarded("the payloads (Iallgatherv)", lambda: self._allgatherv(sizes, fill, timeout))
+        return self._guarded(lambda: self._allgatherv(call, call.sizes, _frame(call)))
 
-    def _gather_bytes(self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float) -> Optional[Sequence[memoryview]]:
-        """``Igatherv`` to ``dst`` (in place there); other ranks send from a buffer of their own size."""
-        return self._guarded(f"the payloads (Igatherv to rank {dst})", lambda: self._gatherv(sizes, fill, dst, timeout))
+    def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
+        """``Igatherv`` to ``call.root`` (in place there); other ranks send from a buffer of their own size."""
+        return self._guarded(lambda: self._gatherv(call, call.sizes, _frame(call), call.root))
 
-    def _broadcast_bytes(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
-        """``Ibcast`` of ``size`` bytes from ``src``."""
-        return self._guarded(f"the payload (Ibcast from rank {src})", lambda: self._bcast(size, fill, src, timeout))
+    def _broadcast_bytes(self, call: Call) -> Optional[memoryview]:
+        """``Ibcast`` of the root's frame size from ``call.root``."""
+        src = call.root
+        fill = _frame(call) if call.rank == src else None
+        return self._guarded(lambda: self._bcast(call, int(call.sizes[src]), fill, src))
 
-    def _slots(self, fill: Fill, timeout: float) -> Sequence[memoryview]:
+    def _slots(self, call: Call, slot: memoryview) -> Sequence[memoryview]:
         mpi = _mpi()
         comm = self.comm
         rank, ws = comm.Get_rank(), comm.Get_size()
         buf = aligned_empty(SLOT_SIZE * ws)
         view = buf.data
-        fill(view[rank * SLOT_SIZE : (rank + 1) * SLOT_SIZE])
+        view[rank * SLOT_SIZE : (rank + 1) * SLOT_SIZE] = slot
         req = comm.Iallgather(mpi.IN_PLACE, [buf, SLOT_SIZE, mpi.BYTE])
-        self._wait(req, (buf,), timeout, "the slot exchange (Iallgather)")
+        self._wait(call, req, (buf,), "the slot exchange (Iallgather)")
         return [view[r * SLOT_SIZE : (r + 1) * SLOT_SIZE] for r in range(ws)]
 
-    def _allgatherv(self, sizes: Sequence[int], fill: Fill, timeout: float) -> Sequence[memoryview]:
+    def _allgatherv(self, call: Call, sizes: Sequence[int], fill: Fill) -> Sequence[memoryview]:
         mpi = _mpi()
         comm = self.comm
         rank = comm.Get_rank()
@@ -380,16 +340,16 @@ class MPI4PyDist(FramedDistBackend):
         _zero(view, start + sizes[rank], start + lay.padded(rank))
         dtype = self._datatype(lay.unit)
         req = comm.Iallgatherv(mpi.IN_PLACE, [buf, (list(lay.counts), list(lay.displs)), dtype])
-        self._wait(req, (buf, dtype), timeout, "the payloads (Iallgatherv)")
+        self._wait(call, req, (buf, dtype), "the payloads (Iallgatherv)")
         return [view[off : off + size] for off, size in zip(lay.offsets, sizes)]
 
-    def _gatherv(self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float) -> Optional[Sequence[memoryview]]:
+    def _gatherv(self, call: Call, sizes: Sequence[int], fill: Fill, dst: int) -> Optional[Sequence[memoryview]]:
         mpi = _mpi()
         comm = self.comm
         rank = comm.Get_rank()
         lay = self._plan(sizes)
         if lay.unit == 1 and max(sizes) >= SPLIT_MIN:
-            return self._gatherv_split(lay, fill, dst, timeout)
+            return self._gatherv_split(call, lay, fill, dst)
         dtype = self._datatype(lay.unit)
         if rank == dst:
             buf = self._buffer(lay.nbytes)
@@ -397,7 +357,7 @@ class MPI4PyDist(FramedDistBackend):
             start = lay.offsets[rank]
             fill(view[start : start + sizes[rank]])
             req = comm.Igatherv(mpi.IN_PLACE, [buf, (list(lay.counts), list(lay.displs)), dtype], root=dst)
-            self._wait(req, (buf, dtype), timeout, f"the payloads (Igatherv to rank {dst})")
+            self._wait(call, req, (buf, dtype), f"the payloads (Igatherv to rank {dst})")
             return [view[off : off + size] for off, size in zip(lay.offsets, sizes)]
         padded = lay.padded(rank)
         send = self._buffer(padded)
@@ -405,10 +365,10 @@ class MPI4PyDist(FramedDistBackend):
         fill(sview[: sizes[rank]])
         _zero(sview, sizes[rank], padded)
         req = comm.Igatherv([send, lay.counts[rank], dtype], None, root=dst)
-        self._wait(req, (send, dtype), timeout, f"the payload (Igatherv to rank {dst})")
+        self._wait(call, req, (send, dtype), f"the payload (Igatherv to rank {dst})")
         return None
 
-    def _gatherv_split(self, lay: Layout, fill: Fill, dst: int, timeout: float) -> Optional[Sequence[memoryview]]:
+    def _gatherv_split(self, call: Call, lay: Layout, fill: Fill, dst: int) -> Optional[Sequence[memoryview]]:
         """Two ``Igatherv`` (byte counts): each block's first :data:`SPLIT_HEAD` bytes, then the rest.
 
         Every rank derives the split from the sizes. A sender sends the rest of
@@ -419,7 +379,6 @@ class MPI4PyDist(FramedDistBackend):
         comm = self.comm
         rank = comm.Get_rank()
         what = f"the payloads (Igatherv to rank {dst})"
-        deadline = time.monotonic() + timeout
         sizes = lay.sizes
         heads = [min(n, SPLIT_HEAD) for n in sizes]
         rests = [n - h for n, h in zip(sizes, heads)]
@@ -439,14 +398,14 @@ class MPI4PyDist(FramedDistBackend):
                     comm.Igatherv([rest, size - head, mpi.BYTE], None, root=dst)]
             keep = (head_buf, rest)
         for req in reqs:
-            self._wait(req, keep, max(deadline - time.monotonic(), 1e-6), what)
+            self._wait(call, req, keep, what)
         if rank != dst:
             return None
         return [view[off : off + n] for off, n in zip(lay.offsets, sizes)]
 
-    def _bcast(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
+    def _bcast(self, call: Call, size: int, fill: Optional[Fill], src: int) -> Optional[memoryview]:
         if size >= SPLIT_MIN:
-            return self._bcast_split(size, fill, src, timeout)
+            return self._bcast_split(call, size, fill, src)
         comm = self.comm
         unit, count = plan_block(size, big_count=self._uses_big_count(), max_count=self.max_count)
         dtype = self._datatype(unit)
@@ -456,10 +415,10 @@ class MPI4PyDist(FramedDistBackend):
             fill(view[:size])
             _zero(view, size, count * unit)
         req = comm.Ibcast([buf, count, dtype], root=src)
-        self._wait(req, (buf, dtype), timeout, f"the payload (Ibcast from rank {src})")
+        self._wait(call, req, (buf, dtype), f"the payload (Ibcast from rank {src})")
         return None if fill is not None else view[:size]
 
-    def _bcast_split(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
+    def _bcast_split(self, call: Call, size: int, fill: Optional[Fill], src: int) -> Optional[memoryview]:
         """Two ``Ibcast``: the frame's first :data:`SPLIT_HEAD` bytes, then the rest.
 
         Every rank derives the split from ``size``. The root sends the rest
@@ -470,7 +429,6 @@ class MPI4PyDist(FramedDistBackend):
         """
         comm = self.comm
         what = f"the payload (Ibcast from rank {src})"
-        deadline = time.monotonic() + timeout
         rest = size - SPLIT_HEAD
         unit, count = plan_block(rest, big_count=self._uses_big_count(), max_count=self.max_count)
         dtype = self._datatype(unit)
@@ -484,7 +442,7 @@ class MPI4PyDist(FramedDistBackend):
         reqs = [comm.Ibcast([head_buf, SPLIT_HEAD, _mpi().BYTE], root=src),
                 comm.Ibcast([tail_buf, count, dtype], root=src)]
         for req in reqs:
-            self._wait(req, (head_buf, tail_buf, dtype), max(deadline - time.monotonic(), 1e-6), what)
+            self._wait(call, req, (head_buf, tail_buf, dtype), what)
         return None if buf is None else buf.data[:size]
 
     def _split_send_buffers(self, fill: Fill, size: int, head: int, padded: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -512,6 +470,12 @@ SPLIT_MIN = 1 << 20
 #: Bytes of the first part of a split broadcast or gather: the frame's prefix, pickle stream and first
 #: alignment gap usually fit, so the large array after them is sent from where it lies.
 SPLIT_HEAD = 64 << 10
+
+
+def _frame(call: Call) -> Frame:
+    """This rank's frame (every rank that sends has one)."""
+    assert call.frame is not None, "the core gives a frame to every rank that sends"
+    return call.frame
 
 
 def _segment_bytes(fill: Fill, start: int, stop: int) -> Optional[np.ndarray]:

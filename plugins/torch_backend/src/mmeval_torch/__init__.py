@@ -9,14 +9,15 @@ backends' methods, when they are used.
 from __future__ import annotations
 
 from .backends import TorchCPUDist, TorchCUDADist
-from .tensors import install_tensor_reducer, rebuild_tensor, reduce_tensor
+from .tensors import rebuild_tensor, reduce_tensor, tensor_codec, tensor_reducers
 
 __version__ = "0.1.0"
 
 __all__ = [
     "TorchCPUDist",
     "TorchCUDADist",
-    "install_tensor_reducer",
+    "tensor_reducers",
+    "tensor_codec",
     "reduce_tensor",
     "rebuild_tensor",
     "__version__",

@@ -26,14 +26,15 @@ only the others (the header) into a staging buffer. Smaller frames are written
 into a uint8 buffer's numpy view (the one copy of the payload on the sending
 side). Sizes are Python ints throughout, so objects over 2 GiB work.
 
-Each collective waits with a timeout (``timeout=`` of the constructor, else
-``MMEVAL_TORCH_CPU_TIMEOUT`` / ``MMEVAL_TORCH_CUDA_TIMEOUT``, else
-``MMEVAL_TIMEOUT``, else :data:`~mmeval.core.dist_backends.DEFAULT_TIMEOUT`).
-When a peer dies, the surviving ranks raise
-:class:`~mmeval.core.errors.CollectiveFailedError` as soon as the transport
-notices (a closed socket), and
-:class:`~mmeval.core.errors.CollectiveTimeoutError` at the latest when the
-timeout expires; both name the backend and the operation.
+Waiting, deadlines, error translation and poisoning are the core's (see
+:mod:`mmeval.core.dist_backends.transport`): every wait here goes through the
+call's sliced wait, so Ctrl-C interrupts a collective within a second, and the
+deadline (``timeout=`` of the constructor, else ``MMEVAL_TORCH_CPU_TIMEOUT`` /
+``MMEVAL_TORCH_CUDA_TIMEOUT``, else ``MMEVAL_TIMEOUT``, else 1800 s) is checked
+between slices. A timeout cannot be unlimited: gloo and NCCL end every
+operation at the process group's own timeout (``init_process_group(timeout=...)``).
+After a failure the group is poisoned by the core and kept alive to the end of
+the process (:func:`_keep_alive`).
 
 This module does not import torch; the methods do.
 """
@@ -49,10 +50,11 @@ import weakref
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Hashable, List, Optional, Sequence, Set, Tuple
 
-from mmeval.core.dist_backends.framed_backend import Fill, FramedDistBackend
-from mmeval.core.serialization import SLOT_SIZE
+from mmeval.core.dist_backends.framed_backend import FramedDistBackend
+from mmeval.core.dist_backends.transport import Call
+from mmeval.core.wire import SLOT_SIZE
 
-from .tensors import install_tensor_reducer
+from .tensors import tensor_reducers
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -61,6 +63,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["TorchCPUDist", "TorchCUDADist", "BLOCK_ALIGN", "padded_block_size", "split_blocks", "backend_map"]
 
 logger = logging.getLogger("mmeval")
+
+#: Writes a frame's bytes into a send buffer (a :class:`~mmeval.core.wire.Frame` is one).
+Fill = Callable[[memoryview], None]
 
 #: Per-rank blocks of a payload all-gather / gather are padded to a multiple of this.
 BLOCK_ALIGN = 64
@@ -274,6 +279,26 @@ def _keep_alive(group: Any) -> None:
         logger.debug("mmeval: could not keep the failed process group alive", exc_info=True)
 
 
+def _wait_on_thread(call: Call, work: Any, what: str) -> None:
+    """Wait for ``work`` once, up to the call's deadline, on a daemon thread; this thread waits in slices."""
+    outcome: Dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            left = max(call.deadline - time.monotonic(), 0.001)
+            outcome["done"] = work.wait(timeout=timedelta(seconds=min(left, 1e9)))
+        except BaseException as exc:  # handed to the caller
+            outcome["error"] = exc
+
+    waiter = threading.Thread(target=run, name="mmeval-p2p-wait", daemon=True)
+    waiter.start()
+    call.wait(lambda seconds: (waiter.join(seconds), not waiter.is_alive())[1], what)
+    if "error" in outcome:
+        raise outcome["error"]
+    if outcome.get("done") is False:
+        raise TimeoutError(f"{what} did not complete in time")
+
+
 class _GroupToken:
     """The sequence key of one process group (holds no reference to the group), and what is known of it."""
 
@@ -298,6 +323,9 @@ class _TorchDist(FramedDistBackend):
     Subclasses say where the bytes are staged (:meth:`_device`).
     """
 
+    #: gloo / NCCL end an operation at the group's own timeout: no unlimited wait (10^9 s is the cap)
+    max_timeout: ClassVar[float] = 1e9
+
     def __init__(
         self,
         group: Optional["ProcessGroup"] = None,
@@ -308,7 +336,10 @@ class _TorchDist(FramedDistBackend):
         super().__init__(timeout=timeout, codec=codec)
         #: The process group the collectives run on (``None``: the default group).
         self.group = group
-        install_tensor_reducer()  # no-op unless torch is imported already
+
+    def reducers(self) -> Dict[type, Any]:
+        """The tensor reducer (:mod:`mmeval_torch.tensors`), for this backend's codec only."""
+        return tensor_reducers()
 
     # -- runtime -------------------------------------------------------------
 
@@ -316,7 +347,6 @@ class _TorchDist(FramedDistBackend):
         """``torch.distributed``, initialized; raises a RuntimeError naming the backend otherwise."""
         import torch.distributed as dist
 
-        install_tensor_reducer()
         if not (dist.is_available() and dist.is_initialized()):
             raise RuntimeError(
                 f"{self.name}: torch.distributed is not initialized; call "
@@ -398,22 +428,29 @@ class _TorchDist(FramedDistBackend):
         """Received bytes on the CPU (the tensor itself for torch_cpu; one copy for torch_cuda)."""
         return tensor if tensor.device.type == "cpu" else tensor.cpu()
 
-    def _wait(self, work: Any, timeout: float, what: str) -> None:
-        """Wait for ``work`` at most ``timeout`` seconds; raise ``TimeoutError`` when it expires.
+    def _wait(self, call: Call, work: Any, what: str, p2p: bool = False) -> None:
+        """Wait for ``work`` through the core's wait (Ctrl-C and the deadline are honoured).
 
-        A wait that fails keeps the process group alive to the end of the
-        process (see :func:`_keep_alive`).
+        A collective's work is polled (``is_completed()``, set by gloo's worker
+        thread) with the core's backoff, then ``wait()`` raises its error if it
+        failed: a timed ``wait(timeout=...)`` cannot be used in slices, since
+        on gloo it may block past its timeout on a pending collective. A
+        point-to-point work (``p2p``: ``isend`` / ``irecv``) only completes
+        through ``wait()`` (a timed-out one finishes the work with the timeout
+        as its error): it is waited once, up to the deadline, on a helper
+        thread, while this thread waits for that one in slices. A wait that
+        fails keeps the process group alive to the end of the process (see
+        :func:`_keep_alive`).
         """
         try:
-            done = work.wait(timeout=timedelta(seconds=timeout))
-        except Exception as exc:
+            if p2p:
+                _wait_on_thread(call, work, what)
+            else:
+                call.wait_until(work.is_completed, what)
+                work.wait()
+        except BaseException:
             _keep_alive(self._process_group())
-            if _is_timeout(exc):
-                raise TimeoutError(f"{self.name}: {what} did not complete within {timeout:g}s ({exc})") from exc
             raise
-        if done is False:
-            _keep_alive(self._process_group())
-            raise TimeoutError(f"{self.name}: {what} did not complete within {timeout:g}s")
 
     # -- transport primitives --------------------------------------------------
 
@@ -448,7 +485,7 @@ class _TorchDist(FramedDistBackend):
             self._fill_block(_byte_view(send), size, fill)
         return send
 
-    def _all_gather_blocks(self, block: int, sizes: Sequence[int], fill: Fill, timeout: float,
+    def _all_gather_blocks(self, call: Call, block: int, sizes: Sequence[int], fill: Fill,
                            what: str) -> List[memoryview]:
         """All-gather one ``block``-byte buffer per rank; return views of ``sizes[r]`` bytes of each.
 
@@ -473,17 +510,12 @@ class _TorchDist(FramedDistBackend):
             send = self._to_device(self._filled_send_buffer(block, size, fill), device)
         gather_into = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
         work = gather_into(recv, send, group=self.group, async_op=True)
-        self._wait(work, timeout, what)
+        call.keep(recv, send)
+        self._wait(call, work, what)
         return split_blocks(_byte_view(self._to_host(recv)), block, sizes)
 
-    def _left(self, deadline: float, what: str) -> float:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError(f"{self.name}: {what} did not complete in time")
-        return left
-
-    def _send_chunks(self, size: int, fill: Optional[Fill], start: Callable[["torch.Tensor"], Any],
-                     deadline: float, what: str) -> None:
+    def _send_chunks(self, call: Call, size: int, fill: Optional[Fill], start: Callable[["torch.Tensor"], Any],
+                     what: str, p2p: bool = False) -> None:
         """Send a ``size``-byte frame as :func:`_chunks`, each through ``start(tensor) -> work`` (CPU only).
 
         With the core's frame as ``fill``, a chunk inside one of its segments is
@@ -497,8 +529,9 @@ class _TorchDist(FramedDistBackend):
         if write_range is None or len(chunks) == 1:
             whole = self._filled_send_buffer(size, size, fill)
             works = [start(whole[off : off + n]) for off, n in chunks]
+            call.keep(whole)
             for work in works:
-                self._wait(work, self._left(deadline, what), what)
+                self._wait(call, work, what, p2p)
             return
         stages: List[Optional[torch.Tensor]] = [None, None]
         pending: List[Any] = [None, None]
@@ -507,37 +540,45 @@ class _TorchDist(FramedDistBackend):
         for (off, n), tensor in zip(chunks, _direct_chunks(fill, chunks)):
             if tensor is not None:
                 direct.append((start(tensor), tensor))
+                call.keep(tensor)
                 continue
             if pending[k] is not None:  # the buffer's previous chunk must be on its way before reuse
-                self._wait(pending[k], self._left(deadline, what), what)
+                self._wait(call, pending[k], what, p2p)
             stage = stages[k]
             if stage is None:
                 stage = stages[k] = _empty(CHUNK_BYTES)
+                call.keep(stage)
             buf = stage[:n]
             write_range(_byte_view(buf), off)
             pending[k] = start(buf)
             k ^= 1
         for work in pending + [work for work, _ in direct]:
             if work is not None:
-                self._wait(work, self._left(deadline, what), what)
+                self._wait(call, work, what, p2p)
 
-    def _exchange_slots(self, fill: Fill, timeout: float) -> Sequence[memoryview]:
+    def _exchange_slots(self, call: Call, slot: memoryview) -> Sequence[memoryview]:
         """All-gather ``SLOT_SIZE`` bytes per rank (the headers of a collective)."""
-        sizes = [SLOT_SIZE] * self.world_size
-        return self._all_gather_blocks(SLOT_SIZE, sizes, fill, timeout, "the header all-gather")
+        sizes = [SLOT_SIZE] * call.world_size
 
-    def _all_gather_bytes(self, sizes: Sequence[int], fill: Fill, timeout: float) -> Sequence[memoryview]:
+        def fill(out: memoryview) -> None:
+            out[:SLOT_SIZE] = slot
+
+        return self._all_gather_blocks(call, SLOT_SIZE, sizes, fill, "the header all-gather")
+
+    def _all_gather_bytes(self, call: Call) -> Sequence[memoryview]:
         """All-gather blocks padded to :func:`padded_block_size`; views of exactly ``sizes[r]`` bytes."""
+        sizes, fill = call.sizes, call.frame
+        assert fill is not None
         block = padded_block_size(sizes)
         if block == 0:
             return [memoryview(b"") for _ in sizes]
         if block >= CHUNKED_MIN:
             device = self._device()
             if device.type == "cpu" and self._transport_name(device) == "gloo":
-                return self._all_gather_by_broadcasts(sizes, fill, timeout)
-        return self._all_gather_blocks(block, sizes, fill, timeout, "the payload all-gather")
+                return self._all_gather_by_broadcasts(call, sizes, fill)
+        return self._all_gather_blocks(call, block, sizes, fill, "the payload all-gather")
 
-    def _all_gather_by_broadcasts(self, sizes: Sequence[int], fill: Fill, timeout: float) -> Sequence[memoryview]:
+    def _all_gather_by_broadcasts(self, call: Call, sizes: Sequence[int], fill: Fill) -> Sequence[memoryview]:
         """All-gather on gloo as one chunked broadcast per rank, in place in one receive buffer.
 
         Each rank's block lands straight in its place (no padding to the largest;
@@ -547,10 +588,10 @@ class _TorchDist(FramedDistBackend):
         """
         dist = self._dist()
         rank = self.rank
-        deadline = time.monotonic() + timeout
         what = "the payload all-gather"
         offsets, total = _packed_offsets(sizes)
         recv = _empty(total)
+        call.keep(recv)
         view = _byte_view(recv)
         own, base = int(sizes[rank]), offsets[rank]
         mine = view[base : base + own]
@@ -578,43 +619,44 @@ class _TorchDist(FramedDistBackend):
         for (off, length), tensor in zip(own_chunks, direct):
             if tensor is not None:  # the rest of this rank's block, while the others' arrive
                 write_range(view[base + off : base + off + length], off)  # type: ignore[misc]
+        call.keep([tensor for _, _, tensor in works])
         for r, work, _ in works:
-            part = f"{what} (rank {r}'s block)"
-            self._wait(work, self._left(deadline, part), part)
+            self._wait(call, work, f"{what} (rank {r}'s block)")
         return [view[o : o + int(n)] for o, n in zip(offsets, sizes)]
 
-    def _gather_bytes(
-        self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float
-    ) -> Optional[Sequence[memoryview]]:
-        """Gather every rank's block to ``dst`` (group rank); only ``dst`` allocates the receive buffer.
+    def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
+        """Gather every rank's block to ``call.root`` (group rank); only the root allocates the receive buffer.
 
         On gloo (CPU) the blocks travel point to point, each straight into its
-        place in ``dst``'s receive buffer (gloo's ``gather`` receives into a
+        place in the root's receive buffer (gloo's ``gather`` receives into a
         temporary and copies out of it); elsewhere one ``dist.gather`` of
         blocks padded to :func:`padded_block_size`.
         """
+        sizes, fill, dst = call.sizes, call.frame, call.root
+        assert fill is not None
         if padded_block_size(sizes) == 0:
             return [memoryview(b"") for _ in sizes] if self.rank == dst else None
         device = self._device()
         if device.type == "cpu" and self._transport_name(device) == "gloo":
-            return self._gather_point_to_point(sizes, fill, dst, timeout)
-        return self._gather_collective(sizes, fill, dst, timeout, device)
+            return self._gather_point_to_point(call, sizes, fill, dst)
+        return self._gather_collective(call, sizes, fill, dst, device)
 
     def _gather_point_to_point(
-        self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float
+        self, call: Call, sizes: Sequence[int], fill: Fill, dst: int
     ) -> Optional[Sequence[memoryview]]:
         dist = self._dist()
         rank = self.rank
-        deadline = time.monotonic() + timeout
         if rank != dst:
             size = int(sizes[rank])
             if size:
                 peer = self._global_rank(dst)
-                self._send_chunks(size, fill, lambda t: dist.isend(t, dst=peer, group=self.group, tag=_GATHER_TAG),
-                                  deadline, f"sending this rank's payload to rank {dst} (gather)")
+                self._send_chunks(call, size, fill,
+                                  lambda t: dist.isend(t, dst=peer, group=self.group, tag=_GATHER_TAG),
+                                  f"sending this rank's payload to rank {dst} (gather)", p2p=True)
             return None
         offsets, total = _packed_offsets(sizes)
         recv = _empty(total)
+        call.keep(recv)
         view = _byte_view(recv)
         works = []
         for r, n in enumerate(sizes):
@@ -626,14 +668,11 @@ class _TorchDist(FramedDistBackend):
         own = int(sizes[rank])
         fill(view[offsets[rank] : offsets[rank] + own])  # while the peers' blocks arrive
         for r, work in works:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"{self.name}: receiving rank {r}'s payload (gather) did not complete in time")
-            self._wait(work, left, f"receiving rank {r}'s payload (gather)")
+            self._wait(call, work, f"receiving rank {r}'s payload (gather)", p2p=True)
         return [view[o : o + int(n)] for o, n in zip(offsets, sizes)]
 
     def _gather_collective(
-        self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float, device: "torch.device"
+        self, call: Call, sizes: Sequence[int], fill: Fill, dst: int, device: "torch.device"
     ) -> Optional[Sequence[memoryview]]:
 
         dist = self._dist()
@@ -646,40 +685,43 @@ class _TorchDist(FramedDistBackend):
             recv = _empty(block * ws, device)
             gather_list = [recv[r * block : (r + 1) * block] for r in range(ws)]
         work = dist.gather(send, gather_list, dst=self._global_rank(dst), group=self.group, async_op=True)
-        self._wait(work, timeout, "the payload gather")
+        call.keep(send, recv)
+        self._wait(call, work, "the payload gather")
         if recv is None:
             return None
         return split_blocks(_byte_view(self._to_host(recv)), block, sizes)
 
-    def _broadcast_bytes(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
-        """Broadcast exactly ``size`` bytes from ``src`` (group rank), in place in one buffer."""
+    def _broadcast_bytes(self, call: Call) -> Optional[memoryview]:
+        """Broadcast exactly ``call.sizes[root]`` bytes from ``call.root`` (group rank), in place in one buffer."""
         dist = self._dist()
-        rank = self.rank
-        size = int(size)
+        rank, src = self.rank, call.root
+        size = int(call.sizes[src])
+        fill: Optional[Fill] = call.frame if rank == src else None
         if size == 0:
             return None if rank == src else memoryview(b"")
         device = self._device()
         root = self._global_rank(src)
         if device.type == "cpu" and size >= CHUNKED_MIN:  # chunk by chunk (see _chunks); every rank, same chunks
-            deadline = time.monotonic() + timeout
 
             def bcast(t: "torch.Tensor") -> Any:
                 return dist.broadcast(t, src=root, group=self.group, async_op=True)
 
             if rank == src:
-                self._send_chunks(size, fill, bcast, deadline, "the payload broadcast")
+                self._send_chunks(call, size, fill, bcast, "the payload broadcast")
                 return None
             buf = _empty(size)
+            call.keep(buf)
             works = [bcast(buf[off : off + n]) for off, n in _chunks(size)]
             for work in works:
-                self._wait(work, self._left(deadline, "the payload broadcast"), "the payload broadcast")
+                self._wait(call, work, "the payload broadcast")
             return _byte_view(buf)
         if rank == src:
             buf = self._to_device(self._filled_send_buffer(size, size, fill), device)
         else:
             buf = _empty(size, device)
         work = dist.broadcast(buf, src=root, group=self.group, async_op=True)
-        self._wait(work, timeout, "the payload broadcast")
+        call.keep(buf)
+        self._wait(call, work, "the payload broadcast")
         if rank == src:
             return None
         return _byte_view(self._to_host(buf))
@@ -808,18 +850,16 @@ class TorchCUDADist(_TorchDist):
             )
         return torch.device("cuda", index)
 
-    def _wait(self, work: Any, timeout: float, what: str) -> None:
-        """Poll the NCCL work until it completes or ``timeout`` expires (then raise ``TimeoutError``).
+    def _wait(self, call: Call, work: Any, what: str) -> None:
+        """Poll the NCCL work through the core's wait until it completes or the deadline passes.
 
         NCCL waits are stream-ordered; polling ``is_completed()`` is what bounds
         the wait on the host. ``wait()`` afterwards re-raises a failed
         collective's error and orders the current stream after it.
         """
-        deadline = time.monotonic() + timeout
-        pause = 1e-5
-        while not work.is_completed():
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"{self.name}: {what} did not complete within {timeout:g}s")
-            time.sleep(pause)
-            pause = min(pause * 2, 1e-3)
+        try:
+            call.wait_until(work.is_completed, what, busy=0.0, spin=0.0, min_sleep=1e-5, max_sleep=1e-3)
+        except BaseException:
+            _keep_alive(self._process_group())
+            raise
         work.wait()

@@ -21,23 +21,24 @@ pickle's memo), strides (rebuilt tensors are contiguous), and autograd history
 with Python attributes and devices other than CPU and CUDA fall back to torch's
 own pickling.
 
-The reducer is registered for the exact type ``torch.Tensor`` (subclasses such
-as ``torch.nn.Parameter`` keep their own pickling) by
-:func:`install_tensor_reducer`, which the backends of this package call when
-they are constructed or used. Importing this module does not import torch.
+The reducer applies to the exact type ``torch.Tensor`` (subclasses such as
+``torch.nn.Parameter`` keep their own pickling), in the codec of this package's
+backends only (:func:`tensor_reducers`; the core scopes reducers to the backend
+that declares them). Importing this module does not import torch.
 """
 
 from __future__ import annotations
 
 import pickle
 import sys
-import threading
-from typing import TYPE_CHECKING, Any, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Tuple, Union
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = ["install_tensor_reducer", "reduce_tensor", "rebuild_tensor", "INBAND_MAX", "FORMAT_VERSION"]
+    from mmeval.core.codecs import PickleCodec
+
+__all__ = ["tensor_reducers", "tensor_codec", "reduce_tensor", "rebuild_tensor", "INBAND_MAX", "FORMAT_VERSION"]
 
 #: Tensors of at most this many bytes travel inside the pickle stream (a copy
 #: of a few bytes is cheaper than an out-of-band buffer, which is 64-byte
@@ -49,30 +50,24 @@ FORMAT_VERSION = 1
 
 _DEVICE_KINDS = ("cpu", "cuda")
 
-_lock = threading.Lock()
-_installed = False
+def tensor_reducers() -> Dict[type, Any]:
+    """``{torch.Tensor: reduce_tensor}`` for a pickle codec, or ``{}`` when torch is not imported.
 
-
-def install_tensor_reducer() -> bool:
-    """Register :func:`reduce_tensor` for ``torch.Tensor`` with mmeval's pickle codec.
-
-    Idempotent and cheap after the first call. Does nothing when torch has not
-    been imported (nothing could hold a tensor then) and returns whether the
-    reducer is installed.
+    The torch backends return this from ``reducers()``: the reducer applies to
+    their own codec only, never to another backend's or to the user's pickling.
+    Does not import torch (nothing could hold a tensor without it).
     """
-    global _installed
-    if _installed:
-        return True
     torch_mod = sys.modules.get("torch")
     if torch_mod is None or not hasattr(torch_mod, "Tensor"):
-        return False  # torch absent, or half-way through its own import
-    with _lock:
-        if not _installed:
-            from mmeval.core.serialization import register_reducer
+        return {}  # torch absent, or half-way through its own import
+    return {torch_mod.Tensor: reduce_tensor}
 
-            register_reducer(torch_mod.Tensor, reduce_tensor)
-            _installed = True
-    return True
+
+def tensor_codec() -> "PickleCodec":
+    """A pickle codec that sends tensors out-of-band (what the torch backends encode with)."""
+    from mmeval.core.codecs import PickleCodec
+
+    return PickleCodec(tensor_reducers())
 
 
 def reduce_tensor(tensor: "torch.Tensor") -> Any:

@@ -395,7 +395,7 @@ class FramedDistBackend(BaseDistBackend):
 
     def _transport(self, call: Call, what: str, step: Callable[[], Any]) -> Any:
         """Run one transport step; translate its errors; poison the group when it fails."""
-        call.stage = what
+        call.stage, call.detail = what, ""
         try:
             return step()
         except BaseException as exc:
@@ -418,11 +418,11 @@ class FramedDistBackend(BaseDistBackend):
         where = f"{self.name}: {call.op} (collective #{call.seq} on rank {call.rank} of {call.world_size})"
         if _lost_peer(exc):
             return CollectiveFailedError(
-                f"{where} failed while {call.stage}: a peer rank has probably died or closed its connection "
+                f"{where} failed while {call.doing}: a peer rank has probably died or closed its connection "
                 f"({type(exc).__name__}: {exc}). The group cannot be used for further collectives."
             )
         return CollectiveFailedError(
-            f"{where} failed while {call.stage}: {type(exc).__name__}: {exc}. "
+            f"{where} failed while {call.doing}: {type(exc).__name__}: {exc}. "
             "The group cannot be used for further collectives."
         )
 

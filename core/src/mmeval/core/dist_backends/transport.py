@@ -93,7 +93,7 @@ class Call:
     """
 
     __slots__ = ("backend", "op", "seq", "rank", "world_size", "root", "deadline", "timeout", "frame", "sizes",
-                 "stage", "_kept")
+                 "stage", "detail", "_kept")
 
     def __init__(self, backend: str, op: str, seq: int, rank: int, world_size: int, root: int,
                  timeout: float, frame: Optional[Frame] = None) -> None:
@@ -109,6 +109,8 @@ class Call:
         self.sizes: Sequence[int] = ()
         #: what the call is doing now (``'exchanging headers'``, ...), for messages
         self.stage = "starting"
+        #: what the primitive is waiting for, in the transport's words (set by :meth:`wait`)
+        self.detail = ""
         self._kept: List[Any] = []
 
     # -- frames -----------------------------------------------------------------
@@ -141,7 +143,7 @@ class Call:
         is the transport's failure and propagates.
         """
         if what:
-            self.stage = what
+            self.detail = what
         while True:
             left = self.remaining()
             step = min(left, WAIT_SLICE)
@@ -163,7 +165,7 @@ class Call:
         sleep returns to Python (Ctrl-C is noticed at once).
         """
         if what:
-            self.stage = what
+            self.detail = what
         if done():
             return
         start = time.monotonic()
@@ -193,10 +195,15 @@ class Call:
             keep_forever(tuple(self._kept))
             self._kept = []
 
+    @property
+    def doing(self) -> str:
+        """What the call was doing, for messages: the core's stage and the transport's detail."""
+        return f"{self.stage} ({self.detail})" if self.detail else self.stage
+
     def timeout_error(self) -> CollectiveTimeoutError:
         return CollectiveTimeoutError(
             f"{self.backend}: {self.op} (collective #{self.seq} on rank {self.rank} of {self.world_size}) did not "
-            f"complete within {self.timeout:g}s while {self.stage}: a peer rank died, hung, or never called it. "
+            f"complete within {self.timeout:g}s while {self.doing}: a peer rank died, hung, or never called it. "
             f"Set the limit with timeout=... or MMEVAL_{self.backend.upper()}_TIMEOUT / MMEVAL_TIMEOUT."
         )
 

@@ -1,0 +1,90 @@
+"""The core's half of the transport contract: timeouts validated once, the question, poisoning state."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+from hub_backend import HubDist, run_ranks
+
+from mmeval.core.dist_backends.framed_backend import FramedDistBackend, _resolve_timeout
+from mmeval.core.errors import CollectiveMismatchError
+
+
+class _Capped(HubDist):
+    max_timeout = 1e9
+
+
+@pytest.mark.parametrize("raw,ok", [("inf", True), ("1e308", True), ("1e10", True), ("0.001", True), ("5", True),
+                                    ("0.0005", False), ("0", False), ("-3", False), ("nan", False), ("soon", False)])
+def test_timeouts_are_validated_at_construction_naming_the_variable(monkeypatch, raw, ok):
+    monkeypatch.setenv("MMEVAL_TIMEOUT", raw)
+    if ok:
+        value = HubDist(0, 1, ("127.0.0.1", 0)).timeout
+        assert value == float(raw) and (math.isinf(value) or value >= 0.001)
+    else:
+        with pytest.raises(ValueError, match="MMEVAL_TIMEOUT"):
+            HubDist(0, 1, ("127.0.0.1", 0))
+
+
+@pytest.mark.parametrize("raw", ["inf", "1e308", "1e10"])
+def test_a_transport_with_a_limit_refuses_more_and_refuses_no_limit(monkeypatch, raw):
+    monkeypatch.setenv("MMEVAL_HUB_TIMEOUT", raw)
+    with pytest.raises(ValueError, match="MMEVAL_HUB_TIMEOUT") as info:
+        _Capped(0, 1, ("127.0.0.1", 0))
+    assert ("without a limit" in str(info.value)) == (raw == "inf")
+
+
+def test_the_argument_wins_and_is_validated_too():
+    assert _resolve_timeout("x", 2.5, math.inf) == 2.5
+    with pytest.raises(ValueError, match="timeout="):
+        _resolve_timeout("x", 1e-4, math.inf)
+    assert FramedDistBackend.max_timeout == math.inf
+
+
+def _ask_from_threads(backend, names):
+    out = {}
+
+    def run():
+        try:
+            out["value"] = backend.all_gather_object(backend.rank)
+        except CollectiveMismatchError as exc:
+            out["error"] = str(exc)
+
+    t = threading.Thread(target=run, name=names[backend.rank])
+    t.start()
+    t.join()
+    return out
+
+
+def test_matching_calls_from_differently_named_threads_are_refused_on_every_rank():
+    res = run_ranks(_ask_from_threads, 2, ["evaluator", "other-thread"], timeout=60)
+    for status, value in res.values():
+        assert status == "ok", value
+        assert "thread" in value["error"] and "evaluator" in value["error"] and "other-thread" in value["error"]
+    same = run_ranks(_ask_from_threads, 2, ["evaluator", "evaluator"], timeout=60)
+    assert all(v == ("ok", {"value": [0, 1]}) for v in same.values())
+
+
+def _compute_with(backend, topk_by_rank, size_by_rank):
+    import numpy as np
+
+    from mmeval import Accuracy
+
+    acc = Accuracy(topk=topk_by_rank[backend.rank], dist_backend=backend)
+    acc.add(np.eye(4)[[0, 1, 2]], [0, 1, 3])
+    try:
+        return {"result": acc.compute(size=size_by_rank[backend.rank])}
+    except CollectiveMismatchError as exc:
+        return {"error": str(exc)}
+
+
+@pytest.mark.parametrize("topk,size,field", [([(1,), (1, 2), (1,)], [6, 6, 6], "topk"),
+                                             ([(1,), (1,), (1,)], [6, 5, 6], "size")])
+def test_compute_with_a_different_question_raises_on_every_rank_naming_the_field(topk, size, field):
+    res = run_ranks(_compute_with, 3, topk, size, timeout=60)
+    for status, value in res.values():
+        assert status == "ok", value
+        assert "error" in value, value
+        assert f"{field}:" in value["error"] and "rank 1=" in value["error"], value["error"]
