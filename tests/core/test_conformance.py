@@ -61,5 +61,7 @@ def test_framed_backend_conforms_including_faults(ws):
     out = run_ranks(_conformance, ws, timeout=240)
     for status, value in out.values():
         assert status == "ok", value
-        for check in ("unpicklable_on_one_rank", "question_mismatch", "poisoning", "concurrent_calls", "interrupt"):
-            assert check in value
+        assert "unpicklable_on_one_rank" in value
+        if ws > 1:
+            for check in ("question_mismatch", "poisoning", "concurrent_calls", "interrupt"):
+                assert check in value, value

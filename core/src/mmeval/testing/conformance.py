@@ -381,6 +381,7 @@ def check_backend(backend: BaseDistBackend, *, faults: Optional[bool] = None,
         done.append(name)
     if faults and fresh is not None:
         for name, terminal in TERMINAL_CHECKS.items():
+            backend.barrier()  # the previous check left ranks seconds apart; line them up on the healthy group
             try:
                 ran = terminal(fresh)
             except AssertionError as exc:
