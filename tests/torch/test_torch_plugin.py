@@ -301,3 +301,16 @@ def test_cuda_tensor_roundtrip_lands_on_the_current_device() -> None:
     t = torch.arange(5000.0, device=device)
     out = _roundtrip(t)
     assert out.device == device and torch.equal(out, t)
+
+
+@pytest.mark.parametrize("raw,accepted", [("inf", False), ("1e308", False), ("1e10", False), ("0.0005", False),
+                                          ("1e9", True), ("0.001", True)])
+def test_timeout_edges_are_refused_at_construction_naming_the_variable(monkeypatch: Any, raw: str,
+                                                                       accepted: bool) -> None:
+    # gloo/NCCL end an operation at the group's own timeout: 'no limit' cannot be honoured, nor > 1e9 s
+    monkeypatch.setenv("MMEVAL_TORCH_CPU_TIMEOUT", raw)
+    if accepted:
+        assert TorchCPUDist().timeout == float(raw)
+    else:
+        with pytest.raises(ValueError, match="MMEVAL_TORCH_CPU_TIMEOUT"):
+            TorchCPUDist()
