@@ -88,3 +88,28 @@ def test_compute_with_a_different_question_raises_on_every_rank_naming_the_field
         assert status == "ok", value
         assert "error" in value, value
         assert f"{field}:" in value["error"] and "rank 1=" in value["error"], value["error"]
+
+
+def _local_error_in_payload(backend, exc_type, message):
+    from mmeval.core.errors import CollectiveFailedError
+
+    def boom(call):
+        raise exc_type(message)
+
+    backend._all_gather_bytes = boom  # a local failure of this rank's transport step (not a lost peer)
+    try:
+        backend.all_gather_object(b"x" * 10_000)  # not inline: the payload stage runs
+    except CollectiveFailedError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.parametrize("exc_type,message,peer", [(MemoryError, "cannot allocate 2**64 bytes", False),
+                                                   (OverflowError, "timeout too large", False),
+                                                   (RuntimeError, "Connection closed by peer [127.0.0.1]:1234", True)])
+def test_a_peer_is_said_to_have_died_only_when_the_transport_says_so(exc_type, message, peer):
+    res = run_ranks(_local_error_in_payload, 2, exc_type, message, timeout=60)
+    for status, text in res.values():
+        assert status == "ok" and text, text
+        assert message in text and exc_type.__name__ in text
+        assert ("peer rank has probably died" in text) is peer, text
