@@ -86,3 +86,17 @@ def test_mmeval_021_import_paths_resolve_to_the_plugin() -> None:
         "                  'paddle': 'paddle' in sys.modules}))\n",
     )
     assert got == {"same": True, "paddle": False}
+
+
+def test_primitives_take_the_call_contract() -> None:
+    """No primitive of the previous (fill, timeout) contract: no DeprecationWarning, no compatibility adapter."""
+    import inspect
+
+    from mmeval_paddle import PaddleDist
+
+    for name in ("_exchange_slots", "_all_gather_bytes", "_gather_bytes", "_broadcast_bytes"):
+        params = list(inspect.signature(getattr(PaddleDist, name)).parameters)
+        assert params[:2] == ["self", "call"], (name, params)
+    assert PaddleDist.max_timeout == 1e9
+    with pytest.raises(ValueError, match=r"paddle_dist.*without a limit"):
+        PaddleDist(timeout=float("inf"))

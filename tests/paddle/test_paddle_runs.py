@@ -7,7 +7,7 @@ from typing import Any, Dict, Iterator
 import pytest
 from _launch import Run, launch
 
-from mmeval.testing.conformance import CHECKS, FAULT_CHECKS
+from mmeval.testing.conformance import CHECKS, FAULT_CHECKS, TERMINAL_CHECKS
 
 WORLD_SIZES = (1, 2, 3)
 
@@ -45,8 +45,14 @@ def test_identity_and_auto_selection(main_run: Run) -> None:
 
 
 def test_conformance_suite(main_run: Run) -> None:
-    for r in range(main_run.world_size):
-        assert _ok(main_run, r, "conformance") == list(CHECKS) + list(FAULT_CHECKS)
+    """Every check, and from 2 ranks on the terminal ones (poisoning, two threads, Ctrl-C) over new groups."""
+    ws = main_run.world_size
+    terminal = list(TERMINAL_CHECKS) if ws > 1 else []
+    for r in range(ws):
+        done = _ok(main_run, r, "conformance")
+        assert done == list(CHECKS) + list(FAULT_CHECKS) + terminal
+        if ws > 1:
+            assert {"question_mismatch", "poisoning", "concurrent_calls", "interrupt"} <= set(done), done
 
 
 @pytest.mark.parametrize("check", ["accuracy_padded", "accuracy_uneven"])

@@ -20,11 +20,16 @@ from views of the receive buffer. Zero-byte tensors are never handed to gloo
 (paddle 3.3's gloo all-gather dies of SIGFPE on them).
 
 Paddle's gloo collectives block the calling thread (``sync_op=False`` returns
-a task that is already complete) until gloo's own timeout. Each one therefore
-runs on a daemon thread that :meth:`PaddleDist._wait` joins for at most the
-collective's timeout: a peer that died makes gloo raise at once (a
-``RuntimeError``, reported by the core as ``CollectiveFailedError``), a peer
-that hangs is reported as ``CollectiveTimeoutError`` when the timeout expires.
+a task that is already complete) until gloo's own timeout (``PADDLE_PG_TIMEOUT``
+milliseconds, 1800 s by default), so each one runs on a daemon thread and the
+calling thread waits for that thread through the core's
+:meth:`~mmeval.core.dist_backends.transport.Call.wait` (in slices: Ctrl-C
+surfaces within a second; the deadline is the core's). A peer that died makes
+gloo raise at once (reported by the core as ``CollectiveFailedError``); a peer
+that hangs is reported as ``CollectiveTimeoutError`` at the deadline. An
+abandoned gloo call stays blocked on its thread; its buffers are handed to
+``call.keep`` and the core poisons the group: recover with a new group
+(``dist.new_group``) and a new backend over it.
 
 This module does not import paddle; the methods do.
 """
@@ -33,14 +38,15 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any, Callable, ClassVar, Hashable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ClassVar, Dict, Hashable, List, Optional, Sequence
 
 from mmeval.core.dist_backends.framed_backend import FramedDistBackend
-from mmeval.core.serialization import SLOT_SIZE
+from mmeval.core.dist_backends.transport import Call
+from mmeval.core.wire import SLOT_SIZE
 
 __all__ = ["PaddleDist", "BLOCK_ALIGN", "padded_block_size"]
 
-#: The core's fill callback: writes this rank's frame into the transport's send buffer.
+#: Writes this rank's bytes into a send buffer (``Call.fill``, or a copy of the header slot).
 Fill = Callable[[memoryview], None]
 
 #: Per-rank blocks of a padded all-gather are a multiple of this many bytes.
@@ -69,33 +75,36 @@ def _tensor(array: Any) -> Any:
     return paddle.utils.dlpack.from_dlpack(array)
 
 
-def _buffer(nbytes: int) -> Tuple[Any, memoryview]:
-    """A fresh uint8 paddle CPU tensor of ``nbytes`` and a writable memoryview of the same memory."""
-    array = _array(nbytes)
-    return _tensor(array), memoryview(array)
-
-
 def _fill_block(block: memoryview, size: int, fill: Fill) -> None:
     """Write the frame into ``block[:size]`` and zero the rest (no stale memory on the wire)."""
     fill(block[:size])
     block[size:] = bytes(block.nbytes - size)
 
 
-class _Call:
-    """One blocking paddle call running on a daemon thread; :meth:`PaddleDist._wait` collects it."""
+def _run_on_thread(call: Call, blocking: Callable[[], Any], what: str) -> None:
+    """Run the blocking paddle call ``blocking`` on a daemon thread; wait for it through ``call.wait``.
 
-    def __init__(self, call: Callable[[], Any]) -> None:
-        self.result: Any = None
-        self.error: Optional[BaseException] = None
-        self._call = call
-        self.thread = threading.Thread(target=self._run, name="mmeval-paddle-collective", daemon=True)
-        self.thread.start()
+    The caller waits in the core's slices (Ctrl-C surfaces at once) until the
+    call's deadline; past it the core raises ``CollectiveTimeoutError`` and the
+    gloo call stays blocked on its thread. What the call raised (gloo's error
+    when a peer died) is re-raised here.
+    """
+    outcome: Dict[str, Any] = {}
 
-    def _run(self) -> None:
+    def run() -> None:
         try:
-            self.result = self._call()
+            outcome["task"] = blocking()
         except BaseException as exc:  # handed to the waiting thread
-            self.error = exc
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name="mmeval-paddle-collective", daemon=True)
+    worker.start()
+    call.wait(lambda seconds: (worker.join(seconds), not worker.is_alive())[1], what)
+    if "error" in outcome:
+        raise outcome["error"]
+    task = outcome.get("task")
+    if task is not None and hasattr(task, "wait"):
+        task.wait()  # an already completed gloo task: returns at once; raises its error if it has one
 
 
 class PaddleDist(FramedDistBackend):
@@ -121,6 +130,8 @@ class PaddleDist(FramedDistBackend):
     name = "paddle_dist"
     #: Auto-selection order: below ``torch_cpu``, so a process running both picks torch.
     priority: ClassVar[int] = 10
+    #: gloo ends an operation at its group's own timeout (``PADDLE_PG_TIMEOUT``): no waiting without a limit.
+    max_timeout: ClassVar[float] = 1e9
 
     def __init__(self, group: Any = None, *, timeout: Optional[float] = None, codec: Optional[str] = None) -> None:
         super().__init__(timeout=timeout, codec=codec)
@@ -204,26 +215,9 @@ class PaddleDist(FramedDistBackend):
             raise RuntimeError(f"{self.name}: the paddle group has no process group (static-graph mode?)")
         return process_group
 
-    def _wait(self, call: Callable[[], Any], timeout: float, what: str) -> None:
-        """Run the blocking paddle ``call`` and wait at most ``timeout`` seconds for it.
-
-        Raises ``TimeoutError`` when it has not returned by then (the call stays
-        blocked on its daemon thread: the group cannot be used any more), and
-        re-raises what the call raised (gloo's error when a peer died).
-        """
-        pending = _Call(call)
-        pending.thread.join(timeout)
-        if pending.thread.is_alive():
-            raise TimeoutError(f"{self.name}: {what} did not complete within {timeout:g}s")
-        if pending.error is not None:
-            raise pending.error
-        task = pending.result
-        if task is not None and hasattr(task, "wait"):
-            task.wait()  # an already completed gloo task: returns at once; raises its error if it has one
-
     # -- transport primitives --------------------------------------------------
 
-    def _all_gather_blocks(self, block: int, sizes: Sequence[int], fill: Fill, timeout: float,
+    def _all_gather_blocks(self, call: Call, block: int, sizes: Sequence[int], fill: Fill,
                            what: str) -> List[memoryview]:
         """All-gather one ``block``-byte buffer per rank; views of the first ``sizes[r]`` bytes of each.
 
@@ -231,38 +225,44 @@ class PaddleDist(FramedDistBackend):
         buffer, and that block is the send tensor (gloo copies a block onto
         itself), so no separate send buffer is allocated and filled.
         """
-        rank, ws = self.rank, self.world_size
+        rank, ws = call.rank, call.world_size
         size = int(sizes[rank])
         array = _array(block * ws)
         recv, recv_view = _tensor(array), memoryview(array)
         send = _tensor(array[rank * block : (rank + 1) * block])
         _fill_block(recv_view[rank * block : (rank + 1) * block], size, fill)
         pg = self._process_group()
-        self._wait(lambda: pg.all_gather_into_tensor(recv, send, True), timeout, what)
+        call.keep(array, recv, send)  # gloo may still write into them after an abandoned wait
+        _run_on_thread(call, lambda: pg.all_gather_into_tensor(recv, send, True), what)
         return [recv_view[r * block : r * block + int(n)] for r, n in enumerate(sizes)]
 
-    def _exchange_slots(self, fill: Fill, timeout: float) -> Sequence[memoryview]:
+    def _exchange_slots(self, call: Call, slot: memoryview) -> Sequence[memoryview]:
         """All-gather ``SLOT_SIZE`` bytes per rank (the headers of a collective)."""
-        return self._all_gather_blocks(SLOT_SIZE, [SLOT_SIZE] * self.world_size, fill, timeout,
+
+        def fill(out: memoryview) -> None:
+            out[: slot.nbytes] = slot
+
+        return self._all_gather_blocks(call, SLOT_SIZE, [SLOT_SIZE] * call.world_size, fill,
                                        "the header all-gather")
 
-    def _all_gather_bytes(self, sizes: Sequence[int], fill: Fill, timeout: float) -> Sequence[memoryview]:
-        """All-gather blocks padded to :func:`padded_block_size`; views of exactly ``sizes[r]`` bytes."""
+    def _all_gather_bytes(self, call: Call) -> Sequence[memoryview]:
+        """All-gather blocks padded to :func:`padded_block_size`; views of exactly ``call.sizes[r]`` bytes."""
+        sizes = call.sizes
         block = padded_block_size(sizes)
         if block == 0:
             return [memoryview(b"") for _ in sizes]
-        return self._all_gather_blocks(block, sizes, fill, timeout, "the payload all-gather")
+        return self._all_gather_blocks(call, block, sizes, call.fill, "the payload all-gather")
 
-    def _gather_bytes(self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float) -> Optional[Sequence[memoryview]]:
-        """Gather blocks padded to :func:`padded_block_size` to ``dst``; only ``dst`` allocates receive memory.
+    def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
+        """Gather blocks padded to :func:`padded_block_size` to ``call.root``; only it allocates receive memory.
 
-        One ``ProcessGroup.gather`` straight into ``dst``'s receive buffer (one
+        One ``ProcessGroup.gather`` straight into the root's receive buffer (one
         tensor per rank over its block). Paddle's gloo ``send`` / ``recv``
         cannot build it: each call takes the next tag of its own process, so
         ranks that make different numbers of point-to-point calls disagree on
         the tags and gloo times out.
         """
-        rank, ws = self.rank, self.world_size
+        rank, ws, dst, sizes = call.rank, call.world_size, call.root, call.sizes
         block = padded_block_size(sizes)
         if block == 0:
             return [memoryview(b"") for _ in sizes] if rank == dst else None
@@ -272,29 +272,32 @@ class PaddleDist(FramedDistBackend):
             view = memoryview(array)
             blocks = [_tensor(array[r * block : (r + 1) * block]) for r in range(ws)]
             send = blocks[rank]
-            _fill_block(view[rank * block : (rank + 1) * block], size, fill)
+            _fill_block(view[rank * block : (rank + 1) * block], size, call.fill)
         else:
-            send, send_view = _buffer(block)
-            _fill_block(send_view, size, fill)
+            array = _array(block)
+            send, view = _tensor(array), memoryview(array)
+            _fill_block(view, size, call.fill)
             blocks = [send] * ws  # ignored off the destination (what paddle.distributed.gather passes)
         pg = self._process_group()
-        self._wait(lambda: pg.gather(send, blocks, dst, True, False), timeout, "the payload gather")
+        call.keep(array, send, blocks)
+        _run_on_thread(call, lambda: pg.gather(send, blocks, dst, True, False), "the payload gather")
         if rank != dst:
             return None
         return [view[r * block : r * block + int(n)] for r, n in enumerate(sizes)]
 
-    def _broadcast_bytes(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
-        """Broadcast exactly ``size`` bytes from ``src`` (a rank in the group)."""
-        rank = self.rank
-        size = int(size)
+    def _broadcast_bytes(self, call: Call) -> Optional[memoryview]:
+        """Broadcast exactly ``call.sizes[call.root]`` bytes from ``call.root`` (a rank in the group)."""
+        rank, src = call.rank, call.root
+        size = int(call.sizes[src])
         if size == 0:
             return None if rank == src else memoryview(b"")
-        buf, view = _buffer(size)
+        array = _array(size)
+        buf, view = _tensor(array), memoryview(array)
         if rank == src:
-            assert fill is not None
-            fill(view)
+            call.fill(view)
         pg = self._process_group()
-        self._wait(lambda: pg.broadcast(buf, src, True), timeout, "the payload broadcast")
+        call.keep(array, buf)
+        _run_on_thread(call, lambda: pg.broadcast(buf, src, True), "the payload broadcast")
         return None if rank == src else view
 
 
