@@ -29,12 +29,27 @@ def _shard(n: int, rank: int, ws: int, how: str) -> List[int]:
     return list(range(n))[rank::ws]  # uneven: ranks hold n // ws or n // ws + 1 samples
 
 
+#: Local devices per process in the conformance scenario: device 0 for the suite, one per terminal check.
+CONFORMANCE_DEVICES = 4
+
+
 def conformance(rank: int, ws: int) -> Any:
+    """The suite on device 0; each terminal check (it poisons its group) on a new group: the next local device."""
     from mmeval_jax import JaxDist
 
     from mmeval.testing.conformance import check_backend
 
-    return check_backend(JaxDist(timeout=120))
+    devices = iter(range(1, CONFORMANCE_DEVICES))
+
+    def fresh(timeout: float) -> JaxDist:
+        return JaxDist(device=next(devices), timeout=timeout)
+
+    backend = JaxDist(timeout=120)
+    done = check_backend(backend, faults=True, fresh=fresh)
+    # device 0's group is untouched by the stuck transfers of the poisoned ones: every rank reports before any
+    # exits (a process leaving first fails JAX's shutdown barrier for the late ones)
+    backend.barrier()
+    return done
 
 
 def evaluate(rank: int, ws: int, how: str, backend: str) -> Any:
@@ -145,6 +160,8 @@ def main() -> None:
     import jax
 
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    if scenario == "conformance":
+        jax.config.update("jax_num_cpu_devices", CONFORMANCE_DEVICES)
     jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=world_size, process_id=me,
                                initialization_timeout=60, shutdown_timeout_seconds=5)
     outcome: Dict[str, Any]

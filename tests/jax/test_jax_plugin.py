@@ -49,6 +49,28 @@ def test_bad_groups_are_refused_with_the_rule(group: list) -> None:
         JaxDist(group)
 
 
+@pytest.mark.parametrize("device", [-1, 1.5, True, "1"])
+def test_bad_devices_are_refused_with_the_rule(device: object) -> None:
+    with pytest.raises(ValueError, match="non-negative index of each process's local devices"):
+        JaxDist(device=device)  # type: ignore[arg-type]
+
+
+def test_groups_on_other_devices_are_other_groups() -> None:
+    """A new group over the same processes: another device, another sequence (and poisoning) key."""
+    keys = {JaxDist([0, 1])._sequence_key(), JaxDist([0, 1], device=1)._sequence_key(),
+            JaxDist([1, 0], device=1)._sequence_key()}
+    assert len(keys) == 3
+
+
+def test_primitives_take_the_call_contract() -> None:
+    """No primitive of the previous (fill, timeout) contract: no DeprecationWarning, no compatibility adapter."""
+    import inspect
+
+    for name in ("_exchange_slots", "_all_gather_bytes", "_gather_bytes", "_broadcast_bytes"):
+        params = list(inspect.signature(getattr(JaxDist, name)).parameters)
+        assert params[:2] == ["self", "call"], (name, params)
+
+
 def test_timeout_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MMEVAL_JAX_TIMEOUT", "7.5")
     assert JaxDist().timeout == 7.5

@@ -7,13 +7,17 @@ from typing import List
 import pytest
 from jax_ranks import results, run_ranks
 
-from mmeval.testing.conformance import CHECKS, FAULT_CHECKS
+from mmeval.testing.conformance import CHECKS, FAULT_CHECKS, TERMINAL_CHECKS
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3])
 def test_conformance_suite(world_size: int) -> None:
+    """Every check, and from 2 ranks on the terminal ones (poisoning, two threads, Ctrl-C), each on a new group."""
     done = results(run_ranks(world_size, "conformance", deadline=300))
-    assert done == [list(CHECKS) + list(FAULT_CHECKS)] * world_size
+    terminal = list(TERMINAL_CHECKS) if world_size > 1 else []
+    assert done == [list(CHECKS) + list(FAULT_CHECKS) + terminal] * world_size
+    if world_size > 1:
+        assert {"question_mismatch", "poisoning", "concurrent_calls", "interrupt"} <= set(done[0])
 
 
 @pytest.mark.parametrize("world_size", [2, 3])

@@ -23,16 +23,19 @@ On CPU the processes need cross-process collectives: gloo (the default of
 ``jax.config.update("jax_cpu_collectives_implementation", "gloo")`` before
 ``jax.distributed.initialize`` on older versions) or MPI.
 
-**Timeouts.** A JAX collective blocks inside XLA's C++ runtime and cannot be
-interrupted. Every transfer of this backend therefore runs on one daemon worker
-thread per process (:class:`_Worker`), and the calling thread waits for it at
-most the collective's timeout, then raises
-:class:`~mmeval.core.errors.CollectiveTimeoutError`. The stuck transfer keeps
-the worker (and the peers' share of the XLA collective): **after a timeout, or
-after a peer died, the backend cannot be used again in this process** -- later
-collectives queue behind the stuck one and time out in turn, with an error that
-says so. Restart the job. The worker is a daemon thread, so it never holds up
-the interpreter's exit.
+**Waiting.** A JAX collective blocks inside XLA's C++ runtime and cannot be
+interrupted or cancelled. Every transfer of a group therefore runs on that
+group's daemon worker thread (:class:`_Worker`), and the calling thread waits
+for it through the core's :meth:`~mmeval.core.dist_backends.transport.Call.wait`
+(in slices: Ctrl-C surfaces within a second; the deadline is the core's). A
+transfer abandoned at the deadline stays on its worker, with its buffers handed
+to ``call.keep``; the core poisons the group, so later calls on it raise
+:class:`~mmeval.core.errors.GroupPoisonedError` at once (a transfer on that
+group would otherwise queue behind the stuck one). **Recover with a new group**:
+the same processes over another local device (``device=1``; on CPU, start JAX
+with ``jax.config.update("jax_num_cpu_devices", N)``): XLA runs a group's
+collectives apart from another device's stuck one. The workers are daemon
+threads, so they never hold up the interpreter's exit.
 
 This module does not import jax; the methods do (``detect()`` only looks at
 ``sys.modules``).
@@ -46,8 +49,9 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Hashable, List, Optional, Sequence, Tuple
 
-from mmeval.core.dist_backends.framed_backend import Fill, FramedDistBackend
-from mmeval.core.serialization import SLOT_SIZE
+from mmeval.core.dist_backends.framed_backend import FramedDistBackend
+from mmeval.core.dist_backends.transport import Call
+from mmeval.core.wire import SLOT_SIZE
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -82,11 +86,11 @@ def jax_distributed_active() -> bool:
 
 
 class _Worker:
-    """One daemon thread that runs this process's JAX transfers, one at a time, in call order.
+    """One daemon thread that runs one group's JAX transfers, one at a time, in call order.
 
-    A transfer stuck in XLA's runtime (a dead peer) keeps the thread; the
-    transfers submitted after it wait behind it and their callers time out.
-    The thread is a daemon: it never delays the interpreter's exit.
+    A transfer stuck in XLA's runtime (a dead or late peer) keeps the thread;
+    the core has poisoned its group by then, so nothing queues behind it. The
+    thread is a daemon: it never delays the interpreter's exit.
     """
 
     def __init__(self) -> None:
@@ -117,16 +121,30 @@ class _Worker:
                 future.set_result(result)
 
 
-_worker = _Worker()
+#: A group: its process indices in rank order and the local device index it runs on.
+GroupKey = Tuple[Tuple[int, ...], int]
+
+_workers_lock = threading.Lock()
+#: one worker per group, kept for the process's life
+_workers: Dict[GroupKey, _Worker] = {}
+
+
+def _worker(group: GroupKey) -> _Worker:
+    with _workers_lock:
+        worker = _workers.get(group)
+        if worker is None:
+            worker = _workers[group] = _Worker()
+        return worker
+
 
 _programs_lock = threading.Lock()
-#: (process indices, kind) -> (mesh, jitted program); one per group and kind, kept for the process's life.
-_programs: Dict[Tuple[Tuple[int, ...], str], Tuple[Any, Any]] = {}
+#: (group, kind) -> (mesh, jitted program); one per group and kind, kept for the process's life.
+_programs: Dict[Tuple[GroupKey, str], Tuple[Any, Any]] = {}
 
 
-def _program(procs: Tuple[int, ...], kind: str) -> Tuple[Any, Any]:
-    """The mesh over ``procs`` (one device each) and the jitted ``'all_gather'`` or ``'broadcast'`` program."""
-    key = (procs, kind)
+def _program(group: GroupKey, kind: str) -> Tuple[Any, Any]:
+    """The mesh over the group (one device each) and the jitted ``'all_gather'`` or ``'broadcast'`` program."""
+    key = (group, kind)
     with _programs_lock:
         found = _programs.get(key)
     if found is not None:
@@ -137,18 +155,24 @@ def _program(procs: Tuple[int, ...], kind: str) -> Tuple[Any, Any]:
     from jax.sharding import PartitionSpec as _P
 
     spec: Any = _P  # untyped in jax's stubs
-    firsts: Dict[int, Any] = {}
-    for dev in jax.devices():
-        p = int(dev.process_index)
-        if p in procs and (p not in firsts or dev.id < firsts[p].id):
-            firsts[p] = dev
-    missing = [p for p in procs if p not in firsts]
+    procs, index = group
+    local: Dict[int, List[Any]] = {}
+    for dev in sorted(jax.devices(), key=lambda d: int(d.id)):
+        local.setdefault(int(dev.process_index), []).append(dev)
+    missing = [p for p in procs if p not in local]
     if missing:
         raise RuntimeError(
             f"jax: processes {missing} have no devices visible to process {jax.process_index()} "
             f"({jax.process_count()} processes); a group lists process indices 0..{jax.process_count() - 1}"
         )
-    mesh = Mesh(np.array([firsts[p] for p in procs]), ("p",))
+    short = [p for p in procs if len(local[p]) <= index]
+    if short:
+        raise RuntimeError(
+            f"jax: device={index} but processes {short} have only {min(len(local[p]) for p in short)} device(s); "
+            "pick a smaller device index, or give each process more (on CPU: "
+            "jax.config.update('jax_num_cpu_devices', N) before jax.distributed.initialize)"
+        )
+    mesh = Mesh(np.array([local[p][index] for p in procs]), ("p",))
     replicated = NamedSharding(mesh, spec())
     fn: Any
     if kind == "all_gather":
@@ -164,10 +188,10 @@ def _program(procs: Tuple[int, ...], kind: str) -> Tuple[Any, Any]:
         return _programs.setdefault(key, (mesh, fn))
 
 
-def _run_program(procs: Tuple[int, ...], kind: str, block: "np.ndarray") -> "np.ndarray":
-    """Run ``kind`` over ``procs`` with this process's ``(1, n)`` uint8 ``block``; the host result.
+def _run_program(group: GroupKey, kind: str, block: "np.ndarray") -> "np.ndarray":
+    """Run ``kind`` over the group with this process's ``(1, n)`` uint8 ``block``; the host result.
 
-    ``'all_gather'`` returns ``(len(procs), n)``, ``'broadcast'`` the ``(n,)``
+    ``'all_gather'`` returns ``(len(group[0]), n)``, ``'broadcast'`` the ``(n,)``
     byte-wise sum of the blocks. Runs on the worker thread.
     """
     import jax
@@ -176,10 +200,10 @@ def _run_program(procs: Tuple[int, ...], kind: str, block: "np.ndarray") -> "np.
     from jax.sharding import PartitionSpec as _P
 
     spec: Any = _P
-    mesh, fn = _program(procs, kind)
+    mesh, fn = _program(group, kind)
     me = jax.process_index()
     local = next(d for d in mesh.devices.flat if int(d.process_index) == me)
-    shape = (len(procs), block.shape[1])
+    shape = (len(group[0]), block.shape[1])
     x = jax.make_array_from_single_device_arrays(
         shape, NamedSharding(mesh, spec("p")), [jax.device_put(block, local)]
     )
@@ -202,10 +226,14 @@ class JaxDist(FramedDistBackend):
             ``r`` of the group is process ``group[r]``, and ``src`` / ``dst``
             are group ranks. Only the group's processes take part in its
             collectives.
+        device: which of each process's local devices (in device id order)
+            carries the group's transfers (default 0). Groups over the same
+            processes but different devices are independent groups: after a
+            failure poisons one, a backend with another ``device`` goes on.
         timeout: seconds a collective may take before every waiting rank
             raises (else ``MMEVAL_JAX_TIMEOUT``, ``MMEVAL_TIMEOUT``, or 1800 s).
-            After a timeout this process cannot use the backend again (see
-            the module documentation).
+            After a failure the core refuses further calls on the group
+            (``GroupPoisonedError``; see the module documentation).
         codec: ``'pickle'`` (default) or ``'safe'`` (see
             :class:`~mmeval.core.dist_backends.FramedDistBackend`).
 
@@ -222,6 +250,7 @@ class JaxDist(FramedDistBackend):
         self,
         group: Optional[Sequence[int]] = None,
         *,
+        device: int = 0,
         timeout: Optional[float] = None,
         codec: Optional[str] = None,
     ) -> None:
@@ -236,6 +265,10 @@ class JaxDist(FramedDistBackend):
                 )
         #: The group's process indices in rank order (``None``: every process).
         self.group = procs
+        if isinstance(device, bool) or not isinstance(device, int) or device < 0:
+            raise ValueError(f"jax: device={device!r} must be a non-negative index of each process's local devices")
+        #: The index, among each process's local devices, of the device the group runs on.
+        self.device = device
 
     # -- runtime ---------------------------------------------------------------
 
@@ -279,67 +312,62 @@ class JaxDist(FramedDistBackend):
 
         return int(jax.process_count())
 
+    def _group_key(self) -> GroupKey:
+        return self._processes(), self.device
+
     def _sequence_key(self) -> Hashable:
-        return ("jax", self._processes())
+        return ("jax", *self._group_key())
 
     # -- transport ---------------------------------------------------------------
 
-    def _wait(self, work: "concurrent.futures.Future[Any]", timeout: float, what: str) -> Any:
-        """The transfer's result, waiting at most ``timeout`` seconds (then ``TimeoutError``).
-
-        The transfer itself cannot be cancelled: it stays on the worker thread,
-        and the backend cannot be used again in this process. A transfer that
-        never started (queued behind such a stuck one) raises ``RuntimeError``
-        saying so.
-        """
-        try:
-            return work.result(timeout=max(timeout, 0.0))
-        except concurrent.futures.TimeoutError:
-            if work.running():
-                raise TimeoutError(
-                    f"{self.name}: {what} did not complete within {timeout:g}s; the transfer is stuck in JAX's "
-                    "runtime and this process cannot use the jax backend any more"
-                ) from None
-            # not a TimeoutError: the core then keeps this message, which says why
-            raise RuntimeError(
-                f"{self.name}: {what} did not start within {timeout:g}s because an earlier transfer that timed out "
-                "is still stuck in this process's JAX runtime; the jax backend cannot be used any more in this "
-                "process (restart the job)"
-            ) from None
-
-    def _collect(self, kind: str, block: int, size: int, fill: Optional[Fill], timeout: float,
+    def _collect(self, call: Call, kind: str, block: int, size: int, fill: Optional[Callable[[memoryview], None]],
                  what: str) -> "np.ndarray":
-        """Run ``kind`` with this rank's first ``size`` of ``block`` bytes written by ``fill`` (zeros without)."""
+        """Run ``kind`` with this rank's first ``size`` of ``block`` bytes written by ``fill`` (zeros without).
+
+        The transfer runs on the group's worker; this thread waits for it
+        through ``call.wait`` (a wait that returns after its slice and cancels
+        nothing). The transfer cannot be cancelled: when the wait is abandoned
+        it stays on the worker, its buffer kept by ``call.keep``.
+        """
         import numpy as np
 
         buf = np.zeros((1, block), dtype=np.uint8)
         if fill is not None and size:
             fill(buf.reshape(-1)[:size].data)
-        procs = self._processes()
-        return self._wait(_worker.submit(lambda: _run_program(procs, kind, buf)), timeout, what)  # type: ignore[no-any-return]
+        group = self._group_key()
+        call.keep(buf)
+        work = _worker(group).submit(lambda: _run_program(group, kind, buf))
+        call.wait(lambda seconds: bool(concurrent.futures.wait([work], timeout=seconds).done), what)
+        return work.result()  # type: ignore[no-any-return]  # done: returns at once, or raises the transfer's error
 
-    def _gathered(self, sizes: Sequence[int], fill: Fill, timeout: float, what: str) -> List[memoryview]:
+    def _gathered(self, call: Call, sizes: Sequence[int], fill: Callable[[memoryview], None],
+                  what: str) -> List[memoryview]:
         block = bucket_size(max(int(s) for s in sizes))
-        out = self._collect("all_gather", block, int(sizes[self.rank]), fill, timeout, what)
+        out = self._collect(call, "all_gather", block, int(sizes[call.rank]), fill, what)
         view = out.reshape(-1).data
         return [view[r * block : r * block + int(n)] for r, n in enumerate(sizes)]
 
-    def _exchange_slots(self, fill: Fill, timeout: float) -> Sequence[memoryview]:
+    def _exchange_slots(self, call: Call, slot: memoryview) -> Sequence[memoryview]:
         """All-gather ``SLOT_SIZE`` bytes per rank (the headers of a collective)."""
-        return self._gathered([SLOT_SIZE] * self.world_size, fill, timeout, "the header all-gather")
 
-    def _all_gather_bytes(self, sizes: Sequence[int], fill: Fill, timeout: float) -> Sequence[memoryview]:
+        def fill(out: memoryview) -> None:
+            out[: slot.nbytes] = slot
+
+        return self._gathered(call, [SLOT_SIZE] * call.world_size, fill, "the header all-gather")
+
+    def _all_gather_bytes(self, call: Call) -> Sequence[memoryview]:
         """All-gather blocks padded to :func:`bucket_size` of the largest; views of exactly ``sizes[r]`` bytes."""
-        return self._gathered(sizes, fill, timeout, "the payload all-gather")
+        return self._gathered(call, call.sizes, call.fill, "the payload all-gather")
 
-    def _gather_bytes(self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float) -> Optional[Sequence[memoryview]]:
-        """The all-gather of :meth:`_all_gather_bytes`, kept on ``dst`` only (JAX has no gather to one process)."""
-        blocks = self._gathered(sizes, fill, timeout, "the payload gather")
-        return blocks if self.rank == dst else None
+    def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
+        """The all-gather of :meth:`_all_gather_bytes`, kept on ``call.root`` only (JAX has no gather to one process)."""
+        blocks = self._gathered(call, call.sizes, call.fill, "the payload gather")
+        return blocks if call.rank == call.root else None
 
-    def _broadcast_bytes(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
-        """Broadcast ``size`` bytes from ``src`` as an all-reduce (sum) to which only ``src`` contributes."""
-        rank = self.rank
-        out = self._collect("broadcast", bucket_size(size), int(size) if rank == src else 0,
-                            fill if rank == src else None, timeout, "the payload broadcast")
-        return None if rank == src else out.reshape(-1).data[: int(size)]
+    def _broadcast_bytes(self, call: Call) -> Optional[memoryview]:
+        """Broadcast ``call.sizes[root]`` bytes from ``call.root`` as an all-reduce (sum) only the root feeds."""
+        rank, src = call.rank, call.root
+        size = int(call.sizes[src])
+        out = self._collect(call, "broadcast", bucket_size(size), size if rank == src else 0,
+                            call.fill if rank == src else None, "the payload broadcast")
+        return None if rank == src else out.reshape(-1).data[:size]
