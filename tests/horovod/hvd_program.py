@@ -4,7 +4,9 @@
         python tests/horovod/hvd_program.py torch|tensorflow OUT_DIR
 
 Every rank runs the same checks in the same order (the conformance suite of
-mmeval.testing, then the horovod-specific ones), records each outcome, and
+mmeval.testing with its terminal checks, each on a fresh group -- the global
+process set under a new namespace --, then the horovod-specific ones), records
+each outcome, and
 writes ``OUT_DIR/rank<R>.json`` -- ``{check: {"ok": bool, "error": str,
 "info": {...}}}`` -- once the checks that leave the group usable are done.
 The timeout check breaks the group, so it runs last and is written to
@@ -13,6 +15,7 @@ The timeout check breaks the group, so it runs last and is written to
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -55,7 +58,12 @@ else:
 
 from mmeval.core.base_metric import RemoteMetricError  # noqa: E402
 from mmeval.core.dist import get_dist_backend, resolve_backend_name  # noqa: E402
-from mmeval.core.errors import CollectiveMismatchError, CollectiveTimeoutError, RemoteSerializationError  # noqa: E402
+from mmeval.core.errors import (  # noqa: E402
+    CollectiveMismatchError,
+    CollectiveTimeoutError,
+    GroupPoisonedError,
+    RemoteSerializationError,
+)
 from mmeval.metrics import Accuracy  # noqa: E402
 from mmeval.testing import conformance  # noqa: E402
 
@@ -267,18 +275,36 @@ def check_extra_collective(b: Any) -> Dict[str, Any]:
 
 
 def check_timeout(_: Any) -> Dict[str, Any]:
-    # Rank 0 skips one payload operation name, so the payload all-gather of a large object cannot match
-    # across ranks: every rank must raise a TimeoutError after SHORT_TIMEOUT seconds instead of hanging.
-    b = Backend(timeout=SHORT_TIMEOUT)
-    if b.rank == 0:
-        b._op_name("skipped")
+    # Rank 0 runs in another namespace (another group) than the others, so no rank's header exchange can
+    # match: every rank must raise CollectiveTimeoutError after SHORT_TIMEOUT seconds instead of hanging.
+    b = Backend(timeout=SHORT_TIMEOUT, namespace="timeout-alone" if hvd.rank() == 0 else "timeout-rest")
     start = time.monotonic()
     exc = _expect_error(lambda: b.all_gather_object(np.zeros(100_000)), CollectiveTimeoutError)
     elapsed = time.monotonic() - start
     assert isinstance(exc, TimeoutError)
     assert Backend.name in str(exc) and "all_gather_object" in str(exc), str(exc)
     assert SHORT_TIMEOUT * 0.9 <= elapsed < SHORT_TIMEOUT + 10, elapsed
+    # the core poisoned the group: the next call is refused at once, naming the timeout
+    start = time.monotonic()
+    refused = _expect_error(lambda: b.barrier(), GroupPoisonedError)
+    assert time.monotonic() - start < 1.0 and "did not complete within" in str(refused), str(refused)
     return {"elapsed": elapsed, "message": str(exc)}
+
+
+_fresh_groups = itertools.count()
+
+
+def fresh(timeout: float) -> Any:
+    """A backend over a new group: the global process set under a new namespace (every rank calls it at the
+    same point, so the counter agrees). Horovod refuses a second process set with the ranks of the global one."""
+    return Backend(timeout=timeout, namespace=f"fresh{next(_fresh_groups)}")
+
+
+def check_conformance(b: Any) -> Dict[str, Any]:
+    # mmeval's conformance suite, the terminal checks (poisoning, two threads, Ctrl-C) included: each of those
+    # runs on its own fresh group; in the main thread, so that SIGINT reaches the interrupt check
+    assert threading.current_thread() is threading.main_thread()
+    return {"done": conformance.check_backend(b, faults=True, fresh=fresh)}
 
 
 # --------------------------------------------------------------------------
@@ -302,10 +328,8 @@ def run(checks: Dict[str, Callable[[Any], Any]], path: str) -> None:
     os.replace(tmp, path)
 
 
-CONFORMANCE = {f"conformance.{k}": v for k, v in conformance.CHECKS.items()}
-CONFORMANCE.update({f"conformance.{k}": v for k, v in getattr(conformance, "FAULT_CHECKS", {}).items()})
 CHECKS: Dict[str, Callable[[Any], Any]] = {
-    **CONFORMANCE,
+    "conformance": check_conformance,
     "runtime": check_runtime,
     "broadcast_none_elsewhere": check_broadcast_none_elsewhere,
     "mixed_sizes": check_mixed_sizes,

@@ -31,20 +31,15 @@ PROGRAM = HERE / "hvd_program.py"
 LAUNCH_TIMEOUT = float(os.environ.get("MMEVAL_HOROVOD_TEST_TIMEOUT", "420"))
 WORLD_SIZES = (2, 3)
 BACKEND_NAMES = {"torch": "torch_horovod", "tensorflow": "tf_horovod"}
+#: the conformance checks every rank must report as run (mmeval.testing.conformance), terminal ones included
+CONFORMANCE_CHECKS = ("identity", "all_gather_object", "gather_object", "broadcast_object", "barrier",
+                      "empty_payloads", "large_payloads", "per_sample_lists", "accuracy_end_to_end",
+                      "compute_metric_error")
+TERMINAL_CHECKS = ("poisoning", "concurrent_calls", "interrupt")
 FRAMEWORK_MODULES = {"torch": "torch", "tensorflow": "tensorflow"}
 
 CHECKS = [
-    "conformance.identity",
-    "conformance.all_gather_object",
-    "conformance.gather_object",
-    "conformance.broadcast_object",
-    "conformance.barrier",
-    "conformance.empty_payloads",
-    "conformance.large_payloads",
-    "conformance.per_sample_lists",
-    "conformance.accuracy_end_to_end",
-    "conformance.compute_metric_error",
-    "conformance.unpicklable_on_one_rank",
+    "conformance",
     "runtime",
     "broadcast_none_elsewhere",
     "mixed_sizes",
@@ -196,7 +191,12 @@ def test_launch_exits_cleanly(np_: int) -> None:
 def test_check(np_: int, check: str) -> None:
     """One check of hvd_program.py, passed on every rank."""
     infos = _check_on_every_rank(_get(np_), check)
-    if check == "runtime":
+    if check == "conformance":
+        # every check of the suite ran, the terminal ones (each on a fresh group) included
+        want = {*CONFORMANCE_CHECKS, "unpicklable_on_one_rank", "question_mismatch", *TERMINAL_CHECKS}
+        for r, info in enumerate(infos):
+            assert want <= set(info["done"]), f"rank {r} did not run {sorted(want - set(info['done']))}"
+    elif check == "runtime":
         assert [i["rank"] for i in infos] == list(range(np_))
         assert {i["world_size"] for i in infos} == {np_}
         assert {i["auto"] for i in infos} == {BACKEND_NAMES[FLAVOUR or "torch"]}
@@ -219,7 +219,8 @@ def test_check(np_: int, check: str) -> None:
 
 @pytest.mark.parametrize("np_", WORLD_SIZES, ids=lambda n: f"np{n}")
 def test_timeout_raises_on_every_rank(np_: int) -> None:
-    """No rank's operation can match: every rank raises TimeoutError after the timeout, nobody hangs."""
+    """No rank's operation can match: every rank raises TimeoutError after the timeout, nobody hangs; the next
+    call on the group is refused (GroupPoisonedError)."""
     launch = _get(np_)
     for r, res in enumerate(launch.timeout_ranks):
         assert res is not None, f"rank {r} never finished the timeout check. {launch.describe()}"
@@ -266,3 +267,29 @@ def test_not_initialized_without_horovodrun() -> None:
     init, err, detect = json.loads(out.stdout.strip().splitlines()[-1])
     assert init is False and detect is False
     assert name in err and ".init()" in err
+
+
+def test_follows_the_call_contract() -> None:
+    """The primitives take a Call (no DeprecationWarning from the core's adapter of the previous contract);
+    a namespace names a new group: its own sequence key, and Horovod names no abandoned operation could have."""
+    code = (
+        "import warnings, json\n"
+        "warnings.simplefilter('error', DeprecationWarning)\n"
+        "import inspect, mmeval_horovod\n"
+        "from mmeval_horovod import TorchHorovodDist, TFHorovodDist\n"
+        "sigs = [list(inspect.signature(getattr(c, '_exchange_slots')).parameters) for c in (TorchHorovodDist,"
+        " TFHorovodDist)]\n"
+        "a, b = TorchHorovodDist(timeout=5), TorchHorovodDist(timeout=5, namespace='retry1')\n"
+        "try:\n"
+        "    TorchHorovodDist(namespace='a.b')\n"
+        "    bad = ''\n"
+        "except ValueError as exc:\n"
+        "    bad = str(exc)\n"
+        "print(json.dumps([sigs, a._sequence_key() != b._sequence_key(), a._slot_name(), b._slot_name(), bad]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    sigs, distinct, slot_a, slot_b, bad = json.loads(out.stdout.strip().splitlines()[-1])
+    assert sigs == [["self", "call", "slot"]] * 2
+    assert distinct and slot_a == "mmeval.torch_horovod.ps0.slots" and slot_b == "mmeval.torch_horovod.ps0.retry1.slots"
+    assert "namespace='a.b'" in bad

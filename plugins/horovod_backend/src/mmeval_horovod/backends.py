@@ -18,31 +18,43 @@ primitive                     Horovod operation
 ``_broadcast_bytes``          ``broadcast``
 ============================  ==============================================
 
-**Names.** Horovod matches a collective across ranks by its tensor *name*.
-Horovod's own ``broadcast_object`` names the op after the object's type, so
-a root broadcasting a ``dict`` while the other ranks pass ``None`` waits
-forever. Here every operation is named ``mmeval.<backend>.ps<id>.<n>.<op>``
-where ``n`` counts the operations of this backend on this process set in this
-process: identical on every rank (they run the same collectives in the same
-order -- the core's contract) and unique per call, whatever the objects are.
-A rank that has run a different number of collectives therefore never matches
-the others: the collective times out (below) instead of mixing payloads.
+**Names.** Horovod matches a collective across ranks by its tensor *name*
+(within a process set). Horovod's own ``broadcast_object`` names the op after
+the object's type, so a root broadcasting a ``dict`` while the other ranks pass
+``None`` waits forever. Here the header exchange that starts every collective
+is named ``mmeval.<backend>.ps<id>[.<namespace>].slots`` (constant, so ranks
+that disagree on the collective still meet there and the core raises
+:class:`~mmeval.core.errors.CollectiveMismatchError` on every rank), and each
+payload operation ``mmeval.<backend>.ps<id>[.<namespace>].<seq>.<op>``, where
+``seq`` is the core's sequence number of the collective (:attr:`Call.seq`,
+the same on every rank): unique per call, whatever the objects are.
 
-**Timeouts.** Every operation is started asynchronously and waited for at
-most the collective's remaining time (``timeout=``, else
-``MMEVAL_TORCH_HOROVOD_TIMEOUT`` / ``MMEVAL_TF_HOROVOD_TIMEOUT``, else
-``MMEVAL_TIMEOUT``, else :data:`~mmeval.core.dist_backends.DEFAULT_TIMEOUT`
-= 1800 s). On expiry the builtin :class:`TimeoutError` is raised (the core
-turns it into :class:`~mmeval.core.errors.CollectiveTimeoutError`, itself a
-``TimeoutError``) on every rank that is still waiting. The abandoned Horovod
-operation stays queued inside Horovod; the group must not be used for further
-collectives (call ``hvd.shutdown()`` or end the process).
+**Waiting.** Waiting, deadlines, error translation and poisoning are the
+core's (:mod:`mmeval.core.dist_backends.transport`). ``torch_horovod`` starts
+each operation with ``hvd.*_async`` and polls ``hvd.poll(handle)`` through
+:meth:`Call.wait_until` (``hvd.synchronize`` has no timeout, so it is called
+only once the poll says done). ``tf_horovod``'s ops have no poll: each runs
+once on a daemon helper thread that the caller waits for in slices through
+:meth:`Call.wait`. Either way Ctrl-C interrupts a collective within a second,
+and the timeout (``timeout=``, else ``MMEVAL_TORCH_HOROVOD_TIMEOUT`` /
+``MMEVAL_TF_HOROVOD_TIMEOUT``, else ``MMEVAL_TIMEOUT``, else 1800 s; ``inf``
+allowed: Horovod's negotiation waits without limit) is checked between slices.
+An abandoned operation stays queued inside Horovod (it cannot be cancelled);
+its buffers are kept alive (:meth:`Call.keep`), and the core poisons the group:
+every later collective on it raises
+:class:`~mmeval.core.errors.GroupPoisonedError`.
 
-**Process sets.** ``process_set=`` takes a registered
-``horovod.<framework>.ProcessSet``; every operation is limited to it, and
-``rank`` / ``world_size`` are the process set's. ``src`` / ``dst`` are ranks
-*within* the process set (the backend translates them to the global ranks
-Horovod's ``broadcast`` expects).
+**Groups.** A group is a process set and a *namespace* (a string, default
+``""``). Horovod cannot register a second process set with the ranks of an
+existing one (``hvd.add_process_set`` refuses duplicates, and a removed set's
+id is reused), so the new group to recover on after a failure is the same
+process set under a new ``namespace=``: its operations have names that no
+abandoned operation has, so they can never be matched with one. Backend
+objects with the same process set and namespace share one sequence (and one
+fate). ``process_set=`` takes a registered ``horovod.<framework>.ProcessSet``;
+``rank`` / ``world_size`` are the process set's, and ``src`` / ``dst`` are
+ranks *within* it (translated to the global ranks Horovod's ``broadcast``
+expects).
 
 Importing this module imports neither Horovod nor a framework: they are
 imported when a backend object is first used.
@@ -53,19 +65,14 @@ from __future__ import annotations
 import importlib
 import sys
 import threading
-import time
 from types import ModuleType
 from typing import Any, Callable, ClassVar, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from mmeval.core.dist_backends import FramedDistBackend
-from mmeval.core.serialization import SLOT_SIZE
+from mmeval.core.dist_backends.transport import Call, PeerLost
+from mmeval.core.wire import SLOT_SIZE
 
 __all__ = ["TorchHorovodDist", "TFHorovodDist"]
-
-Fill = Callable[[memoryview], None]
-
-_counter_lock = threading.Lock()
-_counters: Dict[Hashable, int] = {}
 
 
 def _split(data: memoryview, sizes: Sequence[int], backend: str, op: str) -> List[memoryview]:
@@ -91,14 +98,21 @@ def _byte_view(array: Any) -> memoryview:
     return mv
 
 
+def _peer_lost(backend: str, op: str, name: str, exc: BaseException) -> BaseException:
+    """Horovod's internal error (a peer died, Horovod shut down) as :class:`PeerLost`; others unchanged."""
+    if type(exc).__name__ == "HorovodInternalError":
+        return PeerLost(f"{backend}: horovod {op} {name!r} failed ({exc}); a peer rank has probably died or "
+                        "Horovod was shut down")
+    return exc
+
+
 class _HorovodDist(FramedDistBackend):
     """Common machinery of the Horovod backends (not registered itself).
 
     Subclasses name the Horovod framework module (:attr:`_module_name`) and
-    implement three operations on framework byte tensors, each of which must
-    return within ``timeout`` seconds or raise :class:`TimeoutError`:
-    :meth:`_allgather`, :meth:`_alltoall` and :meth:`_broadcast`, plus
-    :meth:`_new_buffer`.
+    implement :meth:`_new_buffer` and three operations on framework byte
+    tensors, each waiting only through the :class:`Call` it is given:
+    :meth:`_allgather`, :meth:`_alltoall` and :meth:`_broadcast`.
 
     Args:
         process_set: a registered ``horovod.<framework>.ProcessSet`` to limit
@@ -106,6 +120,9 @@ class _HorovodDist(FramedDistBackend):
         timeout: seconds before a collective gives up (see the module doc).
         codec: ``'pickle'`` (default) or ``'safe'`` (see
             :class:`~mmeval.core.dist_backends.FramedDistBackend`).
+        namespace: names this backend's group within the process set (see
+            the module doc): after a failure, build a backend with a new one,
+            the same on every rank, to go on.
     """
 
     #: the Horovod framework module: ``'horovod.torch'`` / ``'horovod.tensorflow'``
@@ -128,9 +145,15 @@ class _HorovodDist(FramedDistBackend):
         return None
 
     def __init__(self, process_set: Any = None, *, timeout: Optional[float] = None,
-                 codec: Optional[str] = None) -> None:
+                 codec: Optional[str] = None, namespace: str = "") -> None:
         super().__init__(timeout=timeout, codec=codec)
+        if not isinstance(namespace, str) or not all(c.isalnum() or c in "_-" for c in namespace):
+            raise ValueError(
+                f"{self.name}: namespace={namespace!r} must be a string of letters, digits, '_' and '-' "
+                "(it becomes part of Horovod's tensor names)"
+            )
         self.process_set = process_set
+        self.namespace = namespace
         self._hvd_module: Optional[ModuleType] = None
 
     # -- runtime -------------------------------------------------------------
@@ -213,8 +236,8 @@ class _HorovodDist(FramedDistBackend):
         return 0 if self.process_set is None else int(self.process_set.process_set_id)
 
     def _sequence_key(self) -> Hashable:
-        # every backend object over one process set shares one sequence
-        return (self.name, self._process_set_id())
+        # every backend object over one process set and namespace shares one sequence and one fate
+        return (self.name, self._process_set_id(), self.namespace)
 
     def _global_rank(self, rank: int) -> int:
         """Horovod's ``broadcast`` takes a *global* root rank, even within a process set."""
@@ -225,13 +248,25 @@ class _HorovodDist(FramedDistBackend):
             raise RuntimeError(f"{self.name}: {self.process_set} lists no ranks")
         return int(sorted(ranks)[rank])
 
-    def _op_name(self, op: str) -> str:
-        """A tensor name identical on every rank and unique per operation (see the module doc)."""
-        key = (self.name, self._process_set_id())
-        with _counter_lock:
-            n = _counters.get(key, 0) + 1
-            _counters[key] = n
-        return f"mmeval.{self.name}.ps{key[1]}.{n}.{op}"
+    def _prefix(self) -> str:
+        scope = f".{self.namespace}" if self.namespace else ""
+        return f"mmeval.{self.name}.ps{self._process_set_id()}{scope}"
+
+    def _slot_name(self) -> str:
+        """The header exchange's name: the same for every collective of this group.
+
+        Horovod only needs names unique among operations in flight, so ranks
+        that disagree on the collective -- one rank calling one more, or a
+        different one -- still meet in the header exchange and every rank
+        raises :class:`~mmeval.core.errors.CollectiveMismatchError` at once.
+        Payload operations, which only run once the headers agree, take
+        per-call names from :meth:`_op_name`.
+        """
+        return f"{self._prefix()}.slots"
+
+    def _op_name(self, call: Call, op: str) -> str:
+        """A tensor name identical on every rank and unique per collective: the core's sequence number."""
+        return f"{self._prefix()}.{call.seq}.{op}"
 
     # -- framework operations (subclasses) -----------------------------------
 
@@ -239,79 +274,66 @@ class _HorovodDist(FramedDistBackend):
         """A framework send buffer of ``nbytes`` bytes and a writable byte view of it."""
         raise NotImplementedError
 
-    def _allgather(self, buf: Any, name: str, timeout: float) -> memoryview:
+    def _allgather(self, call: Call, buf: Any, name: str) -> memoryview:
         """All-gather ``buf`` (first dims may differ per rank): the concatenation in rank order."""
         raise NotImplementedError
 
-    def _alltoall(self, buf: Any, splits: List[int], name: str, timeout: float) -> memoryview:
+    def _alltoall(self, call: Call, buf: Any, splits: List[int], name: str) -> memoryview:
         """Send ``splits[r]`` consecutive bytes of ``buf`` to rank ``r``; return what this rank received."""
         raise NotImplementedError
 
-    def _broadcast(self, buf: Any, root: int, name: str, timeout: float) -> memoryview:
+    def _broadcast(self, call: Call, buf: Any, root: int, name: str) -> memoryview:
         """Broadcast ``buf`` from global rank ``root``; return the received bytes."""
         raise NotImplementedError
 
     # -- transport primitives ------------------------------------------------
 
-    def _slot_name(self) -> str:
-        """The header exchange's name: the same for every collective of this process set.
-
-        Headers are all-gathered under one constant name (Horovod only needs names unique among
-        operations in flight), so ranks that disagree on the collective -- one rank calling one
-        more, or a different one -- still meet in the header exchange and every rank raises
-        :class:`~mmeval.core.errors.CollectiveMismatchError` at once. Payload operations, which only
-        run once the headers agree, take per-call names from :meth:`_op_name`.
-        """
-        return f"mmeval.{self.name}.ps{self._process_set_id()}.slots"
-
-    def _exchange_slots(self, fill: Fill, timeout: float) -> Sequence[memoryview]:
+    def _exchange_slots(self, call: Call, slot: memoryview) -> Sequence[memoryview]:
         buf, view = self._new_buffer(SLOT_SIZE)
-        fill(view)
-        data = self._allgather(buf, self._slot_name(), timeout)
-        return _split(data, [SLOT_SIZE] * self.world_size, self.name, "allgather (headers)")
+        view[:SLOT_SIZE] = slot
+        data = self._allgather(call, buf, self._slot_name())
+        return _split(data, [SLOT_SIZE] * call.world_size, self.name, "allgather (headers)")
 
-    def _all_gather_bytes(self, sizes: Sequence[int], fill: Fill, timeout: float) -> Sequence[memoryview]:
-        mine = sizes[self.rank]
-        buf, view = self._new_buffer(mine)
-        fill(view)
-        data = self._allgather(buf, self._op_name("allgather"), timeout)
-        return _split(data, sizes, self.name, "allgather")
+    def _filled(self, call: Call) -> Any:
+        buf, view = self._new_buffer(call.size)
+        call.fill(view)
+        return buf
 
-    def _gather_bytes(self, sizes: Sequence[int], fill: Fill, dst: int, timeout: float) -> Optional[Sequence[memoryview]]:
-        rank = self.rank
-        mine = sizes[rank]
-        buf, view = self._new_buffer(mine)
-        fill(view)
-        splits = [0] * len(sizes)
-        splits[dst] = mine
-        data = self._alltoall(buf, splits, self._op_name("gather"), timeout)
-        if rank != dst:
+    def _all_gather_bytes(self, call: Call) -> Sequence[memoryview]:
+        data = self._allgather(call, self._filled(call), self._op_name(call, "allgather"))
+        return _split(data, call.sizes, self.name, "allgather")
+
+    def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
+        splits = [0] * call.world_size
+        splits[call.root] = call.size
+        data = self._alltoall(call, self._filled(call), splits, self._op_name(call, "gather"))
+        if call.rank != call.root:
             return None
-        return _split(data, sizes, self.name, "alltoall (gather)")
+        return _split(data, call.sizes, self.name, "alltoall (gather)")
 
-    def _broadcast_bytes(self, size: int, fill: Optional[Fill], src: int, timeout: float) -> Optional[memoryview]:
-        buf, view = self._new_buffer(size)
-        if fill is not None:
-            fill(view)
-        data = self._broadcast(buf, self._global_rank(src), self._op_name("broadcast"), timeout)
-        return None if self.rank == src else data
-
-    def _timeout(self, op: str, name: str, timeout: float) -> TimeoutError:
-        return TimeoutError(f"{self.name}: horovod {op} {name!r} did not complete within {timeout:.3g}s")
+    def _broadcast_bytes(self, call: Call) -> Optional[memoryview]:
+        src = call.root
+        buf, view = self._new_buffer(call.sizes[src])
+        if call.rank == src:
+            call.fill(view)
+        data = self._broadcast(call, buf, self._global_rank(src), self._op_name(call, "broadcast"))
+        return None if call.rank == src else data
 
 
 class TorchHorovodDist(_HorovodDist):
     """mmeval backend over ``horovod.torch`` (registered as ``torch_horovod``).
 
-    Operations run with ``hvd.*_async`` and are polled (``hvd.poll``) until
-    they complete or the collective's deadline passes. Buffers are CPU
+    Operations run with ``hvd.*_async``; the caller polls ``hvd.poll`` through
+    the call's wait (Ctrl-C and the deadline are honoured) and collects the
+    result with ``hvd.synchronize`` once it is done. Buffers are CPU
     ``torch.uint8`` tensors; the frame is written straight into the send
     tensor (one copy).
 
     Args:
         process_set: a registered ``horovod.torch.ProcessSet`` (``None``: all processes).
-        timeout: seconds before a collective raises ``TimeoutError`` on every waiting rank.
+        timeout: seconds before a collective raises ``CollectiveTimeoutError`` on every waiting rank.
         codec: ``'pickle'`` (default) or ``'safe'``.
+        namespace: the group's name within the process set (a new one after a failure).
     """
 
     name = "torch_horovod"
@@ -324,34 +346,32 @@ class TorchHorovodDist(_HorovodDist):
         t = torch.empty(nbytes, dtype=torch.uint8)
         return t, _byte_view(t.numpy())
 
-    def _wait(self, handle: Any, op: str, name: str, timeout: float) -> memoryview:
+    def _wait(self, call: Call, handle: Any, keep: Tuple[Any, ...], op: str, name: str) -> memoryview:
         hvd = self.hvd
-        deadline = time.monotonic() + timeout
-        delay = 1e-5
-        while not hvd.poll(handle):
-            if time.monotonic() >= deadline:
-                raise self._timeout(op, name, timeout)
-            time.sleep(delay)
-            delay = min(delay * 2, 2e-3)
-        out = hvd.synchronize(handle)
+        call.keep(handle, *keep)  # Horovod may still read / write them if the wait is abandoned
+        call.wait_until(lambda: hvd.poll(handle), f"horovod {op} {name!r}")
+        try:
+            out = hvd.synchronize(handle)  # done: returns at once
+        except Exception as exc:
+            raise _peer_lost(self.name, op, name, exc) from exc
         if isinstance(out, tuple):  # alltoall: (output, received_splits)
             out = out[0]
         return _byte_view(out.numpy())
 
-    def _allgather(self, buf: Any, name: str, timeout: float) -> memoryview:
+    def _allgather(self, call: Call, buf: Any, name: str) -> memoryview:
         handle = self.hvd.allgather_async(buf, name=name, process_set=self._ps())
-        return self._wait(handle, "allgather", name, timeout)
+        return self._wait(call, handle, (buf,), "allgather", name)
 
-    def _alltoall(self, buf: Any, splits: List[int], name: str, timeout: float) -> memoryview:
+    def _alltoall(self, call: Call, buf: Any, splits: List[int], name: str) -> memoryview:
         import torch
 
         split_t = torch.tensor(splits, dtype=torch.int32)
         handle = self.hvd.alltoall_async(buf, splits=split_t, name=name, process_set=self._ps())
-        return self._wait(handle, "alltoall", name, timeout)
+        return self._wait(call, handle, (buf, split_t), "alltoall", name)
 
-    def _broadcast(self, buf: Any, root: int, name: str, timeout: float) -> memoryview:
+    def _broadcast(self, call: Call, buf: Any, root: int, name: str) -> memoryview:
         handle = self.hvd.broadcast_async_(buf, root_rank=root, name=name, process_set=self._ps())
-        return self._wait(handle, "broadcast", name, timeout)
+        return self._wait(call, handle, (buf,), "broadcast", name)
 
 
 class TFHorovodDist(_HorovodDist):
@@ -363,17 +383,19 @@ class TFHorovodDist(_HorovodDist):
     node -- and so the Horovod tensor -- gets its unique name. That costs a
     trace (about 10 ms) per operation, a few per collective.
 
-    Timeouts: TensorFlow's Horovod ops have no poll; the op runs in a
-    short-lived daemon thread that the caller waits for with the collective's
-    remaining time. An operation that times out leaves its thread blocked
-    inside Horovod until Horovod shuts down (at the latest at exit).
+    Waiting: TensorFlow's Horovod ops have no poll and no timed wait; each op
+    runs once on a daemon helper thread, and the caller waits for that thread
+    in slices through the call's wait. An abandoned op leaves its thread
+    blocked inside Horovod until the op completes or Horovod shuts down (at the
+    latest at exit); its buffers are kept alive.
 
     Buffers are numpy ``uint8`` arrays converted to ``tf.uint8`` tensors.
 
     Args:
         process_set: a registered ``horovod.tensorflow.ProcessSet`` (``None``: all processes).
-        timeout: seconds before a collective raises ``TimeoutError`` on every waiting rank.
+        timeout: seconds before a collective raises ``CollectiveTimeoutError`` on every waiting rank.
         codec: ``'pickle'`` (default) or ``'safe'``.
+        namespace: the group's name within the process set (a new one after a failure).
     """
 
     name = "tf_horovod"
@@ -386,55 +408,55 @@ class TFHorovodDist(_HorovodDist):
         arr = np.empty(nbytes, dtype=np.uint8)
         return arr, _byte_view(arr)
 
-    def _in_thread(self, op: str, name: str, timeout: float, call: Callable[[], Any]) -> memoryview:
+    def _on_thread(self, call: Call, buf: Any, op: str, name: str, run: Callable[[], Any]) -> memoryview:
         result: Dict[str, Any] = {}
 
         def target() -> None:
             try:
-                out = call()
+                out = run()
                 if isinstance(out, (tuple, list)):  # alltoall: (output, received_splits)
                     out = out[0]
                 arr = out.numpy()
                 if not arr.flags.writeable:
                     arr = arr.copy()
                 result["value"] = arr
-            except BaseException as exc:
+            except BaseException as exc:  # handed to the caller
                 result["error"] = exc
 
         worker = threading.Thread(target=target, name=f"mmeval-{name}", daemon=True)
+        call.keep(buf, worker)
         worker.start()
-        worker.join(timeout)
-        if worker.is_alive():
-            raise self._timeout(op, name, timeout)
+        call.wait(lambda seconds: (worker.join(seconds), not worker.is_alive())[1], f"horovod {op} {name!r}")
         if "error" in result:
-            raise result["error"]
+            exc = result["error"]
+            raise _peer_lost(self.name, op, name, exc) from exc
         return _byte_view(result["value"])
 
-    def _allgather(self, buf: Any, name: str, timeout: float) -> memoryview:
+    def _allgather(self, call: Call, buf: Any, name: str) -> memoryview:
         hvd, ps = self.hvd, self._ps()
 
         def op(x: Any) -> Any:
             return hvd.allgather(x, name=name, ignore_name_scope=True, process_set=ps)
 
-        return self._in_thread("allgather", name, timeout, lambda: _graph_op(op, name)(_to_tf(buf)))
+        return self._on_thread(call, buf, "allgather", name, lambda: _graph_op(op, name)(_to_tf(buf)))
 
-    def _alltoall(self, buf: Any, splits: List[int], name: str, timeout: float) -> memoryview:
+    def _alltoall(self, call: Call, buf: Any, splits: List[int], name: str) -> memoryview:
         hvd, ps = self.hvd, self._ps()
 
         def op(x: Any, s: Any) -> Any:
             return hvd.alltoall(x, splits=s, name=name, ignore_name_scope=True, process_set=ps)
 
-        return self._in_thread(
-            "alltoall", name, timeout, lambda: _graph_op(op, name)(_to_tf(buf), _to_tf_int32(splits))
+        return self._on_thread(
+            call, buf, "alltoall", name, lambda: _graph_op(op, name)(_to_tf(buf), _to_tf_int32(splits))
         )
 
-    def _broadcast(self, buf: Any, root: int, name: str, timeout: float) -> memoryview:
+    def _broadcast(self, call: Call, buf: Any, root: int, name: str) -> memoryview:
         hvd, ps = self.hvd, self._ps()
 
         def op(x: Any) -> Any:
             return hvd.broadcast(x, root, name=name, ignore_name_scope=True, process_set=ps)
 
-        return self._in_thread("broadcast", name, timeout, lambda: _graph_op(op, name)(_to_tf(buf)))
+        return self._on_thread(call, buf, "broadcast", name, lambda: _graph_op(op, name)(_to_tf(buf)))
 
 
 class _OneShot:
