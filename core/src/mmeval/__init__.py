@@ -16,15 +16,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from . import core, metrics
     from .core import BaseMetric
-    from .metrics import Accuracy
+    from .metrics import Accuracy, MeanIoU
 
-__all__ = ["__version__", "PLUGIN_API_VERSION", "core", "metrics", "BaseMetric", "Accuracy"]
+__all__ = ["__version__", "PLUGIN_API_VERSION", "core", "metrics", "BaseMetric", "Accuracy", "MeanIoU"]
 
 _LAZY = {
     "core": ("mmeval.core", None),
     "metrics": ("mmeval.metrics", None),
     "BaseMetric": ("mmeval.core.base_metric", "BaseMetric"),
     "Accuracy": ("mmeval.metrics.accuracy", "Accuracy"),
+    "MeanIoU": ("mmeval.metrics.mean_iou", "MeanIoU"),
 }
 
 

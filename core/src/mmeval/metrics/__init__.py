@@ -1,5 +1,6 @@
 """Metrics shipped with mmeval-core."""
 
 from .accuracy import Accuracy, AccuracyWarning, DefaultThresholdWarning, TopkWithLabelsWarning
+from .mean_iou import MeanIoU
 
-__all__ = ["Accuracy", "AccuracyWarning", "DefaultThresholdWarning", "TopkWithLabelsWarning"]
+__all__ = ["Accuracy", "AccuracyWarning", "DefaultThresholdWarning", "TopkWithLabelsWarning", "MeanIoU"]
