@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 import pytest
-from hub_backend import run_ranks
+from metric_helpers import assert_all_rejected, assert_ranks_match, compute_sharded, same
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import cohen_kappa_score, confusion_matrix, jaccard_score, precision_recall_fscore_support
@@ -86,15 +86,6 @@ def reference(preds, labels, beta: float = 1.0, nan_to_num=None) -> Dict[str, An
         "classwise": {"IoU": iou, "Acc": acc, "Dice": dice, "Precision": prec, "Recall": rec, "Fscore": fscore},
         "flat": (t, p),
     }
-
-
-def same(a: Any, b: Any) -> bool:
-    """Exact equality, NaN equal to NaN, through dicts and lists."""
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return isinstance(b, list) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
 KEYS = ["aAcc", "mIoU", "mAcc", "mDice", "mPrecision", "mRecall", "mFscore", "kappa"]
@@ -190,12 +181,7 @@ def test_bad_inputs_raise_naming_them_and_keep_nothing():
         ((good, good.astype(str)), r"labels\[0\] must hold integer class indices, got dtype <U"),
         (([], []), "needs at least one label map"),
     ]
-    for args, match in cases:
-        with pytest.raises(ValueError, match=match):
-            m.add(*args)
-    assert m.num_results == 0
-    with pytest.raises(ValueError, match="nothing was added"):
-        m.compute()
+    assert_all_rejected(m, cases)
     with pytest.raises(ValueError, match=r"num_classes is not set.*pass MeanIoU\(num_classes=C\)"):
         MeanIoU().add(good, good)
     # a prediction under an ignored label may be anything, even out of range or NaN
@@ -223,23 +209,13 @@ def _add_in_batches(metric: MeanIoU, preds, labels, idx, batch=7) -> None:
         metric.add([preds[i] for i in chunk], [labels[i] for i in chunk])
 
 
+def _make(**kwargs: Any) -> MeanIoU:
+    return MeanIoU(num_classes=NUM_CLASSES, classwise_results=True, **kwargs)
+
+
 def shard_worker(backend, n: int) -> Dict[str, Any]:
-    """Padded round robin (DistributedSampler) with compute(size=n), uneven round robin, and contiguous blocks."""
     preds, labels = digit_segmentation(n)
-    rank, ws = backend.rank, backend.world_size
-    out = {}
-    metric = MeanIoU(num_classes=NUM_CLASSES, classwise_results=True, dist_backend=backend)
-    order = list(range(n)) + list(range(-n % ws))  # padded to a multiple of ws with the first samples again
-    _add_in_batches(metric, preds, labels, order[rank::ws])
-    out["padded"] = metric.compute(size=n)
-    metric.reset()
-    _add_in_batches(metric, preds, labels, list(range(n))[rank::ws])  # uneven: no padding
-    out["uneven"] = metric.compute()
-    cat = MeanIoU(num_classes=NUM_CLASSES, classwise_results=True, dist_backend=backend, dist_collect_mode="cat")
-    bounds = np.linspace(0, n, ws + 1).astype(int)
-    _add_in_batches(cat, preds, labels, list(range(bounds[rank], bounds[rank + 1])))
-    out["cat"] = cat.compute()
-    return out
+    return compute_sharded(backend, n, _make, lambda m, idx: _add_in_batches(m, preds, labels, idx))
 
 
 @pytest.mark.parametrize("ws", [2, 3])
@@ -251,9 +227,4 @@ def test_distributed_equals_single_process_exactly(ws):
     want = single.compute()
     ref = reference(preds, labels)
     assert want["mIoU"] == pytest.approx(ref["mIoU"], rel=1e-12)
-    out = run_ranks(shard_worker, ws, n, timeout=120)
-    for rank in range(ws):
-        status, value = out[rank]
-        assert status == "ok", value
-        for scheme in ("padded", "uneven", "cat"):
-            assert same(value[scheme], want), (rank, scheme)
+    assert_ranks_match(shard_worker, ws, n, want)

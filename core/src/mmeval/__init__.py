@@ -16,9 +16,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from . import core, metrics
     from .core import BaseMetric
-    from .metrics import Accuracy, MeanIoU
+    from .metrics import Accuracy, MeanIoU, VOCMeanAP
 
-__all__ = ["__version__", "PLUGIN_API_VERSION", "core", "metrics", "BaseMetric", "Accuracy", "MeanIoU"]
+__all__ = ["__version__", "PLUGIN_API_VERSION", "core", "metrics", "BaseMetric", "Accuracy", "MeanIoU", "VOCMeanAP"]
 
 _LAZY = {
     "core": ("mmeval.core", None),
@@ -26,6 +26,7 @@ _LAZY = {
     "BaseMetric": ("mmeval.core.base_metric", "BaseMetric"),
     "Accuracy": ("mmeval.metrics.accuracy", "Accuracy"),
     "MeanIoU": ("mmeval.metrics.mean_iou", "MeanIoU"),
+    "VOCMeanAP": ("mmeval.metrics.voc_map", "VOCMeanAP"),
 }
 
 

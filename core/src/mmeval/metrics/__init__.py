@@ -2,5 +2,6 @@
 
 from .accuracy import Accuracy, AccuracyWarning, DefaultThresholdWarning, TopkWithLabelsWarning
 from .mean_iou import MeanIoU
+from .voc_map import VOCMeanAP
 
-__all__ = ["Accuracy", "AccuracyWarning", "DefaultThresholdWarning", "TopkWithLabelsWarning", "MeanIoU"]
+__all__ = ["Accuracy", "AccuracyWarning", "DefaultThresholdWarning", "TopkWithLabelsWarning", "MeanIoU", "VOCMeanAP"]

@@ -1,0 +1,324 @@
+"""PASCAL VOC mean average precision for object detection."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..core.base_metric import BaseMetric
+from .accuracy import to_numpy
+
+__all__ = ["VOCMeanAP"]
+
+_Range = Tuple[Optional[float], Optional[float]]
+_EVAL_MODES = ("area", "11points")
+
+
+class VOCMeanAP(BaseMetric):
+    """PASCAL VOC mAP at one or more IoU thresholds and box scale ranges.
+
+    The names, arguments and result keys are MMEval 0.2.1's ``VOCMeanAP``.
+
+    Args:
+        iou_thrs: an IoU threshold in (0, 1] or a sequence of them (default 0.5).
+        scale_ranges: ``(min_scale, max_scale)`` pairs (``None``: unbounded);
+            a box belongs to a range when ``min_scale**2 <= area < max_scale**2``.
+            ``(None, None)`` (every box) is always evaluated (appended when absent).
+        num_classes: the number of classes ``C``; ``None`` takes
+            ``len(dataset_meta['classes'])`` at the first :meth:`add`.
+        eval_mode: ``'area'`` (area under the interpolated precision-recall
+            curve, VOC2010+) or ``'11points'`` (mean of the interpolated
+            precision at recall 0, 0.1, ..., 1, VOC2007).
+        use_legacy_coordinate: widths and heights are ``x2 - x1 + 1`` and
+            ``y2 - y1 + 1`` (the VOC devkit's pixel convention).
+        nproc: accepted for MMEval compatibility (a non-negative int); the
+            computation runs in the computing process.
+        drop_class_ap: leave classes without ground truth (in a scale range)
+            out of the means; otherwise they count as AP 0.
+        classwise: also return ``classwise_result``: per class a dict with
+            ``num_gts`` and ``ap`` (lists indexed [iou_thr][scale_range]) and
+            ``num_dets``.
+        **kwargs: :class:`~mmeval.core.BaseMetric` arguments.
+
+    ``add(predictions, groundtruths)`` takes one dict per image. A prediction:
+    ``bboxes`` (K, 4) ``x1, y1, x2, y2``, ``scores`` (K,), ``labels`` (K,). A
+    ground truth: ``bboxes`` (M, 4), ``labels`` (M,), and optionally
+    ``bboxes_ignore`` (G, 4) with ``labels_ignore`` (G,) (VOC's *difficult*
+    objects: a detection matched to one is neither a true nor a false
+    positive). Arrays, lists and framework tensors are accepted (converted
+    like :class:`~mmeval.metrics.Accuracy` converts them); K, M or G may be
+    0. Bad keys, shapes, non-finite values or labels outside ``[0, C - 1]``
+    raise a ``ValueError`` naming the image and the field, and keep nothing
+    of the batch. Each image is kept as one object (``self._results``).
+
+    Matching (the VOC rule): within a class and an image, detections are
+    taken by descending score (ties: the earlier first); each is matched to
+    the ground truth (ignored ones included) it overlaps most; with IoU >=
+    the threshold it is a true positive if that object is counted and not yet
+    matched, a false positive if already matched, and nothing if the object is
+    ignored or outside the scale range; below the threshold it is a false
+    positive when its own box lies in the scale range. Detections of a class
+    are then ranked across images by score (ties: dataset order).
+
+    Result keys (fractions, Python floats): ``AP{round(100 * thr)}`` per IoU
+    threshold (the full scale range), ``mAP`` (their mean), and
+    ``mAP@{scale_range}`` (e.g. ``mAP@(0, 32)``) per other scale range. A
+    mean over no class is NaN. APs are computed in float64 (MMEval keeps them
+    in float32 and its IoUs in float32, so its values may differ in the last
+    digits).
+    """
+
+    def __init__(
+        self,
+        iou_thrs: Union[float, Sequence[float]] = 0.5,
+        scale_ranges: Optional[Sequence[Tuple[Optional[float], Optional[float]]]] = None,
+        num_classes: Optional[int] = None,
+        eval_mode: str = "area",
+        use_legacy_coordinate: bool = False,
+        nproc: int = 4,
+        drop_class_ap: bool = True,
+        classwise: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        thrs: Tuple[Any, ...] = (iou_thrs,) if isinstance(iou_thrs, numbers.Real) else tuple(iou_thrs)  # type: ignore[arg-type]
+        if not thrs or not all(isinstance(t, numbers.Real) and not isinstance(t, bool) and 0 < float(t) <= 1
+                               for t in thrs):
+            raise ValueError(f"iou_thrs must be a number in (0, 1] or a non-empty sequence of them, got {iou_thrs!r}")
+        ranges: List[_Range] = []
+        for r in scale_ranges if scale_ranges is not None else []:
+            if not (isinstance(r, (tuple, list)) and len(r) == 2 and all(
+                    v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 0) for v in r)):
+                raise ValueError(
+                    f"scale_ranges must be (min_scale, max_scale) pairs of non-negative numbers or None, got {r!r}")
+            ranges.append((r[0], r[1]))
+        if (None, None) not in ranges:
+            ranges.append((None, None))
+        if num_classes is not None and not (_is_int(num_classes) and int(num_classes) >= 1):
+            raise ValueError(f"num_classes must be a positive int or None (from dataset_meta), got {num_classes!r}")
+        if eval_mode not in _EVAL_MODES:
+            raise ValueError(f"eval_mode must be one of {list(_EVAL_MODES)}, got {eval_mode!r}")
+        if not _is_int(nproc) or nproc < 0:
+            raise ValueError(f"nproc must be a non-negative int, got {nproc!r}")
+        for name, flag in (("use_legacy_coordinate", use_legacy_coordinate), ("drop_class_ap", drop_class_ap),
+                           ("classwise", classwise)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {flag!r}")
+        self.iou_thrs: Tuple[float, ...] = tuple(float(t) for t in thrs)
+        self.scale_ranges: Tuple[_Range, ...] = tuple(ranges)
+        self._num_classes: Optional[int] = None if num_classes is None else int(num_classes)
+        self.eval_mode: str = eval_mode
+        self.use_legacy_coordinate: bool = bool(use_legacy_coordinate)
+        self.nproc: int = int(nproc)
+        self.drop_class_ap: bool = bool(drop_class_ap)
+        self.classwise: bool = bool(classwise)
+
+    @property
+    def num_classes(self) -> int:
+        """The class count: the argument, else ``len(dataset_meta['classes'])``."""
+        if self._num_classes is None:
+            meta = self.dataset_meta or {}
+            if "classes" not in meta:
+                raise ValueError(
+                    f"VOCMeanAP: num_classes is not set and dataset_meta ({self.dataset_meta!r}) has no 'classes': "
+                    f"pass VOCMeanAP(num_classes=C)"
+                )
+            self._num_classes = len(meta["classes"])
+        return self._num_classes
+
+    def _question(self, size: Optional[int]) -> Dict[str, Any]:
+        question = super()._question(size)
+        question["num_classes"] = self._num_classes
+        return question
+
+    # -- accumulate ----------------------------------------------------------
+
+    def add(self, predictions: Sequence[Dict[str, Any]], groundtruths: Sequence[Dict[str, Any]]) -> None:
+        """Add one dict of predictions and one of ground truths per image (see the class docstring)."""
+        if len(predictions) != len(groundtruths):
+            raise ValueError(
+                f"predictions and groundtruths have different lengths: {len(predictions)} and {len(groundtruths)}"
+            )
+        c = self.num_classes
+        checked = []
+        for i, (pred, gt) in enumerate(zip(predictions, groundtruths)):
+            p = _fields(pred, f"predictions[{i}]", ("bboxes", "scores", "labels"), (), c)
+            g = _fields(gt, f"groundtruths[{i}]", ("bboxes", "labels"), ("bboxes_ignore", "labels_ignore"), c)
+            checked.append((p, g))
+        self._results.extend(checked)
+
+    # -- compute -------------------------------------------------------------
+
+    def compute_metric(self, results: Sequence[Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]]) -> Dict[str, Any]:
+        """The mAP of ``results``: one ``(prediction, groundtruth)`` pair of dicts per image, in dataset order."""
+        if not len(results):
+            raise ValueError("VOCMeanAP.compute_metric: no results to compute on (nothing was added)")
+        n_thr, n_rng = len(self.iou_thrs), len(self.scale_ranges)
+        areas = [(None if lo is None else lo * lo, None if hi is None else hi * hi) for lo, hi in self.scale_ranges]
+        per_class = []
+        for cls in range(self.num_classes):
+            scores, tps, fps = [], [], []
+            num_gts = np.zeros((n_thr, n_rng), dtype=np.int64)
+            for pred, gt in results:
+                pk = pred["labels"] == cls
+                boxes, sc = pred["bboxes"][pk], pred["scores"][pk]
+                gts = gt["bboxes"][gt["labels"] == cls]
+                ign = gt["bboxes_ignore"][gt["labels_ignore"] == cls]
+                for j, (lo, hi) in enumerate(areas):
+                    num_gts[:, j] += int(np.count_nonzero(self._in_range(gts, lo, hi)))
+                if not len(sc):
+                    continue
+                tp, fp = self._image_tpfp(boxes, sc, gts, ign, areas)
+                scores.append(sc)
+                tps.append(tp)
+                fps.append(fp)
+            ap = np.zeros((n_thr, n_rng))
+            num_dets = 0
+            if scores:
+                all_scores = np.concatenate(scores)
+                num_dets = int(all_scores.shape[0])
+                order = np.argsort(-all_scores, kind="stable")
+                tp_c = np.cumsum(np.concatenate(tps, axis=2)[..., order], axis=2)
+                fp_c = np.cumsum(np.concatenate(fps, axis=2)[..., order], axis=2)
+                eps = float(np.finfo(np.float32).eps)
+                precision = tp_c / np.maximum(tp_c + fp_c, eps)
+                recall = tp_c / np.maximum(num_gts[..., None], eps)
+                for i in range(n_thr):
+                    for j in range(n_rng):
+                        ap[i, j] = _average_precision(recall[i, j], precision[i, j], self.eval_mode)
+            per_class.append((num_gts, num_dets, ap))
+        out: Dict[str, Any] = {}
+        means = np.full((n_thr, n_rng), np.nan)
+        for i in range(n_thr):
+            for j in range(n_rng):
+                aps = [ap[i, j] for g, _, ap in per_class if g[i, j] > 0 or not self.drop_class_ap]
+                means[i, j] = float(np.mean(aps)) if aps else float("nan")
+        full = self.scale_ranges.index((None, None))
+        for i, thr in enumerate(self.iou_thrs):
+            out[f"AP{round(thr * 100)}"] = float(means[i, full])
+        for j, rng in enumerate(self.scale_ranges):
+            out["mAP" if rng == (None, None) else f"mAP@{rng}"] = float(np.mean(means[:, j]))
+        if self.classwise:
+            out["classwise_result"] = [
+                {"num_gts": g.tolist(), "num_dets": d, "ap": ap.tolist()} for g, d, ap in per_class
+            ]
+        return out
+
+    def _area(self, boxes: np.ndarray) -> np.ndarray:
+        e = 1.0 if self.use_legacy_coordinate else 0.0
+        return (boxes[:, 2] - boxes[:, 0] + e) * (boxes[:, 3] - boxes[:, 1] + e)  # type: ignore[no-any-return]
+
+    def _in_range(self, boxes: np.ndarray, lo: Optional[float], hi: Optional[float]) -> np.ndarray:
+        area = self._area(boxes)
+        keep = np.ones(area.shape, dtype=bool)
+        if lo is not None:
+            keep &= area >= lo
+        if hi is not None:
+            keep &= area < hi
+        return keep
+
+    def _image_tpfp(
+        self, boxes: np.ndarray, scores: np.ndarray, gts: np.ndarray, ignored: np.ndarray,
+        areas: Sequence[Tuple[Optional[float], Optional[float]]],
+    ) -> Tuple[np.ndarray, np.ndarray]:
+        """True / false positive flags, (thrs, ranges, K), of one image's detections of one class."""
+        k = boxes.shape[0]
+        shape = (len(self.iou_thrs), len(areas), k)
+        tp, fp = np.zeros(shape), np.zeros(shape)
+        all_gts = np.concatenate([gts, ignored])
+        is_ignored = np.arange(all_gts.shape[0]) >= gts.shape[0]
+        if all_gts.shape[0]:
+            iou = self._iou(boxes, all_gts)
+            best, best_iou = iou.argmax(axis=1), iou.max(axis=1)
+        else:
+            best, best_iou = np.zeros(k, dtype=np.int64), np.zeros(k)
+        order = np.argsort(-scores, kind="stable")
+        for j, (lo, hi) in enumerate(areas):
+            pred_in = self._in_range(boxes, lo, hi)
+            gt_out = ~self._in_range(all_gts, lo, hi) | is_ignored
+            for i, thr in enumerate(self.iou_thrs):
+                covered = np.zeros(all_gts.shape[0], dtype=bool)
+                for d in order:
+                    if best_iou[d] >= thr:
+                        g = best[d]
+                        if gt_out[g]:
+                            continue
+                        if covered[g]:
+                            fp[i, j, d] = 1
+                        else:
+                            tp[i, j, d] = 1
+                            covered[g] = True
+                    elif pred_in[d]:
+                        fp[i, j, d] = 1
+        return tp, fp
+
+    def _iou(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        e = 1.0 if self.use_legacy_coordinate else 0.0
+        w = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]) + e
+        h = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]) + e
+        inter = np.maximum(w, 0) * np.maximum(h, 0)
+        union = self._area(a)[:, None] + self._area(b)[None, :] - inter
+        return inter / np.maximum(union, 1e-6)  # type: ignore[no-any-return]
+
+
+def _average_precision(recall: np.ndarray, precision: np.ndarray, mode: str) -> float:
+    """AP of one ranked list: the area under the interpolated curve, or the VOC2007 11-point mean."""
+    if mode == "area":
+        rec = np.concatenate([[0.0], recall, [1.0]])
+        pre = np.concatenate([[0.0], precision, [0.0]])
+        pre = np.maximum.accumulate(pre[::-1])[::-1]  # the precision envelope: best precision at recall >= r
+        step = np.flatnonzero(rec[1:] != rec[:-1])
+        return float(np.sum((rec[step + 1] - rec[step]) * pre[step + 1]))
+    total = 0.0
+    for r in np.arange(0, 1 + 1e-3, 0.1):
+        reached = precision[recall >= r]
+        total += float(reached.max()) if reached.size else 0.0
+    return total / 11.0
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _fields(
+    item: Any, what: str, required: Tuple[str, ...], optional: Tuple[str, ...], num_classes: int
+) -> Dict[str, np.ndarray]:
+    """One image's dict checked and converted: boxes float64 (n, 4), scores float64 (n,), labels int64 (n,)."""
+    if not isinstance(item, dict):
+        raise ValueError(f"{what} must be a dict with keys {list(required + optional)}, got {type(item).__name__}")
+    missing = [k for k in required if k not in item]
+    if missing:
+        raise ValueError(f"{what} has no {missing}: it needs {list(required)}" +
+                         (f" (and optionally {list(optional)})" if optional else ""))
+    out: Dict[str, np.ndarray] = {}
+    for key in required + optional:
+        if key not in item:  # an optional field: no ignored objects
+            out[key] = np.zeros((0, 4) if key.startswith("bboxes") else (0,), dtype=np.float64 if
+                                key.startswith("bboxes") else np.int64)
+            continue
+        arr = to_numpy(item[key], f"{what}[{key!r}]")
+        if key.startswith("bboxes"):
+            arr = arr.reshape(0, 4) if arr.size == 0 else arr
+            if arr.ndim != 2 or arr.shape[1] != 4:
+                raise ValueError(f"{what}[{key!r}] must have shape (n, 4) (x1, y1, x2, y2), got {arr.shape}")
+        elif arr.ndim != 1:
+            raise ValueError(f"{what}[{key!r}] must have shape (n,), got {arr.shape}")
+        if arr.dtype.kind not in "iuf" and not (arr.size == 0):
+            raise ValueError(f"{what}[{key!r}] must hold numbers, got dtype {arr.dtype}")
+        values = arr.astype(np.float64)
+        if not np.isfinite(values).all():
+            raise ValueError(f"{what}[{key!r}] holds NaN or infinite values")
+        if key.startswith("labels"):
+            if ((values != np.floor(values)) | (values < 0) | (values >= num_classes)).any():
+                bad = values[(values != np.floor(values)) | (values < 0) | (values >= num_classes)][0]
+                raise ValueError(f"{what}[{key!r}]: got label {bad:g}; labels must be integers in "
+                                 f"[0, {num_classes - 1}]")
+            out[key] = values.astype(np.int64)
+        else:
+            out[key] = values
+    for boxes, labels in (("bboxes", "labels"), ("bboxes_ignore", "labels_ignore"), ("bboxes", "scores")):
+        if boxes in out and labels in out and out[boxes].shape[0] != out[labels].shape[0]:
+            raise ValueError(f"{what}: {out[boxes].shape[0]} {boxes} but {out[labels].shape[0]} {labels}")
+    return out
