@@ -16,9 +16,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from . import core, metrics
     from .core import BaseMetric
-    from .metrics import Accuracy, MeanIoU, VOCMeanAP
+    from .metrics import Accuracy, MeanIoU, MultiLabelMetric, SingleLabelMetric, VOCMeanAP
 
-__all__ = ["__version__", "PLUGIN_API_VERSION", "core", "metrics", "BaseMetric", "Accuracy", "MeanIoU", "VOCMeanAP"]
+__all__ = ["__version__", "PLUGIN_API_VERSION", "core", "metrics", "BaseMetric", "Accuracy", "MeanIoU", "VOCMeanAP",
+           "SingleLabelMetric", "MultiLabelMetric"]
 
 _LAZY = {
     "core": ("mmeval.core", None),
@@ -26,6 +27,8 @@ _LAZY = {
     "BaseMetric": ("mmeval.core.base_metric", "BaseMetric"),
     "Accuracy": ("mmeval.metrics.accuracy", "Accuracy"),
     "MeanIoU": ("mmeval.metrics.mean_iou", "MeanIoU"),
+    "SingleLabelMetric": ("mmeval.metrics.single_label", "SingleLabelMetric"),
+    "MultiLabelMetric": ("mmeval.metrics.multi_label", "MultiLabelMetric"),
     "VOCMeanAP": ("mmeval.metrics.voc_map", "VOCMeanAP"),
 }
 
