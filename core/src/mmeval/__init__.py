@@ -16,10 +16,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from . import core, metrics
     from .core import BaseMetric
-    from .metrics import Accuracy, MeanIoU, MultiLabelMetric, SingleLabelMetric, VOCMeanAP
+    from .metrics import Accuracy, AveragePrecision, MeanIoU, MultiLabelMetric, SingleLabelMetric, VOCMeanAP
 
 __all__ = ["__version__", "PLUGIN_API_VERSION", "core", "metrics", "BaseMetric", "Accuracy", "MeanIoU", "VOCMeanAP",
-           "SingleLabelMetric", "MultiLabelMetric"]
+           "SingleLabelMetric", "MultiLabelMetric", "AveragePrecision"]
 
 _LAZY = {
     "core": ("mmeval.core", None),
@@ -29,6 +29,7 @@ _LAZY = {
     "MeanIoU": ("mmeval.metrics.mean_iou", "MeanIoU"),
     "SingleLabelMetric": ("mmeval.metrics.single_label", "SingleLabelMetric"),
     "MultiLabelMetric": ("mmeval.metrics.multi_label", "MultiLabelMetric"),
+    "AveragePrecision": ("mmeval.metrics.average_precision", "AveragePrecision"),
     "VOCMeanAP": ("mmeval.metrics.voc_map", "VOCMeanAP"),
 }
 

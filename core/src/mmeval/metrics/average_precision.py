@@ -1,0 +1,121 @@
+"""Average precision of multi-label classification (MMEval's ``AveragePrecision``)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..core.base_metric import ArrayResults, BaseMetric
+from .accuracy import to_numpy
+from .multi_label import dense_rows
+
+__all__ = ["AveragePrecision", "average_precision"]
+
+
+def average_precision(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Per-class average precision (fractions) of ``scores`` (N, C) against bool ``labels`` (N, C).
+
+    AP = sum over thresholds of (R_n - R_{n-1}) * P_n, one threshold per
+    distinct score (tied scores enter the ranking together, as in
+    scikit-learn's ``average_precision_score``; the result does not depend on
+    the order of the samples). A class with no positive label has AP 0.
+    """
+    n = scores.shape[0]
+    order = np.argsort(-scores, axis=0, kind="stable")
+    s = np.take_along_axis(scores, order, axis=0)
+    y = np.take_along_axis(labels, order, axis=0)
+    tp = np.cumsum(y, axis=0)
+    ends = np.ones(s.shape, dtype=bool)
+    ends[:-1] = s[1:] != s[:-1]  # the last sample of each group of equal scores
+    rows = np.broadcast_to(np.arange(n)[:, None], s.shape)
+    # each sample's group end: the first end at or after it
+    group_end = np.minimum.accumulate(np.where(ends, rows, n)[::-1], axis=0)[::-1]
+    precision = np.take_along_axis(tp, group_end, axis=0) / (group_end + 1.0)
+    total = tp[-1] if n else np.zeros(scores.shape[1], dtype=np.int64)
+    return np.asarray(np.where(y, precision, 0.0).sum(axis=0) / np.clip(total, 1, None), dtype=np.float64)
+
+
+class AveragePrecision(BaseMetric):
+    """Average precision per class of multi-label classification, and its mean (mAP).
+
+    The names, arguments and result keys are MMEval 0.2.1's ``AveragePrecision``.
+
+    Args:
+        average: ``'macro'`` (the mean AP over all C classes) or ``None``
+            (the AP of each class).
+        **kwargs: :class:`~mmeval.core.BaseMetric` arguments (``dist_backend``,
+            ``dist_collect_mode``, ``dataset_meta``).
+
+    ``add(predictions, labels)``: ``predictions`` are scores (N, C) (any
+    real numbers, not NaN); per sample, ``labels`` are one-hot (C values of 0
+    / 1) or a list of class indices (lists may differ in length; an (N,)
+    array gives one index per sample), read like
+    :class:`~mmeval.metrics.MultiLabelMetric` reads them. numpy arrays,
+    lists or framework tensors (converted like :class:`~mmeval.metrics.Accuracy`
+    converts them). Bad input raises a ``ValueError`` naming the argument,
+    and keeps nothing of the batch.
+
+    AP is the area under the step precision-recall curve with one step per
+    distinct score (scikit-learn's ``average_precision_score``); tied scores
+    are ranked together, so the result does not depend on sample order or
+    sharding. (MMEval ranks tied scores in an arbitrary order and sums in
+    float32; without ties the two agree up to that rounding.) A class with no
+    positive label has AP 0.
+
+    Result keys: ``mAP`` (``average='macro'``) or ``AP_classwise`` (a list of
+    C values): percentages, rounded to 4 decimals.
+    """
+
+    def __init__(self, average: Optional[str] = "macro", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if average not in ("macro", None):
+            raise ValueError(f"AveragePrecision: average must be 'macro' or None, got {average!r}")
+        self.average: Optional[str] = average
+
+    def add(self, predictions: Any, labels: Any) -> None:
+        """Add a batch: ``predictions`` (N, C) scores, ``labels`` one-hot or index lists per sample.
+
+        Raises ``ValueError`` (and keeps nothing of the batch) on a bad shape,
+        NaN scores, a class count other than earlier batches', different
+        lengths, or labels that are neither one-hot nor class indices in range.
+        """
+        scores, gt = self._checked(predictions, labels)
+        if self._batches and self._batches[0]["scores"].shape[1] != scores.shape[1]:
+            raise ValueError(
+                f"predictions have {scores.shape[1]} classes but earlier batches had "
+                f"{self._batches[0]['scores'].shape[1]}: the class count must not change"
+            )
+        self._add_batch(scores=scores, label=gt)
+
+    @staticmethod
+    def _checked(predictions: Any, labels: Any) -> Tuple[np.ndarray, np.ndarray]:
+        scores = to_numpy(predictions, "predictions")
+        if scores.ndim != 2 or scores.shape[1] == 0:
+            raise ValueError(f"predictions must be scores of shape (N, C), got shape {scores.shape}")
+        if scores.dtype.kind not in "iubf":
+            raise ValueError(f"predictions (scores) must be real numbers, got dtype {scores.dtype}")
+        scores = scores.astype(np.float64)
+        if np.isnan(scores).any():
+            raise ValueError("predictions contain NaN scores")
+        gt = dense_rows(labels, "labels", scores.shape[1], scores=False)
+        if scores.shape[0] != gt.shape[0]:
+            raise ValueError(
+                f"predictions and labels have different lengths: {scores.shape[0]} predictions, {gt.shape[0]} labels"
+            )
+        return scores, gt
+
+    def compute_metric(self, results: Union[ArrayResults, Sequence[Tuple[Any, Any]]]) -> Dict[str, Any]:
+        """The metric of ``results``: an :class:`ArrayResults` with columns ``scores`` (float64 (N, C)) and
+        ``label`` (bool (N, C)), or a sequence of per-sample ``(scores, label)`` pairs (MMEval's form)."""
+        if not len(results):
+            raise ValueError("AveragePrecision.compute_metric: no results to compute on (nothing was added)")
+        if isinstance(results, ArrayResults):
+            scores, gt = results["scores"], results["label"]
+        else:
+            p, lab = zip(*results)
+            scores, gt = self._checked(list(p), list(lab))
+        ap = average_precision(scores, gt) * 100
+        if self.average is None:
+            return {"AP_classwise": [round(float(v), 4) for v in ap]}
+        return {"mAP": round(float(ap.mean()), 4)}
