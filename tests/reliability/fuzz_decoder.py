@@ -44,6 +44,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mmeval.core import serialization as ser
+from mmeval.core import wire
 from mmeval.core.dist_backends import FramedDistBackend
 from mmeval.core.errors import DistCommunicationError, FrameDecodeError, UnsafePayloadError
 
@@ -225,7 +226,7 @@ def corrupted_slots(op: int, seq: int, root: int, payload: Optional[bytes], erro
     head = ser.parse_slot(slot)  # the valid one parses
     covered = ser.HEADER_SIZE + (head.payload_size if head.inline else 0)
     pos = data.draw(st.integers(0, covered - 1))
-    if ser._SLOT_HEAD.size + ser._SLOT_CRC.size <= pos < ser.HEADER_SIZE:
+    if wire._SLOT_HEAD.size + wire._SLOT_CRC.size <= pos < ser.HEADER_SIZE:
         return  # padding after the checksum: not part of the header
     slot[pos] ^= data.draw(st.integers(1, 255))
     try:
@@ -238,12 +239,12 @@ def corrupted_slots(op: int, seq: int, root: int, payload: Optional[bytes], erro
 def _forge(status: int, op: int, codec: int, seq: int, root: int, size: int, inline: int, body: bytes) -> bytearray:
     """A slot with these raw field values and a valid checksum (what a lying peer can send)."""
     slot = bytearray(ser.SLOT_SIZE)
-    ser._SLOT_HEAD.pack_into(slot, 0, b"MMEV", 1, status, op, codec, seq, root, size, inline)
+    wire._SLOT_HEAD.pack_into(slot, 0, b"MMEV", 2, status, op, codec, seq, root, size, inline, 0)  # no question
     slot[ser.HEADER_SIZE : ser.HEADER_SIZE + len(body)] = body
-    crc = zlib.crc32(slot[: ser._SLOT_HEAD.size])
+    crc = zlib.crc32(slot[: wire._SLOT_HEAD.size])
     if inline == 1 and size <= ser.INLINE_MAX:
         crc = zlib.crc32(slot[ser.HEADER_SIZE : ser.HEADER_SIZE + size], crc)
-    ser._SLOT_CRC.pack_into(slot, ser._SLOT_HEAD.size, crc)
+    wire._SLOT_CRC.pack_into(slot, wire._SLOT_HEAD.size, crc)
     return slot
 
 
@@ -269,7 +270,7 @@ forged_plausible = st.builds(
 def forged_slots(slot: bytearray) -> None:
     count("forged_slots")
     try:
-        head = ser.parse_slot(slot)
+        head = ser.parse_slot(slot, tuple(ser.CODECS.values()))  # as the core parses them
     except FrameDecodeError:
         return
     assert head.op in ser.Op.NAMES and head.status in (ser.Status.OK, ser.Status.ENCODE_ERROR)

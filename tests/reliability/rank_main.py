@@ -489,7 +489,6 @@ def safe_codec(ctx: Ctx) -> Dict[str, Any]:
     4. the same frame relabelled as a safe frame: FrameDecodeError, no marker.
     """
     from mmeval.core import serialization as ser
-    from mmeval.core.dist_backends import framed_backend
 
     b, r, ws = ctx.backend, ctx.rank, ctx.ws
     ctx.check("the codec is safe", b.codec == "safe", b.codec)
@@ -504,7 +503,22 @@ def safe_codec(ctx: Ctx) -> Dict[str, Any]:
         ("RemoteSerializationError",), f"rank {bad}", "safe")
     b.barrier()
     marker = os.path.join(ctx.params["scratch"], f"pwned-by-rank{bad}")
-    real_encode = framed_backend.encode
+    real_codec = b.wire_codec
+
+    class _Forger:
+        """This rank's codec, as a hostile peer would make it: claims 'safe', sends a pickle frame."""
+
+        name, id, plain_data_only = real_codec.name, real_codec.id, True
+
+        def __init__(self, frame: Any) -> None:
+            self.frame = frame
+
+        def encode(self, obj: Any) -> Any:
+            return self.frame
+
+        def decode(self, data: Any) -> Any:
+            return real_codec.decode(data)
+
     for label, relabel in (("forged_pickle", False), ("relabelled", True)):
         if r == bad:
             frame = _marker_pickle_frame(marker)
@@ -512,12 +526,12 @@ def safe_codec(ctx: Ctx) -> Dict[str, Any]:
                 raw = bytearray(frame.tobytes())
                 raw[4] = ser.CODECS["safe"]
                 frame = ser.Frame([(0, memoryview(bytes(raw)))], len(raw))
-            framed_backend.encode = lambda obj, codec="pickle", _f=frame: _f  # type: ignore[assignment]
+            b._wire_codec = _Forger(frame)
         try:
             kinds = ("FrameDecodeError",) if relabel else ("UnsafePayloadError",)
             info[label] = ctx.expect_error(label, lambda: b.all_gather_object({"rank": r}), kinds)
         finally:
-            framed_backend.encode = real_encode
+            b._wire_codec = real_codec
         ctx.check(f"{label}: nothing ran", not os.path.exists(marker), marker)
         b.barrier()
     info.update(_safe_codec_metrics(ctx, marker))

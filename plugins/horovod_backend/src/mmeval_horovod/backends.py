@@ -64,12 +64,12 @@ from __future__ import annotations
 
 import importlib
 import sys
-import threading
 from types import ModuleType
-from typing import Any, Callable, ClassVar, Dict, Hashable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ClassVar, Hashable, List, Optional, Sequence, Tuple
 
 from mmeval.core.dist_backends import FramedDistBackend
 from mmeval.core.dist_backends.transport import Call, PeerLost
+from mmeval.core.errors import DistCommunicationError
 from mmeval.core.wire import SLOT_SIZE
 
 __all__ = ["TorchHorovodDist", "TFHorovodDist"]
@@ -409,28 +409,23 @@ class TFHorovodDist(_HorovodDist):
         return arr, _byte_view(arr)
 
     def _on_thread(self, call: Call, buf: Any, op: str, name: str, run: Callable[[], Any]) -> memoryview:
-        result: Dict[str, Any] = {}
+        """Run a TensorFlow op (no poll, no timed wait) through :meth:`Call.run_blocking`; its bytes as a view."""
 
-        def target() -> None:
-            try:
-                out = run()
-                if isinstance(out, (tuple, list)):  # alltoall: (output, received_splits)
-                    out = out[0]
-                arr = out.numpy()
-                if not arr.flags.writeable:
-                    arr = arr.copy()
-                result["value"] = arr
-            except BaseException as exc:  # handed to the caller
-                result["error"] = exc
+        def target() -> Any:
+            out = run()
+            if isinstance(out, (tuple, list)):  # alltoall: (output, received_splits)
+                out = out[0]
+            arr = out.numpy()
+            return arr if arr.flags.writeable else arr.copy()
 
-        worker = threading.Thread(target=target, name=f"mmeval-{name}", daemon=True)
-        call.keep(buf, worker)
-        worker.start()
-        call.wait(lambda seconds: (worker.join(seconds), not worker.is_alive())[1], f"horovod {op} {name!r}")
-        if "error" in result:
-            exc = result["error"]
+        call.keep(buf)
+        try:
+            arr = call.run_blocking(target, f"horovod {op} {name!r}")
+        except DistCommunicationError:  # the core's timeout: raised as it is
+            raise
+        except Exception as exc:
             raise _peer_lost(self.name, op, name, exc) from exc
-        return _byte_view(result["value"])
+        return _byte_view(arr)
 
     def _allgather(self, call: Call, buf: Any, name: str) -> memoryview:
         hvd, ps = self.hvd, self._ps()

@@ -37,8 +37,7 @@ This module does not import paddle; the methods do.
 from __future__ import annotations
 
 import sys
-import threading
-from typing import Any, Callable, ClassVar, Dict, Hashable, List, Optional, Sequence
+from typing import Any, Callable, ClassVar, Hashable, List, Optional, Sequence
 
 from mmeval.core.dist_backends.framed_backend import FramedDistBackend
 from mmeval.core.dist_backends.transport import Call
@@ -82,27 +81,13 @@ def _fill_block(block: memoryview, size: int, fill: Fill) -> None:
 
 
 def _run_on_thread(call: Call, blocking: Callable[[], Any], what: str) -> None:
-    """Run the blocking paddle call ``blocking`` on a daemon thread; wait for it through ``call.wait``.
+    """Run the blocking paddle call ``blocking`` on a helper thread through :meth:`Call.run_blocking`.
 
-    The caller waits in the core's slices (Ctrl-C surfaces at once) until the
-    call's deadline; past it the core raises ``CollectiveTimeoutError`` and the
+    Past the call's deadline the core raises ``CollectiveTimeoutError`` and the
     gloo call stays blocked on its thread. What the call raised (gloo's error
     when a peer died) is re-raised here.
     """
-    outcome: Dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            outcome["task"] = blocking()
-        except BaseException as exc:  # handed to the waiting thread
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=run, name="mmeval-paddle-collective", daemon=True)
-    worker.start()
-    call.wait(lambda seconds: (worker.join(seconds), not worker.is_alive())[1], what)
-    if "error" in outcome:
-        raise outcome["error"]
-    task = outcome.get("task")
+    task = call.run_blocking(blocking, what)
     if task is not None and hasattr(task, "wait"):
         task.wait()  # an already completed gloo task: returns at once; raises its error if it has one
 

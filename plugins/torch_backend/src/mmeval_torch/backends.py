@@ -280,22 +280,10 @@ def _keep_alive(group: Any) -> None:
 
 
 def _wait_on_thread(call: Call, work: Any, what: str) -> None:
-    """Wait for ``work`` once, up to the call's deadline, on a daemon thread; this thread waits in slices."""
-    outcome: Dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            left = max(call.deadline - time.monotonic(), 0.001)
-            outcome["done"] = work.wait(timeout=timedelta(seconds=min(left, 1e9)))
-        except BaseException as exc:  # handed to the caller
-            outcome["error"] = exc
-
-    waiter = threading.Thread(target=run, name="mmeval-p2p-wait", daemon=True)
-    waiter.start()
-    call.wait(lambda seconds: (waiter.join(seconds), not waiter.is_alive())[1], what)
-    if "error" in outcome:
-        raise outcome["error"]
-    if outcome.get("done") is False:
+    """Wait for ``work`` once, up to the call's deadline, on a helper thread (:meth:`Call.run_blocking`)."""
+    done = call.run_blocking(
+        lambda: work.wait(timeout=timedelta(seconds=min(max(call.deadline - time.monotonic(), 0.001), 1e9))), what)
+    if done is False:
         raise TimeoutError(f"{what} did not complete in time")
 
 

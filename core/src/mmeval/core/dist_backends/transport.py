@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import threading
 import time
 from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence
 
@@ -184,6 +185,38 @@ class Call:
                 continue
             time.sleep(pause)
             pause = min(pause * 2, max_sleep)
+
+    def run_blocking(self, blocking: Callable[[], Any], what: str = "") -> Any:
+        """Run ``blocking()`` -- a transport call with no usable timed wait -- on a daemon thread; return its result.
+
+        The caller waits for the thread through :meth:`wait` (slices: Ctrl-C
+        and the deadline are honoured); past the deadline the thread is left
+        blocked (it is kept, and the core poisons the group). What ``blocking``
+        raised is raised here. For transports whose wait finalizes or cancels
+        the operation when it times out (gloo's point-to-point works), or that
+        have no wait with a timeout at all.
+        """
+        outcome: List[Any] = []
+
+        def run() -> None:
+            try:
+                outcome.append((True, blocking()))
+            except BaseException as exc:  # handed to the waiting thread
+                outcome.append((False, exc))
+
+        worker = threading.Thread(target=run, name=f"mmeval-{self.backend}-{self.op}-wait", daemon=True)
+        self.keep(worker)
+        worker.start()
+
+        def joined(seconds: float) -> bool:
+            worker.join(seconds)
+            return not worker.is_alive()
+
+        self.wait(joined, what)
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
 
     def keep(self, *objs: Any) -> None:
         """Keep ``objs`` (buffers, requests) alive for the life of the process if this call fails."""
