@@ -226,15 +226,23 @@ Fresh = Callable[..., BaseDistBackend]
 TERMINAL_TIMEOUT = 3.0
 
 
+def _fresh_group(fresh: Fresh, timeout: float) -> Optional[BaseDistBackend]:
+    """A backend over a new group, its ranks lined up; ``None`` at world size 1 (nothing to check)."""
+    b = fresh(timeout=timeout)
+    if b.world_size < 2:
+        return None
+    b.barrier()
+    return b
+
+
 def _check_poisoning(fresh: Fresh) -> bool:
     """A rank that stays away makes the others time out; every later call there raises at once, naming it."""
     from ..core.errors import DistCommunicationError, GroupPoisonedError
 
-    b = fresh(timeout=TERMINAL_TIMEOUT)
-    ws, rank = b.world_size, b.rank
-    if ws < 2:
+    b = _fresh_group(fresh, TERMINAL_TIMEOUT)
+    if b is None:
         return False
-    b.barrier()
+    ws, rank = b.world_size, b.rank
     late = ws - 1
     if rank == late:
         time.sleep(TERMINAL_TIMEOUT + 1.0)
@@ -267,11 +275,10 @@ def _check_concurrent_calls(fresh: Fresh) -> bool:
     """Two threads calling collectives on one group: refused or raised, never answered with mixed objects."""
     from ..core.errors import DistCommunicationError
 
-    b = fresh(timeout=TERMINAL_TIMEOUT)
-    ws, rank = b.world_size, b.rank
-    if ws < 2:
+    b = _fresh_group(fresh, TERMINAL_TIMEOUT)
+    if b is None:
         return False
-    b.barrier()
+    rank = b.rank
     outcomes: Dict[str, Any] = {}
 
     def call(label: str, delay: float) -> None:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, Optional, Seque
 
 import numpy as np
 
-from mmeval.core.dist_backends.framed_backend import FramedDistBackend, resolve_setting
+from mmeval.core.dist_backends.framed_backend import Fill, FramedDistBackend, resolve_setting
 from mmeval.core.dist_backends.transport import Call
 from mmeval.core.wire import SLOT_SIZE, Frame
 
@@ -55,8 +55,6 @@ LARGE_COUNT_MODES = ("auto", "native", "datatype")
 _T = TypeVar("_T")
 
 
-#: Writes a frame's bytes into a send buffer (a :class:`~mmeval.core.wire.Frame` is one).
-Fill = Callable[[memoryview], None]
 # Large transport buffers reused between collectives (see mmeval_mpi4py.buffers).
 _POOL = BufferPool()
 

@@ -50,7 +50,7 @@ import weakref
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Hashable, List, Optional, Sequence, Set, Tuple
 
-from mmeval.core.dist_backends.framed_backend import FramedDistBackend
+from mmeval.core.dist_backends.framed_backend import Fill, FramedDistBackend
 from mmeval.core.dist_backends.transport import Call
 from mmeval.core.wire import SLOT_SIZE
 
@@ -64,8 +64,6 @@ __all__ = ["TorchCPUDist", "TorchCUDADist", "BLOCK_ALIGN", "padded_block_size", 
 
 logger = logging.getLogger("mmeval")
 
-#: Writes a frame's bytes into a send buffer (a :class:`~mmeval.core.wire.Frame` is one).
-Fill = Callable[[memoryview], None]
 
 #: Per-rank blocks of a payload all-gather / gather are padded to a multiple of this.
 BLOCK_ALIGN = 64
