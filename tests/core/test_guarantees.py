@@ -113,3 +113,37 @@ def test_a_peer_is_said_to_have_died_only_when_the_transport_says_so(exc_type, m
         assert status == "ok" and text, text
         assert message in text and exc_type.__name__ in text
         assert ("peer rank has probably died" in text) is peer, text
+
+
+def _recycled_groups(backend, rounds):
+    """Poison one group, drop it, then build new groups: none may inherit the old one's fate or sequence."""
+    import gc
+
+    from hub_backend import free_port
+
+    from mmeval.core.errors import CollectiveTimeoutError
+
+    seen = []
+    for r in range(rounds):
+        port = backend.broadcast_object(free_port() if backend.rank == 0 else None, src=0)
+        group = HubDist(backend.rank, backend.world_size, ("127.0.0.1", port), timeout=0.5)
+        seen.append(id(group))
+        if r == 0:
+            if backend.rank == 0:  # rank 1 never calls: rank 0 times out and its group is poisoned
+                with pytest.raises(CollectiveTimeoutError):
+                    group.all_gather_object("lonely")
+                assert group.poisoned
+        else:
+            assert group.poisoned is None, f"round {r}: a new group was born poisoned: {group.poisoned}"
+            assert group.all_gather_object(r) == [r] * backend.world_size
+        backend.barrier()
+        del group
+        gc.collect()
+    return len(set(seen)) < len(seen)  # whether an address was reused (the case the test is about)
+
+
+def test_a_new_group_never_inherits_a_dropped_groups_poison():
+    # CPython reuses a freed object's address; state keyed by id() was inherited by the next group there
+    res = run_ranks(_recycled_groups, 2, 6, timeout=120)
+    for status, value in res.values():
+        assert status == "ok", value

@@ -10,7 +10,7 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Dict
 
 import numpy as np
 import pytest
@@ -48,6 +48,19 @@ class FakeComm:
 
     def py2f(self) -> int:
         return self._handle
+
+    # attributes live in MPI, per handle: two Python objects over one handle see the same ones
+    _attributes: Dict[int, Dict[int, Any]] = {}
+
+    @classmethod
+    def Create_keyval(cls) -> int:
+        return 7
+
+    def Get_attr(self, keyval: int) -> Any:
+        return self._attributes.get(self._handle, {}).get(keyval)
+
+    def Set_attr(self, keyval: int, value: Any) -> None:
+        self._attributes.setdefault(self._handle, {})[keyval] = value
 
 
 class FakeRequest:

@@ -79,6 +79,12 @@ def test_faults_every_rank_raises(mpiexec: str, scenario: str, n: int) -> None:
     run.expect_success(n)
 
 
+def test_a_freed_communicators_handle_reused_starts_clean(mpiexec: str) -> None:
+    """MPI reuses a freed communicator's handle: the new group must not inherit the old one's poison or sequence."""
+    run = run_program(mpiexec, "faults.py", 2, "recycled", timeout=120, env={"MMEVAL_MPI4PY_ABORT_AT_EXIT": "0"})
+    run.expect_success(2)
+
+
 @pytest.mark.parametrize("n", SIZES, ids=lambda n: f"np{n}")
 @pytest.mark.parametrize("scenario", ["exit-before", "exit-during"])
 def test_rank_exit_survivors_raise_in_time(mpiexec: str, mpi_impl: MPIImpl, scenario: str, n: int) -> None:

@@ -20,10 +20,14 @@
   them when the exception cannot be rebuilt).
 * ``mismatch`` -- ranks call different collectives: ``CollectiveMismatchError``
   on every rank.
+* ``recycled`` -- a communicator whose group failed is freed and a new one is
+  duplicated (MPI hands out the freed handle again): the new group starts
+  clean, neither poisoned nor with the old sequence.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -131,6 +135,34 @@ def mismatch(c: Checker) -> None:
     c.equal("usable afterwards", b.all_gather_object(r), list(range(ws)))
 
 
+def recycled(c: Checker) -> None:
+    from mpi4py import MPI
+
+    from mmeval.core.errors import DistCommunicationError
+    from mmeval_mpi4py import MPI4PyDist
+
+    handles = []
+    for round_ in range(3):
+        comm = MPI.COMM_WORLD.Dup()
+        handles.append(int(comm.py2f()))
+        b = MPI4PyDist(comm, timeout=60)
+        ws = b.world_size
+        if round_ == 0:
+            def boom(call: Any) -> Any:
+                raise MemoryError("no room for the payload here")  # every rank, before any transfer starts
+
+            b._all_gather_bytes = boom  # type: ignore[method-assign]
+            c.raises("the first group fails", DistCommunicationError, functools.partial(b.all_gather_object,
+                     b"x" * 10_000), "no room")
+            c.check("and is poisoned", bool(b.poisoned), str(b.poisoned))
+        else:
+            c.check(f"round {round_}: born clean", b.poisoned is None, str(b.poisoned))
+            c.equal(f"round {round_}: usable", b.all_gather_object(round_), [round_] * ws)
+        del b
+        comm.Free()
+    c.info["handles"] = handles
+
+
 def main() -> None:
     scenario = sys.argv[1]
     c = Checker()
@@ -142,6 +174,7 @@ def main() -> None:
         "unpicklable": lambda: unpicklable(c),
         "compute-error": lambda: compute_error(c),
         "mismatch": lambda: mismatch(c),
+        "recycled": lambda: recycled(c),
     }[scenario]
     c.guard(scenario, run)
     report(rank, c)

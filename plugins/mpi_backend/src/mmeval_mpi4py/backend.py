@@ -31,6 +31,7 @@ protocol above it):
 from __future__ import annotations
 
 import sys
+import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
@@ -57,6 +58,22 @@ _T = TypeVar("_T")
 
 # Large transport buffers reused between collectives (see mmeval_mpi4py.buffers).
 _POOL = BufferPool()
+
+
+class _CommToken:
+    """The key of one communicator's collective sequence (cached on it as an MPI attribute)."""
+
+    __slots__ = ("handle", "__weakref__")
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+    def __repr__(self) -> str:
+        return f"<communicator {self.handle:#x}>"
+
+
+_TOKEN_LOCK = threading.Lock()
+_KEYVAL: Optional[int] = None
 
 
 def _mpi() -> Any:
@@ -232,8 +249,24 @@ class MPI4PyDist(FramedDistBackend):
         return int(self.comm.Get_size())
 
     def _sequence_key(self) -> Hashable:
-        # One sequence per communicator, shared by every backend object over it.
-        return (self.name, int(self.comm.py2f()))
+        """One key per communicator, shared by every backend object over it, gone when it is freed.
+
+        The key is a token cached on the communicator as an MPI attribute: MPI
+        frees it with the communicator and does not copy it to a ``Dup()``. The
+        handle itself (``py2f()``) would not do: MPI hands a freed
+        communicator's handle to the next one, which then inherited the old
+        group's sequence and poison.
+        """
+        global _KEYVAL
+        comm = self.comm
+        with _TOKEN_LOCK:
+            if _KEYVAL is None:
+                _KEYVAL = comm.Create_keyval()  # (MPI.Comm's classmethod) no copy function: a Dup() gets no token
+            token = comm.Get_attr(_KEYVAL)
+            if token is None:
+                token = _CommToken(int(comm.py2f()))
+                comm.Set_attr(_KEYVAL, token)
+        return token
 
     # -- large counts ----------------------------------------------------------
 

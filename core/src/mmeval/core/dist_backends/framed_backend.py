@@ -38,6 +38,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from abc import abstractmethod
 from typing import Any, Callable, ClassVar, Dict, Hashable, List, Mapping, Optional, Sequence
 
@@ -153,14 +154,24 @@ class _GroupState:
 
 
 _states_lock = threading.Lock()
-_states: Dict[Hashable, _GroupState] = {}
+#: states of keys that are objects (a backend, a group token): gone with the object, so a new object
+#: born at a freed one's address starts clean (keying by ``id()`` handed it the old fate and sequence)
+_object_states: "weakref.WeakKeyDictionary[Any, _GroupState]" = weakref.WeakKeyDictionary()
+#: states of value keys (tuples naming a communicator); such a key must never name two communicators
+_value_states: Dict[Hashable, _GroupState] = {}
 
 
 def _state(key: Hashable) -> _GroupState:
     with _states_lock:
-        state = _states.get(key)
+        state: Optional[_GroupState]
+        try:
+            table: Any = _object_states
+            state = table.get(key)
+        except TypeError:  # not weak-referenceable: a value key
+            table = _value_states
+            state = table.get(key)
         if state is None:
-            state = _states[key] = _GroupState()
+            state = table[key] = _GroupState()
         return state
 
 
@@ -265,9 +276,13 @@ class FramedDistBackend(BaseDistBackend):
         """Key of the communicator whose collectives are counted, locked and poisoned together.
 
         Override to return the underlying group / communicator so that several
-        backend objects over one group share one sequence (and one fate).
+        backend objects over one group share one sequence (and one fate). An
+        object key (weak-referenceable) holds its state only as long as it
+        lives; a value key (a tuple) holds it for the process's life, so it
+        must never be reused for a later communicator (no recycled handles
+        or ids). The default is the backend object itself.
         """
-        return id(self)
+        return self
 
     # -- object collectives -----------------------------------------------
 
