@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 from abc import ABCMeta, abstractmethod
-from typing import Any, ClassVar, Generic, List, Optional, Tuple, TypeVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, List, Optional, Tuple, TypeVar, Union
 
-__all__ = ["BaseDistBackend", "TensorBaseDistBackend", "Tensor"]
+from ._reduce import (
+    REDUCE_OPS,
+    ReduceHeader,
+    check_reduce_headers,
+    check_reduce_input,
+    local_result,
+    reduce_in_rank_order,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+__all__ = ["BaseDistBackend", "TensorBaseDistBackend", "Tensor", "REDUCE_OPS"]
 
 Tensor = TypeVar("Tensor")
 
@@ -16,7 +28,8 @@ class BaseDistBackend(metaclass=ABCMeta):
     A backend implements five members -- :attr:`is_initialized`, :attr:`rank`,
     :attr:`world_size`, :meth:`all_gather_object` and :meth:`broadcast_object`
     -- and gets working defaults for the rest (:meth:`gather_object`,
-    :meth:`barrier`, :meth:`detect`), which it may override to do better.
+    :meth:`barrier`, :meth:`all_reduce`, :meth:`reduce`, :meth:`detect`),
+    which it may override to do better.
 
     Contract:
 
@@ -78,6 +91,68 @@ class BaseDistBackend(metaclass=ABCMeta):
     def barrier(self) -> None:
         """Block until every rank of the group has reached the barrier."""
         self.all_gather_object(None)
+
+    def all_reduce(self, array: "np.ndarray", op: str = "sum") -> "np.ndarray":
+        """Reduce ``array`` over every rank with ``op``; every rank gets the same result.
+
+        Args:
+            array: a ``numpy.ndarray`` of integer, unsigned or float dtype, any
+                shape (0-d included). bool, complex, object and other dtypes
+                are refused (``TypeError``), as is anything not an ndarray.
+            op: one of :data:`REDUCE_OPS`: ``'sum'``, ``'min'``, ``'max'``
+                (anything else: ``ValueError``).
+
+        Returns:
+            A new array of the input's shape and dtype (never the input
+            itself). Integer sums wrap around on overflow; ``min`` / ``max``
+            propagate NaN.
+
+        Every rank must pass the same shape, dtype and op: otherwise every rank
+        raises :class:`~mmeval.core.errors.CollectiveMismatchError` naming the
+        field and each rank's value; a rank whose input is refused raises its
+        ``TypeError`` / ``ValueError`` and the others a
+        ``CollectiveMismatchError`` naming it (nobody waits for it).
+
+        The default is built from :meth:`all_gather_object`: each rank sends its
+        header ``(shape, dtype, op)`` with its array, checks every rank's
+        header, and reduces the arrays in rank order with numpy, so a float
+        result has the same bits on every rank. Backends override it with their
+        transport's native reduction.
+        """
+        name = self.name or type(self).__name__
+        header, error = check_reduce_input(name, "all_reduce", array, op)
+        if self.world_size == 1:
+            if error is not None:
+                raise error
+            return local_result(array)
+        items = self.all_gather_object((tuple(header), array if error is None else None))
+        check_reduce_headers(name, "all_reduce", [ReduceHeader(*h) for h, _ in items], self.rank, error)
+        return reduce_in_rank_order([a for _, a in items], op, array.dtype, array.shape)
+
+    def reduce(self, array: "np.ndarray", op: str = "sum", dst: int = 0) -> "Optional[np.ndarray]":
+        """Reduce ``array`` over every rank with ``op`` to rank ``dst``: the result there, ``None`` elsewhere.
+
+        Arguments, result and errors as :meth:`all_reduce`; every rank must
+        also pass the same ``dst`` (a rank of the group, else ``ValueError``).
+
+        The default all-gathers the small headers (so every rank checks every
+        header and a mismatch raises on every rank), then sends the arrays to
+        ``dst`` with :meth:`gather_object`, which reduces them in rank order
+        with numpy.
+        """
+        name = self.name or type(self).__name__
+        ws = self.world_size
+        header, error = check_reduce_input(name, "reduce", array, op, dst, ws)
+        if ws == 1:
+            if error is not None:
+                raise error
+            return local_result(array)
+        headers = self.all_gather_object(tuple(header))
+        check_reduce_headers(name, "reduce", [ReduceHeader(*h) for h in headers], self.rank, error)
+        arrays = self.gather_object(array, dst)
+        if arrays is None:
+            return None
+        return reduce_in_rank_order(arrays, op, array.dtype, array.shape)
 
     @classmethod
     def detect(cls) -> bool:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
+from ._reduce import check_reduce_input, local_result
 from .base_backend import BaseDistBackend
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 __all__ = ["NonDist"]
 
@@ -12,8 +16,9 @@ __all__ = ["NonDist"]
 class NonDist(BaseDistBackend):
     """A backend for a single process: rank 0 of a world of one.
 
-    Collectives return the caller's own object (``[obj]`` for the gathers);
-    ``src`` / ``dst`` must be 0.
+    Collectives return the caller's own object (``[obj]`` for the gathers;
+    a copy of the array for the reductions, after the same input checks as
+    every backend's); ``src`` / ``dst`` must be 0.
     """
 
     name = "non_dist"
@@ -43,6 +48,18 @@ class NonDist(BaseDistBackend):
 
     def barrier(self) -> None:
         return None
+
+    def all_reduce(self, array: "np.ndarray", op: str = "sum") -> "np.ndarray":
+        _, error = check_reduce_input(self.name, "all_reduce", array, op)
+        if error is not None:
+            raise error
+        return local_result(array)
+
+    def reduce(self, array: "np.ndarray", op: str = "sum", dst: int = 0) -> "Optional[np.ndarray]":
+        _, error = check_reduce_input(self.name, "reduce", array, op, dst, 1)
+        if error is not None:
+            raise error
+        return local_result(array)
 
 
 def _check_root(op: str, arg: str, value: int) -> None:

@@ -1,0 +1,93 @@
+"""Rank programs for the reduction tests: each takes a backend and returns plain data to compare in the test.
+
+Shared by the hub (framed) backend runs and the third-party five-member
+backend's subprocesses, so both are held to the same expectations.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+DTYPES = ("int64", "float64", "float32", "uint8")
+
+
+def rank_array(rank: int, dtype: str, shape: Tuple[int, ...]) -> np.ndarray:
+    """A deterministic array per rank with negative values (for signed dtypes) and non-representable floats."""
+    n = int(np.prod(shape)) if shape else 1
+    base = np.arange(n, dtype=np.float64) * (rank + 1) - 3 * rank
+    if np.dtype(dtype).kind == "f":
+        base = base / 7.0 + 0.1 * rank
+    elif np.dtype(dtype).kind == "u":
+        base = np.abs(base) % 50
+    return base.astype(dtype).reshape(shape)
+
+
+def expected(ws: int, dtype: str, shape: Tuple[int, ...], op: str) -> np.ndarray:
+    """The reduction in rank order with numpy: what every backend must return."""
+    ufunc = {"sum": np.add, "min": np.minimum, "max": np.maximum}[op]
+    out = rank_array(0, dtype, shape).copy()
+    for r in range(1, ws):
+        ufunc(out, rank_array(r, dtype, shape), out=out)
+    return out
+
+
+def reductions(backend: Any) -> List[Dict[str, Any]]:
+    """all_reduce and reduce (to the last rank) of every dtype, op and a 0-d and a 2-d shape."""
+    ws, rank = backend.world_size, backend.rank
+    dst = ws - 1
+    out = []
+    for dtype in DTYPES:
+        for shape in ((), (3, 4)):
+            for op in ("sum", "min", "max"):
+                arr = rank_array(rank, dtype, shape)
+                before = arr.copy()
+                got = backend.all_reduce(arr, op=op)
+                red = backend.reduce(arr, op=op, dst=dst)
+                out.append({
+                    "case": (dtype, shape, op),
+                    "all_reduce": (got.dtype.str, got.shape, got.tobytes()),
+                    "reduce": None if red is None else (red.dtype.str, red.shape, red.tobytes()),
+                    "same_object": got is arr or red is arr,
+                    "input_untouched": bool(np.array_equal(arr, before)),
+                })
+    return out
+
+
+def check_reductions(results: Dict[int, List[Dict[str, Any]]]) -> None:
+    """Assert the ``reductions`` results of every rank: exact values, shapes, dtypes, None off dst."""
+    ws = len(results)
+    for rank, rows in results.items():
+        for row in rows:
+            dtype, shape, op = row["case"]
+            want = expected(ws, dtype, tuple(shape), op)
+            assert row["all_reduce"] == (want.dtype.str, want.shape, want.tobytes()), (rank, row["case"])
+            if rank == ws - 1:
+                assert row["reduce"] == (want.dtype.str, want.shape, want.tobytes()), (rank, row["case"])
+            else:
+                assert row["reduce"] is None, (rank, row["case"])
+            assert not row["same_object"] and row["input_untouched"], (rank, row["case"])
+
+
+def _outcome(fn: Any) -> Tuple[str, str]:
+    try:
+        fn()
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+    return "ok", ""
+
+
+def mismatches(backend: Any) -> Dict[str, Any]:
+    """Ranks disagree (shape, dtype, op, dst, call) or one rank passes a refused input; then the group still works."""
+    rank, ws = backend.rank, backend.world_size
+    last = rank == ws - 1
+    out: Dict[str, Any] = {}
+    out["shape"] = _outcome(lambda: backend.all_reduce(np.zeros(4 if last else 3, np.int64)))
+    out["dtype"] = _outcome(lambda: backend.all_reduce(np.zeros(3, np.float32 if last else np.float64)))
+    out["op"] = _outcome(lambda: backend.all_reduce(np.zeros(3), op="max" if last else "sum"))
+    out["dst"] = _outcome(lambda: backend.reduce(np.zeros(3), dst=0 if last else ws - 1))
+    out["bool_on_one_rank"] = _outcome(lambda: backend.all_reduce(np.zeros(3, bool if last else np.int64)))
+    out["bad_op_on_one_rank"] = _outcome(lambda: backend.reduce(np.zeros(3), op="mean" if last else "sum"))
+    out["after"] = backend.all_reduce(np.array([rank], np.int64)).tolist()
+    return out
