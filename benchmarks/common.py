@@ -238,3 +238,50 @@ def write_json(path: Path, data: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=False))
     tmp.replace(path)
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def under_mpi_launcher() -> bool:
+    """Whether this process was started by an MPI launcher (MPICH / Open MPI / PMIx)."""
+    return any(k in os.environ for k in ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"))
+
+
+def relaunch_under_mpiexec(script: str, world_size: int, argv: Sequence[str], timeout: float) -> int:
+    """Run ``script argv`` under the ``mpiexec -n world_size`` next to this Python; its exit status."""
+    import shutil
+    import subprocess
+    import sys
+
+    mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    if mpiexec is None:
+        print("mpiexec not found next to this Python or on PATH", file=sys.stderr)
+        return 2
+    cmd = [mpiexec, "-n", str(world_size), sys.executable, os.path.abspath(script), *argv]
+    try:
+        return subprocess.run(cmd, timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+        print(f"mpiexec run exceeded {timeout:g}s and was killed", file=sys.stderr)
+        return 124
+
+
+def spawn_torch_ranks(worker: Callable[..., None], world_size: int, args: Any, timeout: float) -> int:
+    """Run ``worker(rank, world_size, port, args)`` in ``world_size`` spawned processes; 0, or 124 on timeout."""
+    import sys
+
+    import torch.multiprocessing as mp
+
+    ctx = mp.spawn(worker, args=(world_size, free_port(), args), nprocs=world_size, join=False)
+    deadline = time.monotonic() + timeout
+    while not ctx.join(timeout=5):
+        if time.monotonic() > deadline:
+            for proc in ctx.processes:
+                proc.kill()
+            print(f"ranks exceeded {timeout:g}s and were killed", file=sys.stderr)
+            return 124
+    return 0

@@ -30,8 +30,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import socket
-import subprocess
 import sys
 import time
 import warnings
@@ -252,12 +250,6 @@ def torch_worker(rank: int, ws: int, port: int, args: argparse.Namespace) -> Non
         comm.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--impl", choices=("ours", "mmeval021"), default="ours")
@@ -278,35 +270,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if args.backend == "mpi4py":
-        if not any(k in os.environ for k in ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")):
-            import shutil
-
-            mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-            if mpiexec is None:
-                print("mpiexec not found next to this Python or on PATH", file=sys.stderr)
-                return 2
-            cmd = [mpiexec, "-n", str(args.world_size), sys.executable, os.path.abspath(__file__),
-                   *(argv if argv is not None else sys.argv[1:])]
-            try:
-                return subprocess.run(cmd, timeout=args.timeout).returncode
-            except subprocess.TimeoutExpired:
-                print(f"mpiexec run exceeded {args.timeout:g}s and was killed", file=sys.stderr)
-                return 124
+        if not common.under_mpi_launcher():
+            return common.relaunch_under_mpiexec(__file__, args.world_size,
+                                                 argv if argv is not None else sys.argv[1:], args.timeout)
         comm = MPIComm()
         _finish(comm, args, run_rank(comm, args, "mpi4py"))
         return 0
-    import torch.multiprocessing as mp
-
-    ctx = mp.spawn(torch_worker, args=(args.world_size, _free_port(), args), nprocs=args.world_size, join=False)
-    deadline = time.monotonic() + args.timeout
-    while not ctx.join(timeout=5):
-        if time.monotonic() > deadline:
-            for proc in ctx.processes:
-                proc.kill()
-            print(f"ranks exceeded {args.timeout:g}s and were killed", file=sys.stderr)
-            return 124
-    return 0
-
+    return common.spawn_torch_ranks(torch_worker, args.world_size, args, args.timeout)
 
 if __name__ == "__main__":
     sys.exit(main())

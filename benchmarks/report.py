@@ -260,6 +260,36 @@ def targets(result: Dict[str, Any]) -> List[Target]:
         out.append(Target("list_all_backends() ≤1.5x a bare entry_points scan (the call alone)", "fresh process",
                           f"{lab['steps_s']['call'] * 1e3:.2f} / {bare['steps_s']['call'] * 1e3:.2f} ms",
                           lab["steps_s"]["call"] / bare["steps_s"]["call"], 1.5))
+    return out + metric_targets(result)
+
+
+def metric_targets(result: Dict[str, Any]) -> List[Target]:
+    """Issue 15's targets: what a metric's compute() sends and holds, from ``benchmarks/metrics.py``."""
+    out: List[Target] = []
+    for rec in records(result, "metrics"):
+        where = f"{rec['backend']} ws={rec['ws']}"
+        if rec["case"] == "accuracy_state":
+            sent = max(rec["sent_bytes_per_rank"])
+            out.append(Target(f"Accuracy.compute() at {rec['samples_per_rank']:,} samples/rank sends ≤ 4 KiB per rank",
+                              where, f"{sent:.0f} B in {rec['collectives']} collective(s)", sent, 4096,
+                              unit="bytes"))
+            if "raw_all_gather_s" in rec:
+                out.append(Target("Accuracy.compute() ≤0.05x a raw all-gather of the scores", where,
+                                  f"{fmt_ms(rec['compute_s'])} / {fmt_ms(rec['raw_all_gather_s'])} ms "
+                                  f"({fmt_bytes(rec['raw_bytes_per_rank'])} per rank)",
+                                  rec["compute_s"] / rec["raw_all_gather_s"], 0.05))
+        elif rec["case"] == "mean_iou_state":
+            sent = max(rec["sent_bytes_per_rank"])
+            out.append(Target(f"MeanIoU ({rec['classes']} classes, {rec['images_per_rank']} images of "
+                              f"{rec['side']}x{rec['side']}/rank) sends ≤1.1x a confusion matrix", where,
+                              f"{fmt_bytes(sent)} / {fmt_bytes(rec['confusion_matrix_bytes'])}",
+                              sent / rec["confusion_matrix_bytes"], 1.1))
+        elif rec["case"] == "per_sample_memory":
+            peak = rec["peak_extra_bytes_per_rank"][0]
+            out.append(Target("per-sample metric (AveragePrecision): rank 0's peak extra memory in compute() "
+                              "≤1.5x the world's results", where,
+                              f"{fmt_bytes(peak)} / {fmt_bytes(rec['world_results_bytes'])}",
+                              peak / rec["world_results_bytes"], 1.5))
     return out
 
 
@@ -547,7 +577,7 @@ def render(result: Dict[str, Any], out_dir: Path) -> str:
     ]
     lines += [f"- note: {n}" for n in meta.get("notes", [])]
     lines += [f"- **failed part**: {e}" for e in meta.get("errors", [])]
-    lines += ["", "## Targets (issue 7)", "", *target_lines]
+    lines += ["", "## Targets (issues 7 and 15)", "", *target_lines]
     if ANALYSIS_FILE.exists():
         lines += ["", ANALYSIS_FILE.read_text().strip()]
     lines += ["", "## Object collectives", "",

@@ -16,6 +16,8 @@ out is reported as such; the others still run):
 * ``mmeval021`` -- the same script with MMEval 0.2.1's backends, in MMEval
   0.2.1's own environment (``mmeval021_env.py`` builds it once);
 * ``compute`` -- ``compute.py``: Accuracy.compute end to end, ours and MMEval 0.2.1;
+* ``metrics`` -- ``metrics.py``: issue 15's figures (Accuracy's and MeanIoU's bytes sent by the state
+  path, a per-sample metric's peak memory on rank 0) on torch_cpu and mpi4py at world sizes 2 and 4;
 * ``startup`` -- ``startup.py``; ``codec`` -- ``codec.py``.
 
 Every child runs with ``MALLOC_MMAP_THRESHOLD_=65536``, gloo on the loopback
@@ -45,7 +47,7 @@ import common  # noqa: E402
 import mmeval021_env  # noqa: E402
 import report  # noqa: E402
 
-PARTS = ("collectives", "mmeval021", "compute", "startup", "codec")
+PARTS = ("collectives", "mmeval021", "compute", "metrics", "startup", "codec")
 #: Distributions of the test suite's fixture plugins: never part of a measurement.
 FIXTURE_DISTS = "mmeval-fixture-plugin,mmeval-fixture-rival"
 
@@ -176,6 +178,15 @@ def plan(args: argparse.Namespace, notes: List[str]) -> List[Job]:
                     jobs.append(Job("compute", f"compute MMEval 0.2.1 {backend} ws={ws}",
                                     [old_py, str(HERE / "compute.py"), "--impl", "mmeval021", "--backend", backend,
                                      "--world-size", str(ws), "--iters", "2" if quick or ws > 2 else "3"], 900))
+    if "metrics" in parts:
+        small = ["--accuracy-samples", "200000", "--iou-images", "100", "--ap-samples", "50000", "--iters", "2"]
+        has_mpi = _importable(py, "import mpi4py.MPI")[0] and shutil.which(
+            "mpiexec", path=os.path.dirname(py) + os.pathsep + os.environ.get("PATH", ""))
+        for backend in ("torch_cpu", "mpi4py") if has_mpi else ("torch_cpu",):
+            for ws in sizes:
+                jobs.append(Job("metrics", f"metrics {backend} ws={ws}",
+                                [py, str(HERE / "metrics.py"), "--backend", backend, "--world-size", str(ws),
+                                 *(small if quick else [])], 900))
     if "startup" in parts:
         jobs.append(Job("startup", "start-up", [py, str(HERE / "startup.py"), "--reps", "3" if quick else "9"], 600))
     if "codec" in parts:
