@@ -46,7 +46,6 @@ import io
 import os
 import pstats
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -472,12 +471,6 @@ def torch_worker(rank: int, ws: int, port: int, args: argparse.Namespace) -> Non
 # --------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _under_mpi() -> bool:
     return any(k in os.environ for k in ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK"))
 
@@ -537,7 +530,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     import torch.multiprocessing as mp
 
-    ctx = mp.spawn(torch_worker, args=(args.world_size, _free_port(), args), nprocs=args.world_size, join=False)
+    ctx = mp.spawn(torch_worker, args=(args.world_size, common.free_port(), args), nprocs=args.world_size, join=False)
     deadline = time.monotonic() + args.timeout
     while not ctx.join(timeout=5):
         if time.monotonic() > deadline:
