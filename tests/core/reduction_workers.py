@@ -6,11 +6,14 @@ backend's subprocesses, so both are held to the same expectations.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
 DTYPES = ("int64", "float64", "float32", "uint8")
+#: 0-d, small 2-d (rides in the slot on a framed backend), larger 2-d (the payload stage, except uint8)
+SHAPES = ((), (3, 4), (40, 50))
 
 
 def rank_array(rank: int, dtype: str, shape: Tuple[int, ...]) -> np.ndarray:
@@ -39,7 +42,7 @@ def reductions(backend: Any) -> List[Dict[str, Any]]:
     dst = ws - 1
     out = []
     for dtype in DTYPES:
-        for shape in ((), (3, 4)):
+        for shape in SHAPES:
             for op in ("sum", "min", "max"):
                 arr = rank_array(rank, dtype, shape)
                 before = arr.copy()
@@ -90,4 +93,30 @@ def mismatches(backend: Any) -> Dict[str, Any]:
     out["bool_on_one_rank"] = _outcome(lambda: backend.all_reduce(np.zeros(3, bool if last else np.int64)))
     out["bad_op_on_one_rank"] = _outcome(lambda: backend.reduce(np.zeros(3), op="mean" if last else "sum"))
     out["after"] = backend.all_reduce(np.array([rank], np.int64)).tolist()
+    return out
+
+
+def framed_guarantees(backend: Any) -> Dict[str, Any]:
+    """Comm-stats bytes, question agreement, then a deadline that poisons the group (the last rank never calls)."""
+    from mmeval.core import hooks
+    from mmeval.core.dist_backends.transport import asking
+
+    rank, ws = backend.rank, backend.world_size
+    out: Dict[str, Any] = {}
+    stats = hooks.enable_comm_stats(print_at_exit=False)
+    stats.reset()
+    backend.all_reduce(np.ones(10, np.int64))
+    out["small"] = stats.rows()
+    stats.reset()
+    backend.reduce(np.ones(100_000, np.float64), op="max", dst=1)
+    out["large"] = stats.rows()
+    with asking({"metric": f"Metric{rank % 2}"}):
+        out["question"] = _outcome(lambda: backend.all_reduce(np.ones(2)))
+    if rank == ws - 1:  # does not join (but stays alive): the others time out, then their group is poisoned
+        time.sleep(2.0)
+        return out
+    backend.timeout = 0.5
+    out["timeout"] = _outcome(lambda: backend.all_reduce(np.ones(2)))
+    out["poisoned"] = _outcome(lambda: backend.all_reduce(np.ones(2)))
+    time.sleep(1.0)  # no rank closes its connections while another still waits for its deadline
     return out

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 from hub_backend import free_port, run_ranks
-from reduction_workers import check_reductions, mismatches, reductions
+from reduction_workers import check_reductions, framed_guarantees, mismatches, reductions
 
 from mmeval.core.dist_backends import NonDist
 from mmeval.core.dist_backends.base_backend import REDUCE_OPS
@@ -118,3 +118,28 @@ def test_third_party_five_member_backend_gets_reductions(ws):
     check_reductions({r: o["reductions"] for r, o in outs.items()})
     _check_mismatch_outcomes({r: o["mismatches"] for r, o in outs.items()}, ws)
 
+
+
+def test_hub_backend_reductions_keep_the_framed_guarantees():
+    from mmeval.core.wire import SLOT_SIZE
+
+    ws = 3
+    out = run_ranks(framed_guarantees, ws, timeout=120)
+    assert all(s == "ok" for s, _ in out.values()), out
+    for rank, (_, o) in out.items():
+        # a small array rides in the slot: one collective, the slot's bytes only
+        (small,) = o["small"]
+        assert (small["op"], small["calls"], small["bytes_sent"]) == ("all_reduce", 1, SLOT_SIZE)
+        # a large one: the slot, then 800 kB to the root (the default payload stage gathers the raw bytes)
+        (large,) = o["large"]
+        assert (large["op"], large["peer"], large["calls"]) == ("reduce", "to 1", 1)
+        if rank == 1:
+            assert large["bytes_received"] == SLOT_SIZE * (ws - 1) + 800_000 * (ws - 1)
+        else:
+            assert large["bytes_sent"] == SLOT_SIZE + 800_000
+        kind, message = o["question"]
+        assert kind == "CollectiveMismatchError" and "metric: rank 0=Metric0, rank 1=Metric1" in message
+        if rank < ws - 1:
+            assert o["timeout"][0] == "CollectiveTimeoutError" and "all_reduce" in o["timeout"][1]
+            kind, message = o["poisoned"]
+            assert kind == "GroupPoisonedError" and "all_reduce refused" in message

@@ -81,8 +81,12 @@ class Op:
     GATHER = 2
     BROADCAST = 3
     BARRIER = 4
+    #: the reductions: the slot carries the array's (shape, dtype, op), and the array itself when it fits
+    ALL_REDUCE = 5
+    REDUCE = 6
 
-    NAMES = {1: "all_gather_object", 2: "gather_object", 3: "broadcast_object", 4: "barrier"}
+    NAMES = {1: "all_gather_object", 2: "gather_object", 3: "broadcast_object", 4: "barrier", 5: "all_reduce",
+             6: "reduce"}
 
 
 class Status:

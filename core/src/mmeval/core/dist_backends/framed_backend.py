@@ -28,7 +28,14 @@ The core owns, for every backend, built-in or third party:
   thread's call), poisoning the group; the calling thread's name is part of
   the question, so ranks whose matching calls come from differently named
   threads raise :class:`~mmeval.core.errors.CollectiveMismatchError`;
-* events for the hooks of :mod:`mmeval.core.hooks`.
+* events for the hooks of :mod:`mmeval.core.hooks`;
+* the reductions (:meth:`~FramedDistBackend.all_reduce`,
+  :meth:`~FramedDistBackend.reduce`) with the same guarantees: the array's
+  (shape, dtype, op) travels in the slot and is agreed there, the array itself
+  too when it fits (one collective); larger arrays go through
+  :meth:`~FramedDistBackend._all_reduce_array` /
+  :meth:`~FramedDistBackend._reduce_array`, built from the byte primitives
+  unless the backend has a native reduction.
 """
 
 from __future__ import annotations
@@ -36,11 +43,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import struct
 import threading
 import time
 import weakref
 from abc import abstractmethod
-from typing import Any, Callable, ClassVar, Dict, Hashable, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 from .. import hooks
 from ..codecs import CODECS, Codec, Reducer, codec_id, make_codec
@@ -49,12 +57,17 @@ from ..errors import (
     CollectiveMismatchError,
     ConcurrentCollectiveError,
     DistCommunicationError,
+    FrameDecodeError,
     GroupPoisonedError,
     RemoteSerializationError,
 )
-from ..wire import QUESTION_MAX, SLOT_SIZE, Frame, Op, SlotHeader, Status, build_slot, parse_slot
+from ..wire import HEADER_SIZE, QUESTION_MAX, SLOT_SIZE, Frame, Op, SlotHeader, Status, build_slot, parse_slot
+from ._reduce import ReduceHeader, check_reduce_headers, check_reduce_input, local_result, reduce_in_rank_order
 from .base_backend import BaseDistBackend
 from .transport import _QUESTION, Call, PeerLost, asking
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 __all__ = ["FramedDistBackend", "DEFAULT_TIMEOUT", "MIN_TIMEOUT", "resolve_setting", "asking"]
 
@@ -320,6 +333,63 @@ class FramedDistBackend(BaseDistBackend):
         if self.world_size > 1:
             self._collective(Op.BARRIER, None, -1)
 
+    # -- reductions ---------------------------------------------------------
+
+    def all_reduce(self, array: "np.ndarray", op: str = "sum") -> "np.ndarray":
+        """Reduce ``array`` over every rank with ``op`` (``'sum'``, ``'min'``, ``'max'``); the result on every rank.
+
+        Arguments, result and errors as
+        :meth:`BaseDistBackend.all_reduce <mmeval.core.dist_backends.BaseDistBackend.all_reduce>`,
+        with the guarantees of the object collectives: the (shape, dtype, op)
+        of every rank is agreed in the slot exchange (a mismatch raises
+        :class:`~mmeval.core.errors.CollectiveMismatchError` on every rank and
+        leaves the group usable), the deadline, poisoning after a transport
+        failure, one collective at a time, comm-stats events.
+
+        An array that fits in the slot (about 3 KiB, less the question) rides
+        there: one collective, reduced on every rank in rank order with numpy,
+        so float results have the same bits everywhere. A larger one goes
+        through :meth:`_all_reduce_array`: by default the raw bytes are
+        all-gathered and reduced the same way; a backend's native reduction
+        gives what its transport guarantees (see that backend's docs).
+        """
+        return self._reduction(Op.ALL_REDUCE, array, op, -1)  # type: ignore[no-any-return]
+
+    def reduce(self, array: "np.ndarray", op: str = "sum", dst: int = 0) -> "Optional[np.ndarray]":
+        """Reduce ``array`` over every rank with ``op`` to rank ``dst``: the result there, ``None`` elsewhere.
+
+        As :meth:`all_reduce` (``dst`` agreed too); a large array goes through
+        :meth:`_reduce_array`, by default a gather of the raw bytes to ``dst``.
+        """
+        return self._reduction(Op.REDUCE, array, op, dst)  # type: ignore[no-any-return]
+
+    def _all_reduce_array(self, call: Call, array: "np.ndarray", op: str) -> "np.ndarray":
+        """Transport primitive (optional): all-reduce ``array`` with ``op``; return the result (a new array).
+
+        Called by the core for arrays too large for the slot, after every rank's
+        (shape, dtype, op) was agreed; ``array`` is C-contiguous, ``op`` one of
+        ``'sum'``, ``'min'``, ``'max'``, ``call.frame`` holds its raw bytes
+        and ``call.sizes`` every rank's byte count. Wait only through
+        ``call.wait`` / ``call.wait_until`` / ``call.run_blocking`` and
+        ``call.keep`` the buffers, as for the byte primitives. The result must
+        have the input's shape and dtype and the same bits on every rank.
+
+        The default all-gathers the raw bytes with :meth:`_all_gather_bytes`
+        and reduces them in rank order with numpy. Override it with the
+        transport's native all-reduce.
+        """
+        blocks = self._all_gather_bytes(call)
+        return _reduce_blocks(blocks, array, op)
+
+    def _reduce_array(self, call: Call, array: "np.ndarray", op: str) -> "Optional[np.ndarray]":
+        """Transport primitive (optional): reduce ``array`` with ``op`` to ``call.root``; the result there, else ``None``.
+
+        As :meth:`_all_reduce_array`. The default gathers the raw bytes to the
+        root with :meth:`_gather_bytes` and reduces them there in rank order.
+        """
+        blocks = self._gather_bytes(call)
+        return None if blocks is None else _reduce_blocks(blocks, array, op)
+
     @property
     def poisoned(self) -> Optional[str]:
         """The first failure that made this backend's group unusable, or ``None`` while it is usable."""
@@ -441,7 +511,89 @@ class FramedDistBackend(BaseDistBackend):
             "The group cannot be used for further collectives."
         )
 
+    def _reduction(self, code: int, array: Any, op: Any, dst: int) -> Any:
+        name = self.name or type(self).__name__
+        header, error = check_reduce_input(name, Op.NAMES[code], array, op, dst, self.world_size)
+        if self.world_size == 1:
+            if error is not None:
+                raise error
+            return local_result(array)
+        return self._collective(code, (header, error, array), header.dst if code == Op.REDUCE else -1)
+
+    def _exchange_headers(self, call: Call, slot: memoryview, counters: List[int]) -> List[SlotHeader]:
+        """The slot exchange every collective starts with: every rank's parsed header, in rank order."""
+        ws = call.world_size
+        slots = self._transport(call, "exchanging headers", lambda: self._exchange_slots(call, slot))
+        counters[0] += SLOT_SIZE
+        counters[1] += SLOT_SIZE * (ws - 1)
+        if len(slots) != ws:
+            raise self._translate(call, RuntimeError(f"the slot exchange returned {len(slots)} slots for {ws} ranks"))
+        return [parse_slot(s, tuple(CODECS.values())) for s in slots]
+
+    def _run_reduction(self, call: Call, code: int, obj: Any, counters: List[int]) -> Any:
+        import numpy as np
+
+        header, local_error, array = obj
+        rank, ws, root = call.rank, call.world_size, call.root
+        question = _question_bytes()
+        slot = memoryview(bytearray(SLOT_SIZE))
+        raw: Optional[memoryview] = None
+        if local_error is not None:
+            build_slot(slot, status=Status.ENCODE_ERROR, op=code, codec=self.wire_codec.id, seq=call.seq, root=root,
+                       error=header.error, question=question)
+        else:
+            if not array.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
+                array = array.copy(order="C")
+            raw = array.reshape(-1).view(np.uint8).data
+            room = SLOT_SIZE - HEADER_SIZE - len(question)
+            desc = _reduce_descriptor(header, inline=True)
+            inline = len(desc) + raw.nbytes <= room
+            if not inline:
+                desc = _reduce_descriptor(header, inline=False)
+            parts = [(0, memoryview(desc))] + ([(len(desc), raw)] if inline else [])
+            body = Frame(parts, len(desc) + (raw.nbytes if inline else 0))
+            build_slot(slot, status=Status.OK, op=code, codec=self.wire_codec.id, seq=call.seq, root=root,
+                       payload=body, question=question)
+        headers = self._exchange_headers(call, slot, counters)
+        reductions = (Op.ALL_REDUCE, Op.REDUCE)
+        if len({(h.op in reductions, h.seq, h.codec) for h in headers}) != 1 or headers[0].op not in reductions:
+            self._check_headers(headers, code, call, local_error)  # not the same kind of collective: says which
+        parsed = [_parse_reduce_slot(h) for h in headers]
+        check_reduce_headers(self.name or type(self).__name__, call.op, [p[0] for p in parsed], rank, local_error)
+        self._check_headers(headers, code, call, None)  # the question
+        dtype, op = array.dtype, header.op
+        bodies = [body for _, body in parsed if body is not None]
+        if len(bodies) == ws:  # every array rode in its slot
+            if code == Op.REDUCE and rank != root:
+                return None
+            return reduce_in_rank_order([np.frombuffer(b, dtype) for b in bodies], op, dtype, array.shape)
+        nbytes = array.nbytes
+        call.frame = Frame([(0, raw)], nbytes)  # type: ignore[list-item]
+        call.sizes = [nbytes] * ws
+        native = (type(self)._all_reduce_array if code == Op.ALL_REDUCE else type(self)._reduce_array) is not (
+            FramedDistBackend._all_reduce_array if code == Op.ALL_REDUCE else FramedDistBackend._reduce_array)
+        if code == Op.ALL_REDUCE:
+            out = self._transport(call, "reducing payloads", lambda: self._all_reduce_array(call, array, op))
+            moved = 2 * (ws - 1) * nbytes // ws if native else nbytes * (ws - 1)  # a ring's share, else all-gather
+            counters[0] += moved
+            counters[1] += moved
+        else:
+            out = self._transport(call, f"reducing payloads to rank {root}",
+                                  lambda: self._reduce_array(call, array, op))
+            if rank != root:
+                counters[0] += nbytes
+                return None
+            counters[1] += nbytes * (ws - 1)
+        result = np.asarray(out)
+        if result.dtype != dtype or result.size != array.size:
+            raise self._translate(call, RuntimeError(
+                f"{type(self).__name__}'s reduction primitive returned a {result.dtype} array of {result.size} "
+                f"elements for a {dtype} array of {array.size}: a bug in the backend"))
+        return result.reshape(array.shape)
+
     def _run(self, call: Call, op: int, obj: Any, counters: List[int]) -> Any:
+        if op in (Op.ALL_REDUCE, Op.REDUCE):
+            return self._run_reduction(call, op, obj, counters)
         rank, ws, root = call.rank, call.world_size, call.root
         codec = self.wire_codec
         sends = op in (Op.ALL_GATHER, Op.GATHER) or (op == Op.BROADCAST and rank == root)
@@ -459,12 +611,7 @@ class FramedDistBackend(BaseDistBackend):
         slot = memoryview(bytearray(SLOT_SIZE))
         build_slot(slot, status=status, op=op, codec=codec.id, seq=call.seq, root=root, payload=frame, error=error,
                    question=_question_bytes())
-        slots = self._transport(call, "exchanging headers", lambda: self._exchange_slots(call, slot))
-        counters[0] += SLOT_SIZE
-        counters[1] += SLOT_SIZE * (ws - 1)
-        if len(slots) != ws:
-            raise self._translate(call, RuntimeError(f"the slot exchange returned {len(slots)} slots for {ws} ranks"))
-        headers = [parse_slot(s, tuple(CODECS.values())) for s in slots]
+        headers = self._exchange_headers(call, slot, counters)
         self._check_headers(headers, op, call, local_exc)
 
         if op == Op.BARRIER:
@@ -521,6 +668,8 @@ class FramedDistBackend(BaseDistBackend):
                     arg = f"dst={h.root}"
                 elif h.op == Op.BROADCAST:
                     arg = f"src={h.root}"
+                elif h.op == Op.REDUCE:
+                    arg = f"dst={h.root}"
                 codec = {v: k for k, v in CODECS.items()}.get(h.codec, "?")
                 return f"{h.op_name}({arg}) #{h.seq} codec={codec}"
 
@@ -544,6 +693,39 @@ class FramedDistBackend(BaseDistBackend):
         raise CollectiveMismatchError(
             f"{name}: {op_name} (collective #{seq}): ranks asked different questions ({lines}). {hint}"
         )
+
+
+_DESC_LEN = struct.Struct("<H")
+
+
+def _reduce_descriptor(header: ReduceHeader, inline: bool) -> bytes:
+    """The slot body's head for a reduction: its (shape, dtype, op) and whether the array follows inline."""
+    desc = json.dumps([list(header.shape), header.dtype, header.op, inline], separators=(",", ":")).encode()
+    return _DESC_LEN.pack(len(desc)) + desc
+
+
+def _parse_reduce_slot(h: SlotHeader) -> Tuple[ReduceHeader, Optional[memoryview]]:
+    """A rank's reduction header from its slot, and its inline array bytes (``None`` when not inline)."""
+    dst = h.root if h.op == Op.REDUCE else -1
+    if h.status != Status.OK:
+        return ReduceHeader(h.op_name, (), "?", "?", dst, h.error_text()), None
+    data = h.data
+    try:
+        if data is None:
+            raise ValueError("no descriptor")
+        (n,) = _DESC_LEN.unpack_from(data, 0)
+        shape, dtype, op, inline = json.loads(bytes(data[_DESC_LEN.size:_DESC_LEN.size + n]))
+        body = data[_DESC_LEN.size + n:]
+        header = ReduceHeader(h.op_name, tuple(int(x) for x in shape), str(dtype), str(op), dst)
+    except (ValueError, TypeError, struct.error) as exc:
+        raise FrameDecodeError(f"corrupted reduction descriptor in a peer's slot ({exc})") from None
+    return header, (body if inline else None)
+
+
+def _reduce_blocks(blocks: Sequence[memoryview], array: "np.ndarray", op: str) -> "np.ndarray":
+    import numpy as np
+
+    return reduce_in_rank_order([np.frombuffer(b, array.dtype) for b in blocks], op, array.dtype, array.shape)
 
 
 #: Transport (Fill) callback of the previous contract: writes this rank's bytes into a send buffer.
