@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import pickle
 import sys
 import warnings
 from abc import ABCMeta, abstractmethod
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -22,8 +23,10 @@ from .errors import (
     MMEvalError,
     RemoteSerializationError,
 )
+from .sample_index import ShardingWarning, as_indices, check_layout, kept_by_size, owned_first, warn_sharding
+from .state import MetricState, StateSpec, pack, reduce_rows, unpack
 
-__all__ = ["BaseMetric", "ArrayResults", "RemoteMetricError"]
+__all__ = ["BaseMetric", "ArrayResults", "MetricState", "RemoteMetricError", "ShardingWarning"]
 
 logger = logging.getLogger("mmeval")
 
@@ -76,7 +79,21 @@ class BaseMetric(metaclass=ABCMeta):
     * arrays whose first axis is the sample, a batch at a time, with
       :meth:`_add_batch` (``compute_metric`` gets an :class:`ArrayResults`).
       Collection, ordering and ``size`` then work on whole arrays, without one
-      Python object per sample -- the fast path.
+      Python object per sample -- the fast path; or
+    * declared statistics (*state metrics*): :meth:`_declare_state` in
+      ``__init__`` and one row per sample for each with :meth:`_add_rows`;
+      ``compute_metric`` gets the :class:`~mmeval.core.state.MetricState`
+      reduced over every rank. Only the reduced state moves, in one
+      ``all_reduce`` per (dtype, reduction) group -- normally exactly one --
+      and ``compute_metric`` runs on every rank (it must be deterministic).
+
+    Every subclass's ``add()`` also accepts ``indices=``: the dataset indices
+    of the batch's samples (a list, a numpy array, a tensor), one per sample.
+    Given on every rank, :meth:`compute` counts each index once (a sampler's
+    padding, wrap-around batches, duplicates across ranks) and orders
+    per-sample results by index; ``size`` is then not needed. Given on some
+    ranks (or ``add()`` calls) and not others, :meth:`compute` raises a
+    ``ValueError`` on every rank.
 
     Args:
         dataset_meta: dataset information (class names, ...) for metrics that need it.
@@ -116,6 +133,47 @@ class BaseMetric(metaclass=ABCMeta):
         self.logger = logger
         self._results: List[Any] = []
         self._batches: List[Dict[str, np.ndarray]] = []
+        self._state_specs: List[StateSpec] = []
+        #: (samples added, their dataset indices or None) for each add() call
+        self._index_parts: List[Tuple[int, Optional[np.ndarray]]] = []
+        self._adding = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        add = cls.__dict__.get("add")
+        if callable(add) and not getattr(add, "__isabstractmethod__", False) \
+                and not getattr(add, "_mmeval_indices", False):
+            cls.add = _accepting_indices(add)  # type: ignore[method-assign]
+
+    # -- state metrics ---------------------------------------------------------
+
+    def _declare_state(self, name: str, shape: Tuple[int, ...] = (), dtype: str = "int64",
+                       reduction: str = "sum") -> None:
+        """Declare one sufficient statistic (call in ``__init__``): the metric becomes a state metric.
+
+        ``shape`` is the per-sample (and reduced) shape, ``dtype`` ``'int64'``
+        (exact) or ``'float64'`` (sums exact up to reordering, see
+        :mod:`mmeval.core.state`), ``reduction`` ``'sum'``, ``'min'`` or ``'max'``.
+        """
+        if any(s.name == name for s in self._state_specs):
+            raise ValueError(f"{self.name}: state {name!r} is declared twice")
+        self._state_specs.append(StateSpec(name, tuple(int(d) for d in shape), dtype, reduction))
+
+    def _add_rows(self, **rows: Any) -> None:
+        """Keep one row per sample of every declared statistic (arrays of shape (N, *shape); any numeric dtype).
+
+        Rows stay on this rank until :meth:`compute`, which drops the padding
+        and duplicates among them, reduces them and moves only the result.
+        """
+        specs = {s.name: s for s in self._state_specs}
+        if set(rows) != set(specs):
+            raise ValueError(f"{self.name}._add_rows() needs exactly the declared states {sorted(specs)}, "
+                             f"got {sorted(rows)}")
+        for k, v in rows.items():
+            if np.shape(v)[1:] != specs[k].shape:
+                raise ValueError(f"{self.name}: rows of state {k!r} have per-sample shape {np.shape(v)[1:]}, "
+                                 f"declared {specs[k].shape}")
+        self._add_batch(**rows)
 
     # -- backend -----------------------------------------------------------
 
@@ -194,16 +252,42 @@ class BaseMetric(metaclass=ABCMeta):
         """Drop the accumulated results."""
         self._results = []
         self._batches = []
+        self._index_parts = []
 
     def __call__(self, *args: Any, **kwargs: Any) -> Dict[str, Any]:
         """Stateless: compute the metric of this one call's inputs, locally, leaving the state alone."""
-        saved = (self._results, self._batches)
-        self._results, self._batches = [], []
+        saved = (self._results, self._batches, self._index_parts)
+        self._results, self._batches, self._index_parts = [], [], []
         try:
             self.add(*args, **kwargs)
-            return self.compute_metric(self._local_results())
+            return self._compute_here(None)
         finally:
-            self._results, self._batches = saved
+            self._results, self._batches, self._index_parts = saved
+
+    # -- indices ---------------------------------------------------------------
+
+    def _index_flag(self) -> str:
+        """``'all'``, ``'none'``, ``'mixed'`` (indices on some add() calls only) or ``'empty'`` (nothing added)."""
+        n = self.num_results
+        if n == 0:
+            return "empty"
+        given = [idx is not None for _, idx in self._index_parts]
+        if all(given) and sum(c for c, _ in self._index_parts) == n:
+            return "all"
+        return "none" if not any(given) else "mixed"
+
+    def _local_indices(self) -> np.ndarray:
+        parts = [idx for _, idx in self._index_parts if idx is not None]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def _local_rows(self) -> Optional[ArrayResults]:
+        """A state metric's per-sample rows on this rank (``None``: none added)."""
+        rows = self._local_results() if self._batches else None
+        return rows if isinstance(rows, ArrayResults) else None
+
+    @property
+    def _is_state_metric(self) -> bool:
+        return bool(self._state_specs) and not self._results
 
     # -- compute -------------------------------------------------------------
 
@@ -230,12 +314,31 @@ class BaseMetric(metaclass=ABCMeta):
     def compute(self, size: Optional[int] = None) -> Dict[str, Any]:
         """Compute the metric over every rank's results; every rank gets the result.
 
-        The results are gathered to rank 0 (only rank 0 holds the world's
-        results), put in dataset order (``dist_collect_mode``), cut to the
-        first ``size`` (dropping a sampler's padding), passed to
-        :meth:`compute_metric` there, and the result is broadcast. If
-        ``compute_metric`` raises, every rank raises the same exception type
-        and message.
+        First the ranks exchange their sample counts, whether they passed
+        ``indices=`` and their largest index (one tiny all-gather, carrying
+        the question every rank must agree on: see :meth:`_question`). Then
+        each rank drops, from its own samples, those it must not count:
+
+        * with indices (on every rank): every dataset index is counted once,
+          by the lowest rank holding it (an ``all_reduce(min)`` of an int32
+          owner array of ``4 * (max index + 1)`` bytes per rank), at its first
+          occurrence there;
+        * else with ``size``: the samples lying past ``size`` in dataset order,
+          from the per-rank counts and ``dist_collect_mode`` (``'unzip'``:
+          round-robin, as ``DistributedSampler`` deals; ``'cat'``: contiguous
+          shards).
+
+        State metrics then reduce their rows locally and combine the states
+        with one ``all_reduce`` per (dtype, reduction) group; every rank calls
+        :meth:`compute_metric` on the same reduced state (an exception there is
+        raised on every rank). Per-sample metrics gather what they kept to
+        rank 0, which orders it (by index, else by ``dist_collect_mode``),
+        calls :meth:`compute_metric` and broadcasts the result; if it raises,
+        every rank raises the same exception type and message.
+
+        Warns (:class:`ShardingWarning`, on every rank) on more than one rank
+        with ``'unzip'`` and neither ``size`` nor indices, and when more samples
+        were added than ``size + world_size - 1`` without indices.
         """
         if size is not None:
             if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
@@ -243,22 +346,83 @@ class BaseMetric(metaclass=ABCMeta):
             size = int(size)
         backend = self.dist_comm
         if not backend.is_initialized or backend.world_size == 1:
-            return self.compute_metric(_truncate(self._local_results(), size, self.name))
+            return self._compute_here(size)
+        question = self._question(size)
+        rank, ws = backend.rank, backend.world_size
+        flag = self._index_flag()
+        indices = self._local_indices() if flag == "all" else None
+        top = int(indices.max()) if indices is not None and indices.size else -1
+        # the question rides in the header: ranks computing a different metric, configuration,
+        # collect mode or size all raise CollectiveMismatchError instead of answering rank 0's question
+        with asking(question):
+            layout = backend.all_gather_object((self.num_results, flag, top))
+        counts = [int(c) for c, _, _ in layout]
+        keep: Optional[np.ndarray] = None
+        if check_layout(layout, self.name):
+            assert indices is not None or flag == "empty"
+            own = np.zeros(0, dtype=np.int64) if indices is None else indices
+            claims = np.full(max(m for _, _, m in layout) + 1, ws, dtype=np.int32)
+            claims[own[::-1]] = rank  # any write wins: every one is this rank
+            with asking(question):
+                owner = backend.all_reduce(claims, op="min")
+            keep = owned_first(own, owner, rank)
+            indices = own
+        else:
+            indices = None
+            warn_sharding(counts, self.dist_collect_mode, size, self.name)
+            keep = kept_by_size(counts, rank, self.dist_collect_mode, size)
+        if self._is_state_metric:
+            if size is not None and indices is None and size > sum(counts):
+                _warn_short(self.name, size, sum(counts))
+            rows = self._local_rows()
+            state = reduce_rows(self._state_specs, rows, keep)
+            with asking(question):
+                packed = {key: backend.all_reduce(flat, op=key[1])
+                          for key, flat in pack(self._state_specs, state).items()}
+            return self.compute_metric(unpack(self._state_specs, packed))
+        return self._gather_and_compute(backend, question, size, keep, indices)
+
+    def _compute_here(self, size: Optional[int]) -> Dict[str, Any]:
+        """:meth:`compute` in one process: duplicates of an index dropped (results in index order), or ``size``."""
+        check_layout([(self.num_results, self._index_flag(), -1)], self.name)
+        if self._index_flag() == "all":
+            indices = self._local_indices()
+            keep = owned_first(indices, np.zeros(int(indices.max()) + 1, dtype=np.int64), 0)
+            keep = keep[np.argsort(indices[keep], kind="stable")]
+            if self._is_state_metric:
+                return self.compute_metric(reduce_rows(self._state_specs, self._local_rows(), keep))
+            return self.compute_metric(_select(self._local_results(), keep))
+        if self._is_state_metric:
+            n = self.num_results
+            if size is not None and size > n:
+                _warn_short(self.name, size, n)
+            sel = kept_by_size([n], 0, self.dist_collect_mode, size)
+            rows = self._local_rows()
+            return self.compute_metric(reduce_rows(self._state_specs, rows, sel))
+        return self.compute_metric(_truncate(self._local_results(), size, self.name))
+
+    def _gather_and_compute(self, backend: BaseDistBackend, question: Dict[str, Any], size: Optional[int],
+                            keep: Optional[np.ndarray], indices: Optional[np.ndarray]) -> Dict[str, Any]:
+        """The per-sample path: what this rank keeps goes to rank 0, which computes and broadcasts the result."""
         computes = backend.rank == 0
         # the safe codec moves plain data only: array results travel as a plain dict, and an error
         # report's pickled exception is never unpickled (a hostile rank 0 could run code with it)
         plain = _plain_data_only(backend)
-        # the ranks that only send do not merge their batches first: the frame takes them as they
-        # are, and rank 0 joins them while decoding (their peak memory stays ~1x their results)
-        local = self._local_results() if computes or plain or not 1 < len(self._batches) <= _MAX_SENT_BATCHES \
-            else _ArrayBatches(self._batches)
+        local: Any
+        if keep is not None:
+            local = _select(self._local_results(), keep)
+        elif computes or plain or not 1 < len(self._batches) <= _MAX_SENT_BATCHES:
+            local = self._local_results()
+        else:
+            # the ranks that only send do not merge their batches first: the frame takes them as they
+            # are, and rank 0 joins them while decoding (their peak memory stays ~1x their results)
+            local = _ArrayBatches(self._batches)
         if plain and isinstance(local, ArrayResults):
-            local = dict(local)  # type: ignore[assignment]
+            local = dict(local)
+        payload = local if indices is None else (local, indices if keep is None else indices[keep])
         try:
-            # the question rides in the gather's header: ranks computing a different metric, configuration,
-            # collect mode or size all raise CollectiveMismatchError instead of answering rank 0's question
-            with asking(self._question(size)):
-                gathered = backend.gather_object(local, dst=0)
+            with asking(question):
+                gathered = backend.gather_object(payload, dst=0)
         except _SHARED_FAILURES:
             raise  # every rank of the group raises these together
         except Exception as exc:
@@ -269,11 +433,16 @@ class BaseMetric(metaclass=ABCMeta):
             raise
         if computes:
             assert gathered is not None
-            if plain:
-                gathered = [ArrayResults(p) if type(p) is dict else p for p in gathered]
             try:
-                collected = _collect(gathered, self.dist_collect_mode, self.name)
-                result = self.compute_metric(_truncate(collected, size, self.name))
+                if indices is None:
+                    parts = [ArrayResults(p) if plain and type(p) is dict else p for p in gathered]
+                    collected = _truncate(_collect(parts, self.dist_collect_mode, self.name), size, self.name)
+                else:
+                    parts = [ArrayResults(p) if plain and type(p) is dict else p for p, _ in gathered]
+                    order = np.argsort(np.concatenate([np.asarray(i, dtype=np.int64) for _, i in gathered]),
+                                       kind="stable")
+                    collected = _select(_collect(parts, "cat", self.name), order)
+                result = self.compute_metric(collected)
             except Exception as exc:
                 backend.broadcast_object(("error", _pack_exception(exc)), src=0)
                 raise
@@ -283,6 +452,46 @@ class BaseMetric(metaclass=ABCMeta):
         if status == "error":
             raise _unpack_exception(value, self.name, trusted=not plain)
         return value  # type: ignore[no-any-return]
+
+
+def _accepting_indices(add: Callable[..., None]) -> Callable[..., None]:
+    """``add`` that also takes ``indices=`` (one dataset index per sample it adds), checked and kept."""
+
+    @functools.wraps(add)
+    def add_with_indices(self: BaseMetric, *args: Any, indices: Any = None, **kwargs: Any) -> None:
+        if self._adding:  # a subclass's add() calling super().add(): the outermost call keeps the indices
+            add(self, *args, **kwargs)
+            return
+        idx = None if indices is None else as_indices(indices, f"{self.name}.add(indices=...)")
+        nb, nr, before = len(self._batches), len(self._results), self.num_results
+        self._adding = True
+        try:
+            add(self, *args, **kwargs)
+        finally:
+            self._adding = False
+        added = self.num_results - before
+        if idx is not None and idx.shape[0] != added:
+            self._batches, self._results = self._batches[:nb], self._results[:nr]  # keep nothing of it
+            raise ValueError(f"{self.name}.add(): indices= has {idx.shape[0]} dataset indices for a batch of "
+                             f"{added} samples; pass one index per sample")
+        if added:
+            self._index_parts.append((added, idx))
+
+    add_with_indices._mmeval_indices = True  # type: ignore[attr-defined]
+    return add_with_indices
+
+
+def _warn_short(name: str, size: int, n: int) -> None:
+    warnings.warn(f"{name}.compute(size={size}): only {n} results were collected; computing on all {n}",
+                  RuntimeWarning, stacklevel=4)
+
+
+def _select(results: Any, keep: np.ndarray) -> Any:
+    """The results at ``keep`` (a boolean mask or positions), arrays or a list."""
+    if isinstance(results, ArrayResults):
+        return results.take(keep)
+    positions = np.flatnonzero(keep) if keep.dtype == bool else keep
+    return [results[int(i)] for i in positions]
 
 
 # --------------------------------------------------------------------------

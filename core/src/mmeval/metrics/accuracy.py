@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Type, Union
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
+from ..core.state import MetricState
 
 __all__ = ["Accuracy", "AccuracyWarning", "DefaultThresholdWarning", "TopkWithLabelsWarning"]
 
@@ -189,6 +190,12 @@ class Accuracy(BaseMetric):
     sort of the negated scores). Label predictions report ``top1`` only (as
     MMEval 0.2.1 does); with a k > 1 in ``topk`` the first such ``add()``
     warns (:class:`TopkWithLabelsWarning`): top-k for k > 1 needs scores.
+
+    A state metric: ``add()`` keeps, per sample, whether it is a hit for each
+    (k, thr) (a few bytes), and :meth:`compute` moves only the counts (one
+    int64 ``all_reduce`` of ``len(topk) * len(thrs) + 4`` values, whatever the
+    number of samples): exact. ``add(..., indices=...)`` takes the samples'
+    dataset indices (see :class:`~mmeval.core.BaseMetric`).
     """
 
     def __init__(
@@ -212,6 +219,14 @@ class Accuracy(BaseMetric):
         #: True while ``thrs`` is MMEval's default (not chosen by the caller): see DefaultThresholdWarning.
         self._default_thrs = thrs is _DEFAULT_THRS
         self._warned: Set[Type[Warning]] = set()
+        #: per-sample shape of the predictions kept (labels and scores cannot be mixed)
+        self._pred_shape: Optional[Tuple[int, ...]] = None
+        # hits per (k, thr); samples given scores (not labels); hits at the largest k without the
+        # threshold, and those of them the default thrs=0.0 turned into misses (DefaultThresholdWarning)
+        self._declare_state("correct", (len(self.topk), len(self.thrs)))
+        self._declare_state("scored")
+        self._declare_state("hit_max_k")
+        self._declare_state("lost_to_default_thr")
 
     def _warn_once(self, category: Type[AccuracyWarning], message: str) -> None:
         if category not in self._warned:
@@ -227,20 +242,38 @@ class Accuracy(BaseMetric):
         NaN scores, or class indices that are not integers in range.
         """
         preds, labs = self._checked(to_numpy(predictions, "predictions"), to_numpy(labels, "labels"))
-        if self._batches:
-            earlier = self._batches[0]["predictions"]
-            if earlier.ndim != preds.ndim or earlier.shape[1:] != preds.shape[1:]:
-                raise ValueError(
-                    f"predictions of shape {preds.shape} do not match earlier batches' per-sample shape "
-                    f"{earlier.shape[1:]} (labels and scores cannot be mixed; the class count must not change)"
-                )
+        if self._batches and self._pred_shape != preds.shape[1:]:
+            raise ValueError(
+                f"predictions of shape {preds.shape} do not match earlier batches' per-sample shape "
+                f"{self._pred_shape} (labels and scores cannot be mixed; the class count must not change)"
+            )
         if preds.ndim == 1 and max(self.topk) > 1:
             self._warn_once(
                 TopkWithLabelsWarning,
                 f"Accuracy(topk={self.topk}) got label predictions of shape {preds.shape}: only top1 is "
                 f"reported (as in MMEval 0.2.1); top-k for k > 1 needs scores of shape (N, num_classes)",
             )
-        self._add_batch(predictions=preds, labels=labs)
+        rows = self._rows(preds, labs)
+        self._add_rows(**rows)
+        self._pred_shape = preds.shape[1:]
+
+    def _rows(self, preds: np.ndarray, labs: np.ndarray) -> Dict[str, np.ndarray]:
+        """The per-sample rows of every state for one checked batch (booleans: one byte per count)."""
+        n = labs.shape[0]
+        shape = (n, len(self.topk), len(self.thrs))
+        if preds.ndim == 1:
+            hit = preds == labs
+            return {"correct": np.broadcast_to(hit[:, None, None], shape).copy(), "scored": np.zeros(n, bool),
+                    "hit_max_k": hit, "lost_to_default_thr": np.zeros(n, bool)}
+        rank = _label_rank(preds, labs)
+        true_score = preds[np.arange(n), labs]
+        correct = np.empty(shape, dtype=bool)
+        for i, k in enumerate(self.topk):
+            for j, thr in enumerate(self.thrs):
+                correct[:, i, j] = rank < k if thr is None else (rank < k) & (true_score > thr)
+        hit_max = rank < max(self.topk)
+        return {"correct": correct, "scored": np.ones(n, bool), "hit_max_k": hit_max,
+                "lost_to_default_thr": hit_max & ~(true_score > 0)}
 
     def _checked(self, preds: np.ndarray, labs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Validate one batch; return it with class indices as int64 (label predictions included)."""
@@ -268,53 +301,58 @@ class Accuracy(BaseMetric):
 
     # -- compute -------------------------------------------------------------
 
-    def compute_metric(self, results: Union[ArrayResults, List[Tuple[Any, Any]]]) -> Dict[str, float]:
-        """Accuracy of ``results`` (an :class:`ArrayResults` or a list of ``(prediction, label)``)."""
+    def compute_metric(self, results: Union[MetricState, ArrayResults, List[Tuple[Any, Any]]]) -> Dict[str, float]:
+        """Accuracy from the reduced counts (a :class:`~mmeval.core.state.MetricState`).
+
+        Also takes MMEval's per-sample results: a list of ``(prediction,
+        label)`` or an :class:`ArrayResults` with ``predictions`` and ``labels``.
+        """
+        if not isinstance(results, MetricState):
+            results = self._state_of(results)
+        n = results.num_samples
+        if n == 0:
+            raise ValueError("Accuracy.compute_metric: no results to compute on (nothing was added)")
+        scored = int(results["scored"])
+        correct = results["correct"]
+        if scored == 0:
+            return {"top1": float(correct[0, 0]) / n}
+        if scored != n:
+            raise ValueError(
+                f"Accuracy: {scored} of {n} samples had score predictions and the others label predictions "
+                f"(across ranks): pass the same kind of predictions everywhere"
+            )
+        out: Dict[str, float] = {}
+        for i, k in enumerate(self.topk):
+            for j, thr in enumerate(self.thrs):
+                name = f"top{k}"
+                if len(self.thrs) > 1:
+                    name += "_no-thr" if thr is None else f"_thr-{thr:.2f}"
+                out[name] = float(correct[i, j]) / n
+        lost = int(results["lost_to_default_thr"])
+        if self._default_thrs and lost:
+            k = max(self.topk)
+            self._warn_once(
+                DefaultThresholdWarning,
+                f"Accuracy: the default thrs=0.0 counted {lost} of {n} samples whose true class is in the top "
+                f"{k} as misses, because its score was <= 0 (raw logits?): top{k} is {out[f'top{k}']:.4f}, "
+                f"{int(results['hit_max_k']) / n:.4f} without the threshold. Pass thrs=None for plain top-k "
+                f"accuracy on logits, or thrs=0.0 explicitly to keep MMEval's threshold without this warning",
+            )
+        return out
+
+    def _state_of(self, results: Union[ArrayResults, List[Tuple[Any, Any]]]) -> MetricState:
+        """The local state of per-sample ``(prediction, label)`` results."""
         if isinstance(results, ArrayResults):
             preds, labels = results["predictions"], results["labels"]
         else:
             if not results:
                 raise ValueError("Accuracy.compute_metric: no results to compute on (nothing was added)")
             p, lab = zip(*results)
-            preds, labels = self._checked(to_numpy(list(p), "predictions"), to_numpy(list(lab), "labels"))
-        n = int(labels.shape[0])
-        if n == 0:
-            raise ValueError("Accuracy.compute_metric: no results to compute on (nothing was added)")
-        if preds.ndim == 1:
-            return {"top1": float(np.count_nonzero(preds == labels)) / n}
-        return self._topk_accuracy(preds, labels.astype(np.int64, copy=False))
-
-    def _topk_accuracy(self, scores: np.ndarray, labels: np.ndarray) -> Dict[str, float]:
-        n = scores.shape[0]
-        rank = _label_rank(scores, labels)
-        true_score = scores[np.arange(n), labels]
-        out: Dict[str, float] = {}
-        for k in self.topk:
-            hit = rank < k
-            for thr in self.thrs:
-                name = f"top{k}"
-                if len(self.thrs) > 1:
-                    name += "_no-thr" if thr is None else f"_thr-{thr:.2f}"
-                ok = hit if thr is None else hit & (true_score > thr)
-                out[name] = float(np.count_nonzero(ok)) / n
-        if self._default_thrs:
-            self._warn_default_threshold(rank, true_score, out)
-        return out
-
-    def _warn_default_threshold(self, rank: np.ndarray, true_score: np.ndarray, out: Dict[str, float]) -> None:
-        """Warn once when the default thrs=0.0 counted a top-k hit (at the largest k) as a miss."""
-        k = max(self.topk)
-        hit = rank < k
-        lost = int(np.count_nonzero(hit & ~(true_score > 0)))
-        if lost:
-            n = rank.shape[0]
-            self._warn_once(
-                DefaultThresholdWarning,
-                f"Accuracy: the default thrs=0.0 counted {lost} of {n} samples whose true class is in the top "
-                f"{k} as misses, because its score was <= 0 (raw logits?): top{k} is {out[f'top{k}']:.4f}, "
-                f"{float(np.count_nonzero(hit)) / n:.4f} without the threshold. Pass thrs=None for plain top-k "
-                f"accuracy on logits, or thrs=0.0 explicitly to keep MMEval's threshold without this warning",
-            )
+            preds, labels = to_numpy(list(p), "predictions"), to_numpy(list(lab), "labels")
+        preds, labels = self._checked(preds, labels)
+        state = MetricState({k: v.sum(axis=0, dtype=np.int64) for k, v in self._rows(preds, labels).items()})
+        state.num_samples = int(labels.shape[0])
+        return state
 
 
 def _label_rank(scores: np.ndarray, labels: np.ndarray, chunk: int = 65536) -> np.ndarray:
