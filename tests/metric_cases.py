@@ -16,8 +16,10 @@ Two halves:
 
 Shardings of ``n`` samples over ``ws`` ranks (:data:`SHARDINGS`): ``padded`` (DistributedSampler's
 round robin padded with the first samples, ``compute(size=n)``), ``uneven`` (round robin without
-padding), ``cat`` (contiguous uneven blocks, ``dist_collect_mode='cat'``), from
-tests/core/metric_helpers.compute_sharded. Counts must be equal; floats equal to a relative 1e-12 (:func:`difference`).
+padding), ``cat`` (contiguous uneven blocks, ``dist_collect_mode='cat'``) -- all three from
+tests/core/metric_helpers.compute_sharded -- and ``indices`` (a shuffled order padded by wrapping,
+plus duplicates of random samples, dealt round robin, each batch added with ``indices=``, no
+``size``). Counts must be equal; floats equal to a relative 1e-12 (:func:`difference`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ for _path in (HERE, CORE_TESTS):  # metric_helpers (rank side), the core metric 
 from metric_helpers import compute_sharded  # noqa: E402
 
 #: every sharding each case runs under, in order
-SHARDINGS = ("padded", "uneven", "cat")
+SHARDINGS = ("padded", "uneven", "cat", "indices")
 #: relative tolerance of float results (integer counts must be equal)
 REL_TOL = 1e-12
 #: samples per add() call
@@ -54,17 +56,32 @@ def take(values: Any, idx: Sequence[int]) -> Any:
     return [values[i] for i in idx]
 
 
-def feed(metric: Any, inputs: Sequence[Any], idx: Sequence[int]) -> None:
-    """``metric.add(...)`` the samples at ``idx`` of every input, :data:`BATCH` at a time."""
+def feed(metric: Any, inputs: Sequence[Any], idx: Sequence[int], with_indices: bool = False) -> None:
+    """``metric.add(...)`` the samples at ``idx`` of every input, :data:`BATCH` at a time (with ``indices=``)."""
     idx = list(idx)
     for s in range(0, len(idx), BATCH):
-        metric.add(*[take(values, idx[s:s + BATCH]) for values in inputs])
+        chunk = idx[s:s + BATCH]
+        args = [take(values, chunk) for values in inputs]
+        if with_indices:
+            metric.add(*args, indices=np.asarray(chunk, dtype=np.int64))
+        else:
+            metric.add(*args)
 
 
 def metric_class(path: str) -> Any:
     """The class named ``"module:Class"``."""
     module, _, name = path.partition(":")
     return getattr(importlib.import_module(module), name)
+
+
+def indices_order(n: int, ws: int, seed: int = 15) -> List[int]:
+    """A shuffled order of ``range(n)``, padded by wrapping to a multiple of ``ws``, plus ``ws + 1`` duplicates of
+    random samples (so the total is not a multiple of ``ws`` either): what no per-sample sampler pads."""
+    rng = np.random.default_rng(seed + ws)
+    order = [int(i) for i in rng.permutation(n)]
+    order += order[: -n % ws]
+    order += [int(i) for i in rng.integers(0, n, ws + 1)]
+    return order
 
 
 # -- parent side ---------------------------------------------------------------------------------
@@ -192,7 +209,12 @@ def difference(got: Any, want: Any, path: str = "result") -> Optional[str]:
 
 def shard_results(backend: Any, make: Callable[..., Any], inputs: Sequence[Any], n: int) -> Dict[str, Any]:
     """This rank's result of ``make(**kwargs)`` under every sharding of :data:`SHARDINGS`."""
-    return compute_sharded(backend, n, make, lambda metric, idx: feed(metric, inputs, idx))
+    out = compute_sharded(backend, n, make, lambda metric, idx: feed(metric, inputs, idx))
+    order = indices_order(n, backend.world_size)
+    metric = make(dist_backend=backend)
+    feed(metric, inputs, order[backend.rank::backend.world_size], with_indices=True)
+    out["indices"] = metric.compute()
+    return out
 
 
 def run_all(backend: Any, payload: Dict[str, Dict[str, Any]]) -> Dict[str, Optional[str]]:

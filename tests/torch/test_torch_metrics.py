@@ -2,8 +2,9 @@
 
 The cases, shardings and comparison are tests/metric_cases.py's (shared with the mpi4py and
 Horovod tests): padded DistributedSampler shards with ``compute(size=n)``, uneven round-robin
-shards, and contiguous uneven blocks (``'cat'``). One spawn per world size runs every case; each
-case is then one test item, asserted on every rank.
+shards, contiguous uneven blocks (``'cat'``), and shuffled shards with duplicates passed with
+``indices=`` and no ``size``. One spawn per world size runs every case; each case is then one test
+item, asserted on every rank.
 """
 
 from __future__ import annotations
