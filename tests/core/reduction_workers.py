@@ -11,29 +11,10 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-DTYPES = ("int64", "float64", "float32", "uint8")
-#: 0-d, small 2-d (rides in the slot on a framed backend), larger 2-d (the payload stage, except uint8)
-SHAPES = ((), (3, 4), (40, 50))
-
-
-def rank_array(rank: int, dtype: str, shape: Tuple[int, ...]) -> np.ndarray:
-    """A deterministic array per rank with negative values (for signed dtypes) and non-representable floats."""
-    n = int(np.prod(shape)) if shape else 1
-    base = np.arange(n, dtype=np.float64) * (rank + 1) - 3 * rank
-    if np.dtype(dtype).kind == "f":
-        base = base / 7.0 + 0.1 * rank
-    elif np.dtype(dtype).kind == "u":
-        base = np.abs(base) % 50
-    return base.astype(dtype).reshape(shape)
-
-
-def expected(ws: int, dtype: str, shape: Tuple[int, ...], op: str) -> np.ndarray:
-    """The reduction in rank order with numpy: what every backend must return."""
-    ufunc = {"sum": np.add, "min": np.minimum, "max": np.maximum}[op]
-    out = rank_array(0, dtype, shape).copy()
-    for r in range(1, ws):
-        ufunc(out, rank_array(r, dtype, shape), out=out)
-    return out
+from mmeval.testing.conformance import REDUCTION_DTYPES as DTYPES
+from mmeval.testing.conformance import REDUCTION_SHAPES as SHAPES
+from mmeval.testing.conformance import expected_reduction as expected
+from mmeval.testing.conformance import reduction_input as rank_array
 
 
 def reductions(backend: Any) -> List[Dict[str, Any]]:

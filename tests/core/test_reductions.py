@@ -143,3 +143,17 @@ def test_hub_backend_reductions_keep_the_framed_guarantees():
             assert o["timeout"][0] == "CollectiveTimeoutError" and "all_reduce" in o["timeout"][1]
             kind, message = o["poisoned"]
             assert kind == "GroupPoisonedError" and "all_reduce refused" in message
+
+
+def _conformance_names(backend):
+    from mmeval.testing.conformance import check_backend
+
+    return check_backend(backend)
+
+
+@pytest.mark.parametrize("ws", [1, 3])
+def test_conformance_suite_holds_backends_to_the_reductions(ws):
+    out = run_ranks(_conformance_names, ws, timeout=180)
+    for status, names in out.values():
+        assert status == "ok", names
+        assert "reductions" in names and "reduction_mismatch" in names
