@@ -23,8 +23,16 @@ from .errors import (
     MMEvalError,
     RemoteSerializationError,
 )
-from .sample_index import ShardingWarning, as_indices, check_layout, kept_by_size, owned_first, warn_sharding
-from .state import MetricState, StateSpec, pack, reduce_rows, unpack
+from .sample_index import (
+    ShardingWarning,
+    as_indices,
+    check_layout,
+    kept_by_size,
+    kept_count,
+    owned_first,
+    warn_sharding,
+)
+from .state import MetricState, StateSpec, pack, reduce_rows, tail_rows, unpack
 
 __all__ = ["BaseMetric", "ArrayResults", "MetricState", "RemoteMetricError", "ShardingWarning"]
 
@@ -348,39 +356,84 @@ class BaseMetric(metaclass=ABCMeta):
         if not backend.is_initialized or backend.world_size == 1:
             return self._compute_here(size)
         question = self._question(size)
-        rank, ws = backend.rank, backend.world_size
         flag = self._index_flag()
         indices = self._local_indices() if flag == "all" else None
         top = int(indices.max()) if indices is not None and indices.size else -1
+        if self._is_state_metric:
+            return self._compute_state(backend, question, size, flag, indices, top)
         # the question rides in the header: ranks computing a different metric, configuration,
         # collect mode or size all raise CollectiveMismatchError instead of answering rank 0's question
         with asking(question):
             layout = backend.all_gather_object((self.num_results, flag, top))
-        counts = [int(c) for c, _, _ in layout]
-        keep: Optional[np.ndarray] = None
-        if check_layout(layout, self.name):
-            assert indices is not None or flag == "empty"
-            own = np.zeros(0, dtype=np.int64) if indices is None else indices
-            claims = np.full(max(m for _, _, m in layout) + 1, ws, dtype=np.int32)
-            claims[own[::-1]] = rank  # any write wins: every one is this rank
-            with asking(question):
-                owner = backend.all_reduce(claims, op="min")
-            keep = owned_first(own, owner, rank)
-            indices = own
-        else:
-            indices = None
-            warn_sharding(counts, self.dist_collect_mode, size, self.name)
-            keep = kept_by_size(counts, rank, self.dist_collect_mode, size)
-        if self._is_state_metric:
-            if size is not None and indices is None and size > sum(counts):
-                _warn_short(self.name, size, sum(counts))
-            rows = self._local_rows()
-            state = reduce_rows(self._state_specs, rows, keep)
-            with asking(question):
-                packed = {key: backend.all_reduce(flat, op=key[1])
-                          for key, flat in pack(self._state_specs, state).items()}
-            return self.compute_metric(unpack(self._state_specs, packed))
+        keep, indices = self._selection(backend, question, size, layout, indices)
         return self._gather_and_compute(backend, question, size, keep, indices)
+
+    def _selection(self, backend: BaseDistBackend, question: Dict[str, Any], size: Optional[int],
+                   layout: List[Tuple[int, str, int]], indices: Optional[np.ndarray]
+                   ) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+        """This rank's samples to count (``None``: all) and, when the ranks gave indices, its indices."""
+        rank, ws = backend.rank, backend.world_size
+        counts = [int(c) for c, _, _ in layout]
+        if not check_layout(layout, self.name):
+            warn_sharding(counts, self.dist_collect_mode, size, self.name)
+            return kept_by_size(counts, rank, self.dist_collect_mode, size), None
+        own = np.zeros(0, dtype=np.int64) if indices is None else indices
+        claims = np.full(max(m for _, _, m in layout) + 1, ws, dtype=np.int32)
+        claims[own] = rank
+        with asking(question):
+            owner = backend.all_reduce(claims, op="min")
+        return owned_first(own, owner, rank), own
+
+    def _compute_state(self, backend: BaseDistBackend, question: Dict[str, Any], size: Optional[int], flag: str,
+                       indices: Optional[np.ndarray], top: int) -> Dict[str, Any]:
+        """The state path: normally one int64 ``all_reduce`` carrying the layout, the state and the last rows.
+
+        The first reduction carries every rank's count, index flag and
+        largest index (in its own slots), the int64 sums over all its rows,
+        and -- when every statistic is an int64 sum and it fits
+        :data:`_TAIL_BUDGET` -- its last ``world_size - 1`` rows, so that the
+        padding ``size`` cuts (at most ``world_size - 1`` samples a rank under
+        ``DistributedSampler``) is subtracted without a second round. Otherwise
+        (indices, min / max / float statistics, more to drop) a second round
+        reduces the rows each rank keeps.
+        """
+        rank, ws = backend.rank, backend.world_size
+        specs = self._state_specs
+        rows = self._local_rows()
+        n = self.num_results
+        sums_only = all((s.dtype, s.reduction) == ("int64", "sum") for s in specs)
+        width = sum(int(np.prod(s.shape, dtype=np.int64)) for s in specs) + 1  # + the sample count
+        tail = ws - 1 if sums_only and ws * (ws - 1) * width * 8 <= _TAIL_BUDGET else 0
+        head = np.zeros(3 * ws, dtype=np.int64)
+        head[[rank, ws + rank, 2 * ws + rank]] = n, _FLAGS.index(flag), top
+        parts = [head]
+        if sums_only:
+            parts.append(pack(specs, reduce_rows(specs, rows, None))[("int64", "sum")])
+            last = np.zeros((ws, tail, width), dtype=np.int64)
+            m = min(tail, n)
+            if m and rows is not None:
+                last[rank, tail - m:] = tail_rows(specs, rows, m)
+            parts.append(last.ravel())
+        with asking(question):
+            first = backend.all_reduce(np.concatenate(parts), op="sum")
+        layout = [(int(first[r]), _FLAGS[int(first[ws + r])], int(first[2 * ws + r])) for r in range(ws)]
+        counts = [c for c, _, _ in layout]
+        if size is not None and size > sum(counts) and flag != "all":
+            _warn_short(self.name, size, sum(counts))
+        if sums_only and not check_layout(layout, self.name):
+            dropped = [c - kept_count(counts, r, self.dist_collect_mode, size) for r, c in enumerate(counts)]
+            if max(dropped) <= tail:
+                warn_sharding(counts, self.dist_collect_mode, size, self.name)
+                total = first[3 * ws : 3 * ws + width].copy()
+                last_all = first[3 * ws + width :].reshape(ws, tail, width)
+                for r, d in enumerate(dropped):
+                    total -= last_all[r, tail - d :].sum(axis=0)
+                return self.compute_metric(unpack(specs, {("int64", "sum"): total}))
+        keep, _ = self._selection(backend, question, size, layout, indices)
+        state = reduce_rows(specs, rows, keep)
+        with asking(question):
+            packed = {key: backend.all_reduce(flat, op=key[1]) for key, flat in pack(specs, state).items()}
+        return self.compute_metric(unpack(specs, packed))
 
     def _compute_here(self, size: Optional[int]) -> Dict[str, Any]:
         """:meth:`compute` in one process: duplicates of an index dropped (results in index order), or ``size``."""
@@ -452,6 +505,12 @@ class BaseMetric(metaclass=ABCMeta):
         if status == "error":
             raise _unpack_exception(value, self.name, trusted=not plain)
         return value  # type: ignore[no-any-return]
+
+
+#: Index flags as the state path's first reduction carries them (see BaseMetric._index_flag).
+_FLAGS = ("empty", "none", "all", "mixed")
+#: Bytes of last rows the state path's first reduction may carry (see BaseMetric._compute_state).
+_TAIL_BUDGET = 2048
 
 
 def _accepting_indices(add: Callable[..., None]) -> Callable[..., None]:

@@ -12,7 +12,7 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["ShardingWarning", "as_indices", "kept_by_size", "owned_first", "check_layout"]
+__all__ = ["ShardingWarning", "as_indices", "check_layout", "kept_by_size", "kept_count", "owned_first", "warn_sharding"]
 
 
 class ShardingWarning(UserWarning):
@@ -71,6 +71,12 @@ def kept_by_size(counts: Sequence[int], rank: int, mode: str, size: Optional[int
     else:
         pos = _round_robin_positions(counts, rank)
     return pos < size
+
+
+def kept_count(counts: Sequence[int], rank: int, mode: str, size: Optional[int]) -> int:
+    """How many of ``rank``'s samples :func:`kept_by_size` keeps (they are always its first ones)."""
+    mask = kept_by_size(counts, rank, mode, size)
+    return int(counts[rank]) if mask is None else int(np.count_nonzero(mask))
 
 
 def owned_first(indices: np.ndarray, owner: np.ndarray, rank: int) -> np.ndarray:
