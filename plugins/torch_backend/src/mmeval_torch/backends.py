@@ -57,6 +57,7 @@ from mmeval.core.wire import SLOT_SIZE
 from .tensors import tensor_reducers
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
     import torch
     from torch.distributed import ProcessGroup
 
@@ -711,6 +712,48 @@ class _TorchDist(FramedDistBackend):
         if rank == src:
             return None
         return _byte_view(self._to_host(buf))
+
+    # -- native reductions (arrays too large for the slot; see FramedDistBackend.all_reduce) ---------------
+
+    def _reduction_tensor(self, call: Call, array: "np.ndarray") -> "torch.Tensor":
+        """``array`` as a tensor the in-place reduction may overwrite: one copy, on the staging device."""
+        import torch
+
+        device = self._device()
+        if device.type == "cpu":
+            tensor = torch.from_numpy(array.copy())
+        else:  # straight from the caller's memory to the device
+            tensor = torch.as_tensor(array, device=device)
+        call.keep(tensor)
+        return tensor
+
+    def _all_reduce_array(self, call: Call, array: "np.ndarray", op: str) -> "np.ndarray":
+        """Native all-reduce: ``dist.all_reduce`` on the group (``async_op=True``, polled through the core's wait).
+
+        gloo's ring all-reduce and NCCL's all-reduce reduce each element once
+        and hand every rank the same bytes, so a float result has the same
+        bits on every rank (the summation order may differ from the core's
+        rank order, so not necessarily the same bits as an inline reduction).
+        """
+        dist = self._dist()
+        tensor = self._reduction_tensor(call, array)
+        work = dist.all_reduce(tensor, op=_reduce_op(dist, op), group=self.group, async_op=True)
+        self._wait(call, work, "the native all-reduce")
+        return self._to_host(tensor).numpy()
+
+    def _reduce_array(self, call: Call, array: "np.ndarray", op: str) -> "Optional[np.ndarray]":
+        """Native reduce: ``dist.reduce`` to ``call.root`` on the group (``async_op=True``, polled)."""
+        dist = self._dist()
+        tensor = self._reduction_tensor(call, array)
+        work = dist.reduce(tensor, dst=self._global_rank(call.root), op=_reduce_op(dist, op), group=self.group,
+                           async_op=True)
+        self._wait(call, work, "the native reduce")
+        return self._to_host(tensor).numpy() if call.rank == call.root else None
+
+
+def _reduce_op(dist: Any, op: str) -> Any:
+    """torch.distributed's ReduceOp for an mmeval op name (``'sum'``, ``'min'``, ``'max'``)."""
+    return {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}[op]
 
 
 class TorchCPUDist(_TorchDist):

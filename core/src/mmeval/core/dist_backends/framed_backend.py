@@ -558,9 +558,9 @@ class FramedDistBackend(BaseDistBackend):
         reductions = (Op.ALL_REDUCE, Op.REDUCE)
         if len({(h.op in reductions, h.seq, h.codec) for h in headers}) != 1 or headers[0].op not in reductions:
             self._check_headers(headers, code, call, local_error)  # not the same kind of collective: says which
+        self._check_question(headers, call)  # a different question (metric configuration) explains the rest
         parsed = [_parse_reduce_slot(h) for h in headers]
         check_reduce_headers(self.name or type(self).__name__, call.op, [p[0] for p in parsed], rank, local_error)
-        self._check_headers(headers, code, call, None)  # the question
         dtype, op = array.dtype, header.op
         bodies = [body for _, body in parsed if body is not None]
         if len(bodies) == ws:  # every array rode in its slot
@@ -678,6 +678,11 @@ class FramedDistBackend(BaseDistBackend):
             if len({h.seq for h in headers}) > 1:
                 hint += " The sequence numbers differ: a rank called more collectives than the others."
             raise CollectiveMismatchError(f"{name}: ranks disagree on the collective ({detail}). {hint}")
+        self._check_question(headers, call)
+
+    def _check_question(self, headers: List[SlotHeader], call: Call) -> None:
+        """Raise on every rank when the ranks asked different questions (see :func:`asking`)."""
+        name, op_name, seq = self.name, call.op, call.seq
         if len({h.question for h in headers}) == 1:
             return
         asked = [_question_fields(h.question) for h in headers]
