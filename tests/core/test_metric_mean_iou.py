@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 import pytest
+from hub_backend import run_ranks
 from metric_helpers import assert_all_rejected, assert_ranks_match, compute_sharded, same
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
@@ -228,3 +229,39 @@ def test_distributed_equals_single_process_exactly(ws):
     ref = reference(preds, labels)
     assert want["mIoU"] == pytest.approx(ref["mIoU"], rel=1e-12)
     assert_ranks_match(shard_worker, ws, n, want)
+
+
+# -- a state metric: only the per-class sums move -------------------------------------------------------------------
+
+
+def _bytes_worker(backend, classes: int):
+    import warnings
+
+    from mmeval.core.hooks import enable_comm_stats
+
+    stats = enable_comm_stats(print_at_exit=False)
+    out = {}
+    for images in (4, 40):
+        rng = np.random.default_rng(backend.rank)
+        labels = rng.integers(0, classes, (images, 16, 16))
+        preds = np.where(rng.random(labels.shape) < 0.7, labels, rng.integers(0, classes, labels.shape))
+        m = MeanIoU(num_classes=classes, dist_backend=backend)
+        m.add(preds, labels)
+        stats.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # no size: the ShardingWarning
+            m.compute()
+        out[images] = stats.rows()
+    return out
+
+
+def test_compute_sends_the_class_sums_not_the_images():
+    classes = 150
+    out = run_ranks(_bytes_worker, 2, classes, timeout=120)
+    for rank in range(2):
+        status, got = out[rank]
+        assert status == "ok", got
+        (few,), (many,) = got[4], got[40]
+        assert few["op"] == many["op"] == "all_reduce" and few["calls"] == many["calls"] == 1
+        # 3 * C + 1 int64 sums and the ranks' counts: far under the 150 x 150 int64 confusion matrix
+        assert few["bytes_sent"] == many["bytes_sent"] <= 1.1 * classes * classes * 8 / 4, (few, many)

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
+from ..core.state import MetricState
 from .accuracy import to_numpy
 
 __all__ = ["MeanIoU"]
@@ -47,7 +48,10 @@ class MeanIoU(BaseMetric):
     positives (the confusion matrix's diagonal), ground-truth and predicted
     pixel counts per class (the matrix's row and column sums) -- not its label
     maps. Every result is a function of those sums, so the result does not
-    depend on how the images are sharded across ranks.
+    depend on how the images are sharded across ranks. A state metric: the
+    three vectors are its declared int64 sums, and :meth:`compute` moves only
+    their totals (``3 * C + 1`` int64 values per rank, plus a round for the
+    padding ``size`` cuts when ``C`` is large), not one row per image.
 
     Result keys (fractions, not rounded; Python floats): ``aAcc`` (pixel
     accuracy), ``mIoU``, ``mAcc``, ``mDice``, ``mPrecision``, ``mRecall``,
@@ -83,6 +87,21 @@ class MeanIoU(BaseMetric):
         self.nan_to_num: Optional[float] = nan_to_num
         self.beta: float = beta
         self.classwise_results: bool = bool(classwise_results)
+        if num_classes is not None or "num_classes" in (self.dataset_meta or {}) \
+                or "classes" in (self.dataset_meta or {}):
+            self._declare_counts()
+
+    def _declare_counts(self) -> None:
+        """Declare the per-class count states (once the class count is known)."""
+        if not self._state_specs:
+            c = self.num_classes
+            for name in ("tp", "gt", "pred"):
+                self._declare_state(name, (c,))
+
+    def compute(self, size: Optional[int] = None) -> Dict[str, Any]:
+        if self._num_classes is not None:
+            self._declare_counts()
+        return super().compute(size)
 
     @property
     def num_classes(self) -> int:
@@ -125,6 +144,7 @@ class MeanIoU(BaseMetric):
         if not preds:
             raise ValueError("predictions is empty: add() needs at least one label map")
         c = self.num_classes
+        self._declare_counts()
         tp = np.empty((len(preds), c), dtype=np.int64)
         gt = np.empty_like(tp)
         pr = np.empty_like(tp)
@@ -139,15 +159,21 @@ class MeanIoU(BaseMetric):
             p_i = _indices(p, f"predictions[{i}]", c, None, where=keep)
             matrix = np.bincount(lab_i[keep] * c + p_i[keep], minlength=c * c).reshape(c, c)
             tp[i], gt[i], pr[i] = np.diagonal(matrix), matrix.sum(axis=1), matrix.sum(axis=0)
-        self._add_batch(tp=tp, gt=gt, pred=pr)
+        self._add_rows(tp=tp, gt=gt, pred=pr)
 
     # -- compute -------------------------------------------------------------
 
-    def compute_metric(self, results: Union[ArrayResults, Sequence[Tuple[Any, Any, Any]]]) -> Dict[str, Any]:
-        """The metric of ``results``: an :class:`ArrayResults` with columns ``tp``, ``gt``, ``pred``
-        (per image, (N, C) int64), or a sequence of per-image ``(tp, gt, pred)`` vectors (MMEval's form).
+    def compute_metric(self, results: Union[MetricState, ArrayResults, Sequence[Tuple[Any, Any, Any]]]
+                       ) -> Dict[str, Any]:
+        """The metric of ``results``: the reduced :class:`~mmeval.core.state.MetricState` (``tp``, ``gt``,
+        ``pred`` summed over the images), an :class:`ArrayResults` with those columns (per image, (N, C)
+        int64), or a sequence of per-image ``(tp, gt, pred)`` vectors (MMEval's form).
         """
-        if isinstance(results, ArrayResults):
+        if isinstance(results, MetricState):
+            if not results.num_samples:
+                raise ValueError("MeanIoU.compute_metric: no results to compute on (nothing was added)")
+            tp, gt, pr = (np.asarray(results[k], dtype=np.int64) for k in ("tp", "gt", "pred"))
+        elif isinstance(results, ArrayResults):
             if not len(results):
                 raise ValueError("MeanIoU.compute_metric: no results to compute on (nothing was added)")
             tp, gt, pr = (np.asarray(results[k], dtype=np.int64).sum(axis=0) for k in ("tp", "gt", "pred"))
