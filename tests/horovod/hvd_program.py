@@ -196,6 +196,9 @@ class _FailingAccuracy(Accuracy):
         super().__init__(**kwargs)
         self.exc = exc
 
+    def add(self, *batch: Any) -> None:  # type: ignore[override]
+        self._results.append(tuple(np.asarray(b) for b in batch))  # object results: the per-sample path
+
     def compute_metric(self, results: Any) -> Dict[str, float]:
         raise self.exc
 

@@ -564,6 +564,9 @@ def _safe_codec_metrics(ctx: Ctx, marker: str) -> Dict[str, Any]:
         info["accuracy"] = got
 
     class Failing(Accuracy):
+        def add(self, *batch: Any) -> None:  # type: ignore[override]
+            self._results.append(batch)  # object results: the per-sample path, whose rank 0 reports errors
+
         def compute_metric(self, results: Any) -> Dict[str, float]:
             raise KeyError("compute_metric failed on rank 0")
 

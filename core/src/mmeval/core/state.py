@@ -67,11 +67,15 @@ class StateSpec:
 class MetricState(Dict[str, np.ndarray]):
     """The reduced statistics a state metric's ``compute_metric`` receives: name -> array.
 
-    ``num_samples`` is the number of samples counted (after padding and
-    duplicates were dropped), summed over every rank.
+    ``num_samples`` (also ``len()``) is the number of samples counted (after
+    padding and duplicates were dropped), summed over every rank.
     """
 
     num_samples: int = 0
+
+    def __len__(self) -> int:
+        """The number of samples counted, like :class:`~mmeval.core.base_metric.ArrayResults` (not the keys)."""
+        return self.num_samples
 
 
 def reduce_rows(specs: Iterable[StateSpec], rows: Optional[Mapping[str, np.ndarray]],
