@@ -11,6 +11,7 @@ from hub_backend import run_ranks
 
 from mmeval import Accuracy
 from mmeval.core import BaseMetric
+from mmeval.metrics import MeanIoU, MultiLabelMetric, SingleLabelMetric
 from mmeval.metrics.average_precision import AveragePrecision
 
 N, C = 101, 5
@@ -113,6 +114,21 @@ def test_subclass_calling_super_add_keeps_the_indices_once():
     assert t.compute() == Accuracy(thrs=None)(scores[:3], labels[:3])
 
 
+#: The other state metrics, each over the same samples (see :func:`state_inputs`).
+STATE_METRICS = {
+    "single_label": lambda **kw: SingleLabelMetric(num_classes=C, thrs=(None, 0.6), average=None, **kw),
+    "multi_label": lambda **kw: MultiLabelMetric(num_classes=C, thr=0.3, items=("precision", "support"), **kw),
+    "mean_iou": lambda **kw: MeanIoU(num_classes=C, **kw),
+}
+
+
+def state_inputs(scores: np.ndarray, labels: np.ndarray) -> List[Any]:
+    """(predictions, labels) for each of STATE_METRICS: softmax scores, one-hot labels, 2x3 label maps."""
+    prob = np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
+    maps = np.stack([np.roll(np.arange(6) % C, int(i)).reshape(2, 3) for i in labels])
+    return [(prob, labels), (prob, np.eye(C, dtype=np.int64)[labels]), (maps, (maps + (labels[:, None, None] % 2)) % C)]
+
+
 # -- over ranks ------------------------------------------------------------------------------------------------------
 
 
@@ -149,7 +165,10 @@ def _indices_worker(backend: Any, n: int) -> Dict[str, Any]:
             acc = Accuracy(topk=(1, 3), thrs=None, dist_backend=backend, dist_collect_mode=mode)
             ap = AveragePrecision(average=None, dist_backend=backend, dist_collect_mode=mode)
             ids, objs = Ids(dist_backend=backend, dist_collect_mode=mode), ObjectIds(dist_backend=backend)
+            states = [make(dist_backend=backend, dist_collect_mode=mode) for make in STATE_METRICS.values()]
             for b in _shards(scheme, rank, ws, n):
+                for m, (pred, lab) in zip(states, state_inputs(scores[b], labels[b])):
+                    m.add(pred, lab, indices=b)
                 acc.add(scores[b], labels[b], indices=b)
                 ap.add(scores[b], np.eye(C, dtype=np.int64)[labels[b]], indices=np.array(b))
                 ids.add(b, indices=FakeTensor(b))
@@ -162,6 +181,7 @@ def _indices_worker(backend: Any, n: int) -> Dict[str, Any]:
                 out[scheme, mode, "ap"] = ap.compute()
                 out[scheme, mode, "ids"] = ids.compute()
                 out[scheme, mode, "objs"] = objs.compute()
+                out[scheme, mode, "states"] = [m.compute() for m in states]
     return out
 
 
@@ -170,6 +190,7 @@ def test_every_sampler_with_indices_equals_one_process(ws):
     scores, labels = data()
     want_acc = Accuracy(topk=(1, 3), thrs=None)(scores, labels)
     want_ap = AveragePrecision(average=None)(scores, np.eye(C, dtype=np.int64)[labels])
+    want_states = [make()(*inputs) for make, inputs in zip(STATE_METRICS.values(), state_inputs(scores, labels))]
     out = run_ranks(_indices_worker, ws, N, timeout=180)
     for rank in range(ws):
         status, got = out[rank]
@@ -180,6 +201,7 @@ def test_every_sampler_with_indices_equals_one_process(ws):
                 assert got[scheme, mode, "ap"] == want_ap, (rank, scheme, mode)
                 assert got[scheme, mode, "ids"] == {"ids": list(range(N))}, (rank, scheme, mode)
                 assert got[scheme, mode, "objs"] == {"ids": list(range(N))}, (rank, scheme, mode)
+                assert got[scheme, mode, "states"] == want_states, (rank, scheme, mode)
                 # what the state path moves with indices: three reductions (the layout with the counts, the
                 # int32 owner array of 4 bytes per dataset index, the kept counts) -- never the samples' scores
                 (row,) = got[scheme, mode, "acc_rows"]

@@ -32,7 +32,7 @@ from .sample_index import (
     owned_first,
     warn_sharding,
 )
-from .state import MetricState, StateSpec, pack, reduce_rows, tail_rows, unpack
+from .state import MetricState, StateSpec, pack, reduce_rows, unpack
 
 __all__ = ["BaseMetric", "ArrayResults", "MetricState", "RemoteMetricError", "ShardingWarning"]
 
@@ -288,6 +288,28 @@ class BaseMetric(metaclass=ABCMeta):
         parts = [idx for _, idx in self._index_parts if idx is not None]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
+    def _state_of_rows(self, rows: ArrayResults) -> Dict[str, np.ndarray]:
+        """This rank's state over ``rows`` (the per-sample rows it counts; at least one).
+
+        By default each declared state is reduced over its own rows (what
+        :meth:`_add_rows` keeps). A metric that keeps more compact per-sample
+        columns with :meth:`_add_batch` (a predicted class rather than a
+        one-hot row) overrides this to build its declared states from them.
+        """
+        return reduce_rows(self._state_specs, rows)
+
+    def _reduce_state(self, rows: Optional[ArrayResults], keep: Optional[np.ndarray]) -> MetricState:
+        """The local state over the rows at ``keep`` (``None``: all); identities when there are none."""
+        if rows is not None and keep is not None:
+            rows = rows.take(keep)
+        if rows is None or not len(rows):
+            return reduce_rows(self._state_specs, None)
+        state = MetricState(self._state_of_rows(rows))
+        for spec in self._state_specs:
+            state[spec.name] = np.asarray(state[spec.name], dtype=spec.dtype).reshape(spec.shape)
+        state.num_samples = len(rows)
+        return state
+
     def _local_rows(self) -> Optional[ArrayResults]:
         """A state metric's per-sample rows on this rank (``None``: none added)."""
         rows = self._local_results() if self._batches else None
@@ -408,11 +430,12 @@ class BaseMetric(metaclass=ABCMeta):
         head[[rank, ws + rank, 2 * ws + rank]] = n, _FLAGS.index(flag), top
         parts = [head]
         if sums_only:
-            parts.append(pack(specs, reduce_rows(specs, rows, None))[("int64", "sum")])
+            parts.append(pack(specs, self._reduce_state(rows, None))[("int64", "sum")])
             last = np.zeros((ws, tail, width), dtype=np.int64)
             m = min(tail, n)
             if m and rows is not None:
-                last[rank, tail - m:] = tail_rows(specs, rows, m)
+                last[rank, tail - m:] = [pack(specs, self._reduce_state(rows, np.array([i])))[("int64", "sum")]
+                                          for i in range(n - m, n)]
             parts.append(last.ravel())
         with asking(question):
             first = backend.all_reduce(np.concatenate(parts), op="sum")
@@ -430,7 +453,7 @@ class BaseMetric(metaclass=ABCMeta):
                     total -= last_all[r, tail - d :].sum(axis=0)
                 return self.compute_metric(unpack(specs, {("int64", "sum"): total}))
         keep, _ = self._selection(backend, question, size, layout, indices)
-        state = reduce_rows(specs, rows, keep)
+        state = self._reduce_state(rows, keep)
         with asking(question):
             packed = {key: backend.all_reduce(flat, op=key[1]) for key, flat in pack(specs, state).items()}
         return self.compute_metric(unpack(specs, packed))
@@ -443,7 +466,7 @@ class BaseMetric(metaclass=ABCMeta):
             keep = owned_first(indices, np.zeros(int(indices.max()) + 1, dtype=np.int64), 0)
             keep = keep[np.argsort(indices[keep], kind="stable")]
             if self._is_state_metric:
-                return self.compute_metric(reduce_rows(self._state_specs, self._local_rows(), keep))
+                return self.compute_metric(self._reduce_state(self._local_rows(), keep))
             return self.compute_metric(_select(self._local_results(), keep))
         if self._is_state_metric:
             n = self.num_results
@@ -451,7 +474,7 @@ class BaseMetric(metaclass=ABCMeta):
                 _warn_short(self.name, size, n)
             sel = kept_by_size([n], 0, self.dist_collect_mode, size)
             rows = self._local_rows()
-            return self.compute_metric(reduce_rows(self._state_specs, rows, sel))
+            return self.compute_metric(self._reduce_state(rows, sel))
         return self.compute_metric(_truncate(self._local_results(), size, self.name))
 
     def _gather_and_compute(self, backend: BaseDistBackend, question: Dict[str, Any], size: Optional[int],

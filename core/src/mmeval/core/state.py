@@ -24,7 +24,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-__all__ = ["REDUCTIONS", "MetricState", "StateSpec", "pack", "reduce_rows", "tail_rows", "unpack"]
+__all__ = ["REDUCTIONS", "MetricState", "StateSpec", "pack", "reduce_rows", "unpack"]
 
 #: The reductions a statistic may declare (the backends' ``all_reduce`` ops).
 REDUCTIONS = ("sum", "min", "max")
@@ -107,15 +107,6 @@ def reduce_rows(specs: Iterable[StateSpec], rows: Optional[Mapping[str, np.ndarr
             state[spec.name] = np.asarray(red(col, axis=0)).astype(spec.dtype)
     state.num_samples = n
     return state
-
-
-def tail_rows(specs: Iterable[StateSpec], rows: Mapping[str, np.ndarray], m: int) -> np.ndarray:
-    """The last ``m`` samples' contributions to the int64 sum group, as :func:`pack` lays it out: (m, width).
-
-    For int64-sum states only; each row ends with 1 (the sample's share of ``num_samples``).
-    """
-    cols = [np.asarray(rows[s.name][-m:]).reshape(m, -1).astype(np.int64) for s in specs]
-    return np.concatenate(cols + [np.ones((m, 1), dtype=np.int64)], axis=1)
 
 
 def _groups(specs: Iterable[StateSpec]) -> Dict[Tuple[str, str], List[StateSpec]]:

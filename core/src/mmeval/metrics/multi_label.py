@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
+from ..core.state import MetricState
 from .accuracy import _class_indices, to_numpy
 from .single_label import check_items_and_average, format_prf, prf_support
 
@@ -103,7 +104,10 @@ class MultiLabelMetric(BaseMetric):
 
     Each sample is kept as two bool rows (predicted positives, true
     positives), decided at :meth:`add` with this metric's ``thr`` / ``topk``,
-    so the result is the same however the samples are sharded.
+    so the result is the same however the samples are sharded. A state
+    metric: :meth:`compute` turns the rows this rank counts into per-class
+    true-positive, predicted-positive and positive-label counts and moves only
+    those (``3 * C + 1`` int64 values per rank), exactly.
 
     Result keys: ``precision``, ``recall``, ``f1-score`` (percentages,
     rounded to 4 decimals) and ``support`` (an int), per ``items``; with a
@@ -138,6 +142,8 @@ class MultiLabelMetric(BaseMetric):
         self.topk: Optional[int] = None if topk is None else int(topk)
         self.items: Tuple[str, ...] = check_items_and_average(items, average, type(self).__name__)
         self.average: Optional[str] = average
+        for name in ("tp", "predicted", "gt"):
+            self._declare_state(name, (self.num_classes,))
 
     def add(self, predictions: Any, labels: Any) -> None:
         """Add a batch of N samples (see the class docstring for the accepted forms).
@@ -163,11 +169,19 @@ class MultiLabelMetric(BaseMetric):
         np.put_along_axis(positive, top, True, axis=1)
         return positive
 
-    def compute_metric(self, results: Union[ArrayResults, Sequence[Tuple[Any, Any]]]) -> Dict[str, Any]:
-        """The metric of ``results``: an :class:`ArrayResults` with bool (N, C) columns ``positive`` and
+    def _state_of_rows(self, rows: ArrayResults) -> Dict[str, np.ndarray]:
+        positive, gt = rows["positive"], rows["label"]
+        return {"tp": (positive & gt).sum(axis=0), "predicted": positive.sum(axis=0), "gt": gt.sum(axis=0)}
+
+    def compute_metric(self, results: Union[MetricState, ArrayResults, Sequence[Tuple[Any, Any]]]) -> Dict[str, Any]:
+        """The metric of ``results``: the reduced :class:`~mmeval.core.state.MetricState` (per-class ``tp``,
+        ``predicted``, ``gt`` counts), an :class:`ArrayResults` with bool (N, C) columns ``positive`` and
         ``label``, or a sequence of per-sample ``(prediction, label)`` pairs (MMEval's form)."""
         if not len(results):
             raise ValueError(f"{type(self).__name__}.compute_metric: no results to compute on (nothing was added)")
+        if isinstance(results, MetricState):
+            values = prf_support(results["tp"], results["predicted"], results["gt"], self.average)
+            return format_prf(values, self.items, self.average, self._suffix())
         if isinstance(results, ArrayResults):
             positive, gt = results["positive"], results["label"]
         else:
@@ -180,11 +194,12 @@ class MultiLabelMetric(BaseMetric):
             )
         tp = (positive & gt).sum(axis=0)
         values = prf_support(tp, positive.sum(axis=0), gt.sum(axis=0), self.average)
+        return format_prf(values, self.items, self.average, self._suffix())
+
+    def _suffix(self) -> str:
         if self.thr is not None:
-            suffix = "" if self.thr == 0.5 else f"_thr-{self.thr:.2f}"
-        else:
-            suffix = f"_top{self.topk}"
-        return format_prf(values, self.items, self.average, suffix)
+            return "" if self.thr == 0.5 else f"_thr-{self.thr:.2f}"
+        return f"_top{self.topk}"
 
 
 #: MMEval 0.2.1's other name for :class:`MultiLabelMetric`.

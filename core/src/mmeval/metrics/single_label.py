@@ -8,6 +8,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
+from ..core.state import MetricState
 from .accuracy import _class_indices, to_numpy
 
 __all__ = ["SingleLabelMetric", "SingleLabelPrecisionRecallF1score"]
@@ -113,7 +114,12 @@ class SingleLabelMetric(BaseMetric):
 
     Each sample is kept as its predicted class, top score, label and class
     count (four numbers), so the result is the same however the samples are
-    sharded across ranks.
+    sharded across ranks. With ``num_classes`` given it is a state metric:
+    :meth:`compute` turns the samples this rank counts into per-threshold,
+    per-class true-positive and predicted counts and per-class label counts,
+    and moves only those (``(2 * len(thrs) + 1) * C + 2`` int64 values per
+    rank), exactly; without it (the class count comes from the scores) the
+    samples are gathered to rank 0.
 
     Result keys: ``precision``, ``recall``, ``f1-score`` (percentages in
     [0, 100], rounded to 4 decimals) and ``support`` (an int), as selected by
@@ -144,6 +150,11 @@ class SingleLabelMetric(BaseMetric):
         self.thrs: Tuple[Optional[float], ...] = tuple(None if t is None else float(t) for t in thrs_t)
         self.items: Tuple[str, ...] = check_items_and_average(items, average, type(self).__name__)
         self.average: Optional[str] = average
+        if self.num_classes is not None:
+            self._declare_state("tp", (len(self.thrs), self.num_classes))
+            self._declare_state("predicted", (len(self.thrs), self.num_classes))
+            self._declare_state("gt", (self.num_classes,))
+            self._declare_state("scored")
 
     # -- accumulate ----------------------------------------------------------
 
@@ -202,11 +213,25 @@ class SingleLabelMetric(BaseMetric):
 
     # -- compute -------------------------------------------------------------
 
-    def compute_metric(self, results: Union[ArrayResults, Sequence[Tuple[Any, Any]]]) -> Dict[str, Any]:
-        """The metric of ``results``: an :class:`ArrayResults` with the columns :meth:`add` keeps, or a
-        sequence of per-sample ``(prediction, label)`` pairs (MMEval's form)."""
+    def _state_of_rows(self, rows: ArrayResults) -> Dict[str, np.ndarray]:
+        """Per-threshold, per-class true-positive and predicted counts, label counts, score-predicted samples."""
+        c = int(self.num_classes or 0)
+        pred, label, score = rows["pred"], rows["label"], rows["score"]
+        scored = ~np.isnan(score)
+        hit = pred == label
+        keeps = [np.ones_like(hit) if thr is None or not scored.any() else score > thr for thr in self.thrs]
+        return {"tp": np.stack([np.bincount(pred[k & hit], minlength=c) for k in keeps]),
+                "predicted": np.stack([np.bincount(pred[k], minlength=c) for k in keeps]),
+                "gt": np.bincount(label, minlength=c), "scored": np.asarray(np.count_nonzero(scored))}
+
+    def compute_metric(self, results: Union[MetricState, ArrayResults, Sequence[Tuple[Any, Any]]]) -> Dict[str, Any]:
+        """The metric of ``results``: the reduced :class:`~mmeval.core.state.MetricState` (with
+        ``num_classes``), an :class:`ArrayResults` with the columns :meth:`add` keeps, or a sequence of
+        per-sample ``(prediction, label)`` pairs (MMEval's form)."""
         if not len(results):
             raise ValueError(f"{type(self).__name__}.compute_metric: no results to compute on (nothing was added)")
+        if isinstance(results, MetricState):
+            return self._from_state(results)
         if isinstance(results, ArrayResults):
             cols: Dict[str, np.ndarray] = dict(results)
         else:
@@ -240,6 +265,24 @@ class SingleLabelMetric(BaseMetric):
             suffix = "" if len(self.thrs) == 1 else ("_no-thr" if thr is None else f"_thr-{thr:.2f}")
             keep = np.ones_like(hit) if thr is None else score > thr
             out.update(format_prf(counts_at(keep), self.items, self.average, suffix))
+        return out
+
+
+    def _from_state(self, state: MetricState) -> Dict[str, Any]:
+        scored, n = int(state["scored"]), state.num_samples
+        if 0 < scored < n:
+            raise ValueError(
+                f"{type(self).__name__}: the results mix label predictions (N,) and score predictions (N, C); "
+                f"give every rank the same kind"
+            )
+        tp, predicted, gt = state["tp"], state["predicted"], state["gt"]
+        if scored == 0:  # thresholds need scores: MMEval ignores them for label predictions
+            return format_prf(prf_support(tp[0], predicted[0], gt, self.average), self.items, self.average)
+        out: Dict[str, Any] = {}
+        for t, thr in enumerate(self.thrs):
+            suffix = "" if len(self.thrs) == 1 else ("_no-thr" if thr is None else f"_thr-{thr:.2f}")
+            out.update(format_prf(prf_support(tp[t], predicted[t], gt, self.average), self.items, self.average,
+                                  suffix))
         return out
 
 
