@@ -277,6 +277,25 @@ def check_extra_collective(b: Any) -> Dict[str, Any]:
     return {"elapsed": elapsed, "message": str(exc)}
 
 
+def check_native_reduction(b: Any) -> Dict[str, Any]:
+    # an array too large for the slot goes through Horovod's own allreduce, not the byte gather
+    def no_byte_gather(*args: Any) -> Any:
+        raise AssertionError("the large reduction fell back to the byte gather")
+
+    local = Backend(timeout=CHECK_TIMEOUT, namespace="native-reduction")
+    local._all_gather_bytes = no_byte_gather
+    local._gather_bytes = no_byte_gather
+    ws, rank = b.world_size, b.rank
+    data = np.arange(20_000, dtype=np.int64) * (rank + 1)
+    assert np.array_equal(local.all_reduce(data, "sum"), np.arange(20_000) * (ws * (ws + 1) // 2))
+    assert np.array_equal(local.all_reduce(data, "max"), np.arange(20_000) * ws)
+    got = local.reduce(np.full((100, 50), rank + 0.25), "min", dst=ws - 1)
+    assert (got is None) == (rank != ws - 1) and (got is None or np.all(got == 0.25)), got
+    bits = b.all_gather_object(local.all_reduce(np.linspace(0, 1, 10_000) * (rank + 1), "sum").tobytes())
+    assert len(set(bits)) == 1, "a float all-reduce gave different bits on different ranks"
+    return {}
+
+
 def check_timeout(_: Any) -> Dict[str, Any]:
     # Rank 0 runs in another namespace (another group) than the others, so no rank's header exchange can
     # match: every rank must raise CollectiveTimeoutError after SHORT_TIMEOUT seconds instead of hanging.
@@ -342,6 +361,7 @@ CHECKS: Dict[str, Callable[[Any], Any]] = {
     "process_set": check_process_set,
     "two_backend_objects": check_name_collision_free,
     "extra_collective": check_extra_collective,
+    "native_reduction": check_native_reduction,
 }
 
 def wait_for_peers(suffix: str, limit: float = 120.0) -> None:

@@ -34,7 +34,7 @@ BACKEND_NAMES = {"torch": "torch_horovod", "tensorflow": "tf_horovod"}
 #: the conformance checks every rank must report as run (mmeval.testing.conformance), terminal ones included
 CONFORMANCE_CHECKS = ("identity", "all_gather_object", "gather_object", "broadcast_object", "barrier",
                       "empty_payloads", "large_payloads", "per_sample_lists", "accuracy_end_to_end",
-                      "compute_metric_error")
+                      "compute_metric_error", "reductions")
 TERMINAL_CHECKS = ("poisoning", "concurrent_calls", "interrupt")
 FRAMEWORK_MODULES = {"torch": "torch", "tensorflow": "tensorflow"}
 
@@ -49,6 +49,7 @@ CHECKS = [
     "process_set",
     "two_backend_objects",
     "extra_collective",
+    "native_reduction",
 ]
 
 
@@ -193,7 +194,8 @@ def test_check(np_: int, check: str) -> None:
     infos = _check_on_every_rank(_get(np_), check)
     if check == "conformance":
         # every check of the suite ran, the terminal ones (each on a fresh group) included
-        want = {*CONFORMANCE_CHECKS, "unpicklable_on_one_rank", "question_mismatch", *TERMINAL_CHECKS}
+        want = {*CONFORMANCE_CHECKS, "unpicklable_on_one_rank", "question_mismatch", "reduction_mismatch",
+                *TERMINAL_CHECKS}
         for r, info in enumerate(infos):
             assert want <= set(info["done"]), f"rank {r} did not run {sorted(want - set(info['done']))}"
     elif check == "runtime":

@@ -67,6 +67,8 @@ import sys
 from types import ModuleType
 from typing import Any, Callable, ClassVar, Hashable, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from mmeval.core.dist_backends import FramedDistBackend
 from mmeval.core.dist_backends.transport import Call, PeerLost
 from mmeval.core.errors import DistCommunicationError
@@ -311,6 +313,11 @@ class _HorovodDist(FramedDistBackend):
             return None
         return _split(data, call.sizes, self.name, "alltoall (gather)")
 
+    def _reduce_array(self, call: Call, array: "np.ndarray", op: str) -> "Optional[np.ndarray]":
+        """Native reduce: Horovod has no reduce to one rank, so an all-reduce kept on ``call.root`` only."""
+        out = self._all_reduce_array(call, array, op)
+        return out if call.rank == call.root else None
+
     def _broadcast_bytes(self, call: Call) -> Optional[memoryview]:
         src = call.root
         buf, view = self._new_buffer(call.sizes[src])
@@ -372,6 +379,21 @@ class TorchHorovodDist(_HorovodDist):
     def _broadcast(self, call: Call, buf: Any, root: int, name: str) -> memoryview:
         handle = self.hvd.broadcast_async_(buf, root_rank=root, name=name, process_set=self._ps())
         return self._wait(call, handle, (buf,), "broadcast", name)
+
+    def _all_reduce_array(self, call: Call, array: "np.ndarray", op: str) -> "np.ndarray":
+        """Native all-reduce: ``hvd.allreduce_async_`` (op Sum / Min / Max) on the process set, polled.
+
+        Horovod hands every rank the same reduced bytes (so a float result has
+        the same bits everywhere; the summation order is Horovod's, not the
+        core's rank order).
+        """
+        import torch
+
+        tensor = torch.from_numpy(array.copy())  # reduced in place: our own buffer, not the caller's
+        name = self._op_name(call, "allreduce")
+        handle = self.hvd.allreduce_async_(tensor, name=name, op=_hvd_op(self.hvd, op), process_set=self._ps())
+        self._wait(call, handle, (tensor,), "allreduce", name)
+        return tensor.numpy()
 
 
 class TFHorovodDist(_HorovodDist):
@@ -453,6 +475,23 @@ class TFHorovodDist(_HorovodDist):
 
         return self._on_thread(call, buf, "broadcast", name, lambda: _graph_op(op, name)(_to_tf(buf)))
 
+    def _all_reduce_array(self, call: Call, array: "np.ndarray", op: str) -> "np.ndarray":
+        """Native all-reduce: ``hvd.allreduce`` (op Sum / Min / Max) on the process set, on the helper thread.
+
+        As for torch_horovod, every rank gets the same reduced bytes.
+        """
+        import tensorflow as tf
+
+        hvd, ps, name, hvd_op = self.hvd, self._ps(), self._op_name(call, "allreduce"), _hvd_op(self.hvd, op)
+
+        def reduce(x: Any) -> Any:
+            return hvd.allreduce(x, op=hvd_op, name=name, ignore_name_scope=True, process_set=ps)
+
+        source = array.copy()
+        view = self._on_thread(call, source, "allreduce", name,
+                               lambda: _graph_op(reduce, name)(tf.convert_to_tensor(source)))
+        return np.frombuffer(view, dtype=array.dtype).reshape(array.shape).copy()
+
 
 class _OneShot:
     """A callable wrapper without ``__code__``: TensorFlow keys its retracing statistics by the
@@ -466,6 +505,11 @@ class _OneShot:
 
     def __call__(self, *args: Any) -> Any:
         return self._fn(*args)
+
+
+def _hvd_op(hvd: ModuleType, op: str) -> Any:
+    """Horovod's reduction op for an mmeval op name (``'sum'``, ``'min'``, ``'max'``)."""
+    return {"sum": hvd.Sum, "min": hvd.Min, "max": hvd.Max}[op]
 
 
 def _graph_op(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
