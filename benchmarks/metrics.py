@@ -10,10 +10,11 @@ Per rank, in one process group (torch_cpu: spawned gloo ranks; mpi4py: under ``m
 * ``mean_iou_state`` -- ``MeanIoU`` with 150 classes over ``--iou-images`` label maps of 512x512 per
   rank (1,000 by default): bytes sent during ``compute()`` against one int64 150x150 confusion
   matrix (target <= 1.1x).
-* ``per_sample_memory`` -- ``AveragePrecision`` (per-sample path: it needs a global sort) over
-  ``--ap-samples`` samples of 20 classes per rank: rank 0's peak extra memory during ``compute()``
-  (VmHWM after minus VmRSS before, peak reset through ``/proc/self/clear_refs``) against the world's
-  results (scores and labels of every rank; target <= 1.5x).
+* ``per_sample_memory`` -- a per-sample metric over ``--ap-samples`` samples of 20 float32 scores and
+  20 int64 labels per rank: rank 0's peak extra memory during ``compute()`` (VmHWM after minus VmRSS
+  before, peak reset through ``/proc/self/clear_refs``) against the world's results (target <= 1.5x).
+  Twice: a metric whose ``compute_metric`` costs nothing (the collection itself: gather, decode, put
+  in dataset order, drop the padding), and ``AveragePrecision`` (its own ranking allocates too; info).
 
 Run::
 
@@ -126,9 +127,31 @@ def mean_iou_state(comm: Comm, args: argparse.Namespace, backend: str) -> List[D
              "confusion_matrix_bytes": IOU_CLASSES * IOU_CLASSES * 8, "compute_s": dt, "add_s": add_s}]
 
 
+def _scores_kept(**kwargs: Any) -> Any:
+    """A per-sample metric whose compute_metric costs nothing: what remains is the collection itself."""
+    from mmeval.core import BaseMetric
+
+    class ScoresKept(BaseMetric):
+        def add(self, predictions: Any, labels: Any) -> None:  # type: ignore[override]
+            self._add_batch(scores=predictions, labels=labels)
+
+        def compute_metric(self, results: Any) -> Dict[str, float]:
+            return {"samples": float(len(results))}
+
+    return ScoresKept(**kwargs)
+
+
 def per_sample_memory(comm: Comm, args: argparse.Namespace, backend: str) -> List[Dict[str, Any]]:
     from mmeval import AveragePrecision
 
+    records = []
+    for metric_name, make in (("collection only", _scores_kept), ("AveragePrecision", AveragePrecision)):
+        records.append(_per_sample_memory(comm, args, backend, metric_name, make))
+    return records
+
+
+def _per_sample_memory(comm: Comm, args: argparse.Namespace, backend: str, metric_name: str,
+                       make: Any) -> Dict[str, Any]:
     n = args.ap_samples
     rng = np.random.default_rng(31 + comm.rank)
     scores = rng.random((n, AP_CLASSES), dtype=np.float32)
@@ -136,7 +159,7 @@ def per_sample_memory(comm: Comm, args: argparse.Namespace, backend: str) -> Lis
     world_bytes = (scores.nbytes + labels.nbytes) * comm.ws
     peaks, times = [], []
     for it in range(args.iters + 1):
-        metric = AveragePrecision(dist_backend=backend)
+        metric = make(dist_backend=backend)
         for start in range(0, n, 1000):
             metric.add(scores[start : start + 1000], labels[start : start + 1000])
         gc.collect()
@@ -152,9 +175,9 @@ def per_sample_memory(comm: Comm, args: argparse.Namespace, backend: str) -> Lis
             peaks.append(comm.gather_floats(float(peak)))
             times.append(dt)
     per_rank = [float(np.median([p[r] for p in peaks])) for r in range(comm.ws)]
-    return [{"kind": "metrics", "case": "per_sample_memory", "backend": backend, "ws": comm.ws,
-             "samples_per_rank": n, "classes": AP_CLASSES, "world_results_bytes": world_bytes,
-             "peak_extra_bytes_per_rank": per_rank, "compute_s": common.median(times)}]
+    return {"kind": "metrics", "case": "per_sample_memory", "metric": metric_name, "backend": backend, "ws": comm.ws,
+            "samples_per_rank": n, "classes": AP_CLASSES, "world_results_bytes": world_bytes,
+            "peak_extra_bytes_per_rank": per_rank, "compute_s": common.median(times)}
 
 
 def run_rank(comm: Comm, args: argparse.Namespace, backend: str) -> List[Dict[str, Any]]:
@@ -163,11 +186,11 @@ def run_rank(comm: Comm, args: argparse.Namespace, backend: str) -> List[Dict[st
     for case in args.cases:
         records += {"accuracy_state": accuracy_state, "mean_iou_state": mean_iou_state,
                     "per_sample_memory": per_sample_memory}[case](comm, args, backend)
-        if comm.rank == 0:
-            rec = records[-1]
-            extra = {k: rec[k] for k in ("sent_bytes_per_rank", "peak_extra_bytes_per_rank", "compute_s",
-                                         "raw_all_gather_s") if k in rec}
-            print(f"  {case} {backend} ws={comm.ws}: {extra}", flush=True)
+        for rec in records if comm.rank == 0 else []:
+            if rec["case"] == case:
+                extra = {k: rec[k] for k in ("sent_bytes_per_rank", "peak_extra_bytes_per_rank", "compute_s",
+                                             "raw_all_gather_s") if k in rec}
+                print(f"  {case} {rec.get('metric', '')} {backend} ws={comm.ws}: {extra}", flush=True)
     return records
 
 

@@ -286,8 +286,8 @@ def metric_targets(result: Dict[str, Any]) -> List[Target]:
                               sent / rec["confusion_matrix_bytes"], 1.1))
         elif rec["case"] == "per_sample_memory":
             peak = rec["peak_extra_bytes_per_rank"][0]
-            out.append(Target("per-sample metric (AveragePrecision): rank 0's peak extra memory in compute() "
-                              "≤1.5x the world's results", where,
+            out.append(Target(f"per-sample metric ({rec.get('metric', 'AveragePrecision')}): rank 0's peak extra "
+                              "memory in compute() ≤1.5x the world's results", where,
                               f"{fmt_bytes(peak)} / {fmt_bytes(rec['world_results_bytes'])}",
                               peak / rec["world_results_bytes"], 1.5))
     return out
