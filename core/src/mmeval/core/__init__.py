@@ -19,12 +19,14 @@ from .dist import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import dist_backends, hooks, serialization
-    from .base_metric import ArrayResults, BaseMetric, RemoteMetricError
+    from .base_metric import ArrayResults, BaseMetric, MetricState, RemoteMetricError, ShardingWarning
 
 __all__ = [
     "ArrayResults",
     "BaseMetric",
+    "MetricState",
     "RemoteMetricError",
+    "ShardingWarning",
     "dist",
     "dist_backends",
     "errors",
@@ -37,7 +39,7 @@ __all__ = [
     "set_default_dist_backend",
 ]
 
-_LAZY = ("ArrayResults", "BaseMetric", "RemoteMetricError")
+_LAZY = ("ArrayResults", "BaseMetric", "MetricState", "RemoteMetricError", "ShardingWarning")
 #: Submodules loaded on first attribute access (``import mmeval.core.hooks`` works as ever).
 _LAZY_MODULES = ("dist_backends", "hooks", "serialization")
 
