@@ -344,27 +344,32 @@ class BaseMetric(metaclass=ABCMeta):
     def compute(self, size: Optional[int] = None) -> Dict[str, Any]:
         """Compute the metric over every rank's results; every rank gets the result.
 
-        First the ranks exchange their sample counts, whether they passed
-        ``indices=`` and their largest index (one tiny all-gather, carrying
-        the question every rank must agree on: see :meth:`_question`). Then
-        each rank drops, from its own samples, those it must not count:
+        First the ranks learn each other's sample counts, whether they passed
+        ``indices=`` and their largest index (state metrics: inside their
+        first ``all_reduce``; per-sample metrics: one tiny all-gather). Every
+        collective carries the question the ranks must agree on
+        (:meth:`_question`). Each rank then drops, from its own samples, those
+        it must not count:
 
-        * with indices (on every rank): every dataset index is counted once,
-          by the lowest rank holding it (an ``all_reduce(min)`` of an int32
-          owner array of ``4 * (max index + 1)`` bytes per rank), at its first
-          occurrence there;
+        * with indices (on every rank; ``size`` is then not used): every
+          dataset index is counted once, by the lowest rank holding it (an
+          ``all_reduce(min)`` of an int32 owner array: ``4 * (max index + 1)``
+          bytes per rank), at its first occurrence there;
         * else with ``size``: the samples lying past ``size`` in dataset order,
           from the per-rank counts and ``dist_collect_mode`` (``'unzip'``:
           round-robin, as ``DistributedSampler`` deals; ``'cat'``: contiguous
           shards).
 
-        State metrics then reduce their rows locally and combine the states
-        with one ``all_reduce`` per (dtype, reduction) group; every rank calls
-        :meth:`compute_metric` on the same reduced state (an exception there is
-        raised on every rank). Per-sample metrics gather what they kept to
-        rank 0, which orders it (by index, else by ``dist_collect_mode``),
-        calls :meth:`compute_metric` and broadcasts the result; if it raises,
-        every rank raises the same exception type and message.
+        State metrics reduce the rows they keep and combine the states with
+        ``all_reduce`` (see :meth:`_compute_state`: one reduction when every
+        statistic is an int64 sum and at most ``world_size - 1`` samples a
+        rank are padding; with indices three: the layout, the owner array, the
+        state); every rank calls :meth:`compute_metric` on the same reduced
+        state, so an exception there is raised on every rank. Per-sample
+        metrics gather what they kept to rank 0 (with their indices), which
+        orders it (by index, else by ``dist_collect_mode``), calls
+        :meth:`compute_metric` and broadcasts the result; if it raises, every
+        rank raises the same exception type and message.
 
         Warns (:class:`ShardingWarning`, on every rank) on more than one rank
         with ``'unzip'`` and neither ``size`` nor indices, and when more samples
@@ -441,9 +446,10 @@ class BaseMetric(metaclass=ABCMeta):
             first = backend.all_reduce(np.concatenate(parts), op="sum")
         layout = [(int(first[r]), _FLAGS[int(first[ws + r])], int(first[2 * ws + r])) for r in range(ws)]
         counts = [c for c, _, _ in layout]
-        if size is not None and size > sum(counts) and flag != "all":
+        by_index = check_layout(layout, self.name)  # raises on every rank when only some gave indices
+        if size is not None and size > sum(counts) and not by_index:
             _warn_short(self.name, size, sum(counts))
-        if sums_only and not check_layout(layout, self.name):
+        if sums_only and not by_index:
             dropped = [c - kept_count(counts, r, self.dist_collect_mode, size) for r, c in enumerate(counts)]
             if max(dropped) <= tail:
                 warn_sharding(counts, self.dist_collect_mode, size, self.name)
