@@ -158,3 +158,40 @@ def test_state_metrics_over_ranks_equal_one_process_in_one_reduction(ws):
         assert small[0]["bytes_sent"] == large[0]["bytes_sent"] <= 4096, (small, large)
         assert "topk" in got["mismatch"]
         assert got["failing"] == "'no result from these counts'"
+
+
+def _no_pass_over_rows(backend: Any, n: int) -> Dict[str, Any]:
+    """compute() with DistributedSampler padding reads no row but the last ws-1: the state was folded in at add()."""
+    scores, labels, _ = data(n)
+    idx = np.arange(backend.rank, n + (-n) % backend.world_size, backend.world_size) % n  # padded shards
+    acc = Accuracy(topk=(1, 2), dist_backend=backend)
+    for start in range(0, len(idx), 16):
+        acc.add(scores[idx[start : start + 16]], labels[idx[start : start + 16]])
+
+    def refuse() -> Any:
+        raise AssertionError("compute() concatenated every row")
+
+    acc._local_rows = refuse
+    acc._local_results = refuse
+    return {"result": acc.compute(size=n)}
+
+
+@pytest.mark.parametrize("ws", [2, 3])
+def test_compute_folds_the_state_at_add_and_reads_only_the_padding_rows(ws):
+    want = Accuracy(topk=(1, 2))(*data(N)[:2])
+    for status, value in run_ranks(_no_pass_over_rows, ws, N, timeout=120).values():
+        assert status == "ok", value
+        assert value["result"] == want
+
+
+def test_the_running_state_survives_stateless_calls_and_reset():
+    scores, labels, _ = data()
+    acc = Accuracy(topk=(1, 2))
+    acc.add(scores[:100], labels[:100])
+    assert acc(scores[100:150], labels[100:150]) == Accuracy(topk=(1, 2))(scores[100:150], labels[100:150])
+    acc.add(scores[100:], labels[100:])
+    assert acc._whole_state().num_samples == N
+    assert acc.compute() == Accuracy(topk=(1, 2))(scores, labels)
+    acc.reset()
+    acc.add(scores[:7], labels[:7])
+    assert acc.compute() == Accuracy(topk=(1, 2))(scores[:7], labels[:7])

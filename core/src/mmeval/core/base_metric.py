@@ -32,7 +32,7 @@ from .sample_index import (
     owned_first,
     warn_sharding,
 )
-from .state import MetricState, StateSpec, pack, reduce_rows, unpack
+from .state import MetricState, StateSpec, combine, pack, reduce_rows, unpack
 
 __all__ = ["BaseMetric", "ArrayResults", "MetricState", "RemoteMetricError", "ShardingWarning"]
 
@@ -145,6 +145,9 @@ class BaseMetric(metaclass=ABCMeta):
         #: (samples added, their dataset indices or None) for each add() call
         self._index_parts: List[Tuple[int, Optional[np.ndarray]]] = []
         self._adding = False
+        #: a state metric's state over every sample added so far, folded in at each add(): compute()
+        #: then costs the same at a hundred samples and at a million (None: nothing folded yet)
+        self._running: Optional[MetricState] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -237,6 +240,10 @@ class BaseMetric(metaclass=ABCMeta):
                         f"{self.name}: column {k!r} has per-sample shape {a.shape[1:]}, earlier batches "
                         f"{first[k].shape[1:]}"
                     )
+        if self._state_specs:
+            batch_state = self._reduce_state(ArrayResults(arrays), None)
+            self._running = batch_state if self._running is None else \
+                combine(self._state_specs, self._running, batch_state)
         self._batches.append(arrays)
 
     def _local_results(self) -> Union[List[Any], ArrayResults]:
@@ -261,16 +268,17 @@ class BaseMetric(metaclass=ABCMeta):
         self._results = []
         self._batches = []
         self._index_parts = []
+        self._running = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Dict[str, Any]:
         """Stateless: compute the metric of this one call's inputs, locally, leaving the state alone."""
-        saved = (self._results, self._batches, self._index_parts)
-        self._results, self._batches, self._index_parts = [], [], []
+        saved = (self._results, self._batches, self._index_parts, self._running)
+        self._results, self._batches, self._index_parts, self._running = [], [], [], None
         try:
             self.add(*args, **kwargs)
             return self._compute_here(None)
         finally:
-            self._results, self._batches, self._index_parts = saved
+            self._results, self._batches, self._index_parts, self._running = saved
 
     # -- indices ---------------------------------------------------------------
 
@@ -309,6 +317,26 @@ class BaseMetric(metaclass=ABCMeta):
             state[spec.name] = np.asarray(state[spec.name], dtype=spec.dtype).reshape(spec.shape)
         state.num_samples = len(rows)
         return state
+
+    def _whole_state(self) -> MetricState:
+        """This rank's state over every sample it added (folded in at each add: no pass over the rows)."""
+        if self._running is None or not self._batches:
+            return reduce_rows(self._state_specs, None)
+        return self._running
+
+    def _last_rows(self, m: int) -> ArrayResults:
+        """The last ``m`` samples' rows (``m`` at most :attr:`num_results`), read from the last batches only."""
+        taken: List[Dict[str, np.ndarray]] = []
+        need = m
+        for batch in reversed(self._batches):
+            if need <= 0:
+                break
+            n = int(next(iter(batch.values())).shape[0])
+            take = min(n, need)
+            taken.append({k: v[n - take :] for k, v in batch.items()})
+            need -= take
+        taken.reverse()
+        return ArrayResults({k: np.concatenate([b[k] for b in taken]) for k in taken[0]})
 
     def _local_rows(self) -> Optional[ArrayResults]:
         """A state metric's per-sample rows on this rank (``None``: none added)."""
@@ -426,7 +454,6 @@ class BaseMetric(metaclass=ABCMeta):
         """
         rank, ws = backend.rank, backend.world_size
         specs = self._state_specs
-        rows = self._local_rows()
         n = self.num_results
         sums_only = all((s.dtype, s.reduction) == ("int64", "sum") for s in specs)
         width = sum(int(np.prod(s.shape, dtype=np.int64)) for s in specs) + 1  # + the sample count
@@ -435,12 +462,13 @@ class BaseMetric(metaclass=ABCMeta):
         head[[rank, ws + rank, 2 * ws + rank]] = n, _FLAGS.index(flag), top
         parts = [head]
         if sums_only:
-            parts.append(pack(specs, self._reduce_state(rows, None))[("int64", "sum")])
+            parts.append(pack(specs, self._whole_state())[("int64", "sum")])
             last = np.zeros((ws, tail, width), dtype=np.int64)
             m = min(tail, n)
-            if m and rows is not None:
-                last[rank, tail - m:] = [pack(specs, self._reduce_state(rows, np.array([i])))[("int64", "sum")]
-                                          for i in range(n - m, n)]
+            if m:
+                rows_m = self._last_rows(m)
+                last[rank, tail - m:] = [pack(specs, self._reduce_state(rows_m, np.array([i])))[("int64", "sum")]
+                                          for i in range(m)]
             parts.append(last.ravel())
         with asking(question):
             first = backend.all_reduce(np.concatenate(parts), op="sum")
@@ -459,7 +487,7 @@ class BaseMetric(metaclass=ABCMeta):
                     total -= last_all[r, tail - d :].sum(axis=0)
                 return self.compute_metric(unpack(specs, {("int64", "sum"): total}))
         keep, _ = self._selection(backend, question, size, layout, indices)
-        state = self._reduce_state(rows, keep)
+        state = self._whole_state() if keep is None else self._reduce_state(self._local_rows(), keep)
         with asking(question):
             packed = {key: backend.all_reduce(flat, op=key[1]) for key, flat in pack(specs, state).items()}
         return self.compute_metric(unpack(specs, packed))

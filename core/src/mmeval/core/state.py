@@ -109,6 +109,18 @@ def reduce_rows(specs: Iterable[StateSpec], rows: Optional[Mapping[str, np.ndarr
     return state
 
 
+def combine(specs: Iterable[StateSpec], a: MetricState, b: MetricState) -> MetricState:
+    """The state of two disjoint sets of samples: ``a`` and ``b`` combined with each statistic's reduction."""
+    out = MetricState()
+    for spec in specs:
+        if spec.reduction == "sum":
+            out[spec.name] = np.add(a[spec.name], b[spec.name], dtype=spec.dtype)
+        else:
+            out[spec.name] = (np.minimum if spec.reduction == "min" else np.maximum)(a[spec.name], b[spec.name])
+    out.num_samples = a.num_samples + b.num_samples
+    return out
+
+
 def _groups(specs: Iterable[StateSpec]) -> Dict[Tuple[str, str], List[StateSpec]]:
     out: Dict[Tuple[str, str], List[StateSpec]] = {}
     for spec in specs:
