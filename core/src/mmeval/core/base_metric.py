@@ -518,8 +518,13 @@ class BaseMetric(metaclass=ABCMeta):
         # the safe codec moves plain data only: array results travel as a plain dict, and an error
         # report's pickled exception is never unpickled (a hostile rank 0 could run code with it)
         plain = _plain_data_only(backend)
+        # rank 0 keeps its own array results out of the gather (no serialized copy of them): they go
+        # straight from its batches to their places in the output (see _assemble)
+        own = computes and _sendable_batches(self._batches)
         local: Any
-        if keep is not None:
+        if own:
+            local = None
+        elif keep is not None:
             local = _select(self._local_results(), keep)
         elif computes or plain or not 1 < len(self._batches) <= _MAX_SENT_BATCHES:
             local = self._local_results()
@@ -529,7 +534,7 @@ class BaseMetric(metaclass=ABCMeta):
             local = _ArrayBatches(self._batches)
         if plain and isinstance(local, ArrayResults):
             local = dict(local)
-        payload = local if indices is None else (local, indices if keep is None else indices[keep])
+        payload = local if indices is None or own else (local, indices if keep is None else indices[keep])
         try:
             with asking(question):
                 gathered = backend.gather_object(payload, dst=0)
@@ -544,14 +549,29 @@ class BaseMetric(metaclass=ABCMeta):
         if computes:
             assert gathered is not None
             try:
-                if indices is None:
-                    parts = [ArrayResults(p) if plain and type(p) is dict else p for p in gathered]
+                if indices is not None:
+                    mine = indices if keep is None else indices[keep]
+                    gathered = [(None, mine) if own and r == 0 else g for r, g in enumerate(gathered)]
+                received = [g if indices is None else g[0] for g in gathered]
+                parts = [ArrayResults(p) if plain and type(p) is dict else p for p in received]
+                if own:
+                    parts[0] = _ArrayBatches(self._batches)
+                by_index = None if indices is None else [np.asarray(i, dtype=np.int64) for _, i in gathered]
+                del gathered, received
+                # each output column built once, in its final order, from the received arrays (views of
+                # the receive buffer) and rank 0's own batches; the received ones are released before
+                # compute_metric runs
+                assembled = _assemble(parts, keep if own else None, by_index, self.dist_collect_mode, self.name)
+                if assembled is not None:
+                    del parts
+                    collected = assembled if indices is not None else _truncate(assembled, size, self.name)
+                elif indices is None:
                     collected = _truncate(_collect(parts, self.dist_collect_mode, self.name), size, self.name)
                 else:
-                    parts = [ArrayResults(p) if plain and type(p) is dict else p for p, _ in gathered]
-                    order = np.argsort(np.concatenate([np.asarray(i, dtype=np.int64) for _, i in gathered]),
-                                       kind="stable")
+                    assert by_index is not None
+                    order = np.argsort(np.concatenate(by_index), kind="stable")
                     collected = _select(_collect(parts, "cat", self.name), order)
+                del assembled, by_index
                 result = self.compute_metric(collected)
             except Exception as exc:
                 backend.broadcast_object(("error", _pack_exception(exc)), src=0)
@@ -619,11 +639,13 @@ _MAX_SENT_BATCHES = 1024
 
 
 class _ArrayBatches:
-    """A rank's array results as the batches it kept; unpickled as one :class:`ArrayResults`.
+    """A rank's array results as the batches it kept (each a dict of same-length columns).
 
     Sending the batches as they are spares the sending rank a concatenated copy
     of its results (each batch array travels out-of-band, copied once into the
-    transport's buffer); the receiving rank concatenates them while decoding.
+    transport's buffer); the receiving rank gets them back as an
+    :class:`_ArrayBatches` of views of its receive buffer, which
+    :func:`_assemble` copies once, straight to their places in the output.
     """
 
     __slots__ = ("batches",)
@@ -637,9 +659,168 @@ class _ArrayBatches:
         return _join_batches, (keys, len(self.batches), *arrays)
 
 
-def _join_batches(keys: Sequence[str], count: int, *arrays: np.ndarray) -> ArrayResults:
-    """Inverse of :class:`_ArrayBatches`: every key's batches concatenated."""
-    return ArrayResults({k: np.concatenate(arrays[i * count : (i + 1) * count]) for i, k in enumerate(keys)})
+def _join_batches(keys: Sequence[str], count: int, *arrays: np.ndarray) -> _ArrayBatches:
+    """Inverse of :class:`_ArrayBatches.__reduce__`: the batches again, their arrays as received (not copied)."""
+    return _ArrayBatches([{k: arrays[i * count + b] for i, k in enumerate(keys)} for b in range(count)])
+
+
+def _sendable_batches(batches: List[Dict[str, np.ndarray]]) -> bool:
+    """Whether ``batches`` are array results of plain dtypes (every codec carries them: rank 0 may keep them)."""
+    return bool(batches) and all(
+        a.dtype.kind in "biufcmM" and a.dtype.fields is None for batch in batches for a in batch.values()
+    )
+
+
+def _pieces(part: Any) -> Optional[List[Mapping[str, np.ndarray]]]:
+    """A rank's array results as the pieces they arrived in; ``None`` for object results (a list)."""
+    if isinstance(part, _ArrayBatches):
+        return list(part.batches)
+    if isinstance(part, dict):
+        return [part]
+    return None
+
+
+def _rows(piece: Mapping[str, np.ndarray]) -> int:
+    return int(next(iter(piece.values())).shape[0])
+
+
+def _kept_spans(pieces: List[Mapping[str, np.ndarray]], keep: Optional[np.ndarray]
+                ) -> List[Tuple[Mapping[str, np.ndarray], Union[slice, np.ndarray]]]:
+    """Each piece with the rows of it that are kept (a slice where they are contiguous), pieces without any left out.
+
+    ``keep`` (a boolean mask or ascending positions over the pieces' rows
+    end to end; ``None``: all) is applied piece by piece: no concatenation.
+    """
+    if keep is None:
+        return [(p, slice(0, _rows(p))) for p in pieces if _rows(p)]
+    positions = np.flatnonzero(keep) if keep.dtype == bool else np.asarray(keep, dtype=np.int64)
+    spans: List[Tuple[Mapping[str, np.ndarray], Union[slice, np.ndarray]]] = []
+    start = 0
+    for p in pieces:
+        stop = start + _rows(p)
+        lo, hi = np.searchsorted(positions, [start, stop])
+        if hi > lo:
+            sel = positions[lo:hi] - start
+            first, last = int(sel[0]), int(sel[-1])
+            spans.append((p, slice(first, last + 1) if last - first + 1 == hi - lo else sel))
+        start = stop
+    return spans
+
+
+class _Placement:
+    """Where each rank's j-th kept row goes in the output (dataset order), without a permutation of all rows.
+
+    ``'cat'``: rank after rank. ``'unzip'``: round-robin over the ranks that
+    have rows; rows below the smallest count are a strided slice, the rest
+    (uneven shards) are placed by :func:`~mmeval.core.sample_index` arithmetic.
+    With ``by_index`` (each rank's dataset indices of its rows) a row goes to
+    its index's rank among all of them: one sorted copy of the indices when
+    they are distinct (what ``compute()`` keeps), else the inverse of their
+    stable argsort (equal indices then keep rank order).
+    """
+
+    def __init__(self, counts: List[int], mode: str, by_index: Optional[List[np.ndarray]]) -> None:
+        self.counts = counts
+        self.mode = mode
+        self.offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.by_index = by_index
+        self.sorted: Optional[np.ndarray] = None
+        self.dest: Optional[np.ndarray] = None
+        if by_index is not None:
+            every = np.concatenate(by_index)
+            every.sort()
+            if not np.any(every[1:] == every[:-1]):
+                self.sorted = every
+            else:
+                del every
+                order = np.argsort(np.concatenate(by_index), kind="stable")
+                self.dest = np.empty(len(order), dtype=np.int64)
+                self.dest[order] = np.arange(len(order), dtype=np.int64)
+        nonzero = [c for c in counts if c]
+        self.ranks = len(nonzero)
+        self.even = min(nonzero) if nonzero else 0  # rows below this are dealt one per rank with rows
+
+    def spans(self, rank: int, a: int, b: int) -> List[Tuple[Union[slice, np.ndarray], slice]]:
+        """(output positions, span of rows a..b) pairs covering this rank's kept rows ``a:b``."""
+        off = int(self.offsets[rank])
+        if self.sorted is not None and self.by_index is not None:
+            return [(np.searchsorted(self.sorted, self.by_index[rank][a:b]), slice(0, b - a))]
+        if self.dest is not None:
+            return [(self.dest[off + a : off + b], slice(0, b - a))]
+        if self.mode == "cat":
+            return [(slice(off + a, off + b), slice(0, b - a))]
+        out: List[Tuple[Union[slice, np.ndarray], slice]] = []
+        mid = min(max(a, self.even), b)
+        if mid > a:
+            before = sum(1 for c in self.counts[:rank] if c)
+            k = self.ranks
+            out.append((slice(a * k + before, (mid - 1) * k + before + 1, k), slice(0, mid - a)))
+        if b > mid:
+            j = np.arange(mid, b, dtype=np.int64)
+            pos = np.zeros_like(j)
+            for r, c in enumerate(self.counts):
+                pos += np.minimum(j, c)
+                if r < rank:
+                    pos += j < c
+            out.append((pos, slice(mid - a, b - a)))
+        return out
+
+
+def _assemble(parts: List[Any], own_keep: Optional[np.ndarray], by_index: Optional[List[np.ndarray]], mode: str,
+              name: str) -> Optional[ArrayResults]:
+    """Every rank's array results in dataset order, each column allocated once and filled in place.
+
+    ``parts[r]`` is rank ``r``'s results: a dict / :class:`ArrayResults` (one
+    piece), an :class:`_ArrayBatches` (its batches; received ones are views
+    of the receive buffer) or a list (object results). ``own_keep`` selects
+    the rows of ``parts[0]`` to count (``None``: all; the others arrive
+    already selected). With ``by_index`` (each rank's dataset indices of its
+    rows) the output is in index order, else in ``mode`` order. Returns
+    ``None`` when no rank has array results (object results: see
+    :func:`_collect`). The result equals ``_collect`` (then ``_select`` by
+    index): same columns, dtypes (promoted across ranks as ``np.concatenate``
+    does) and row order; the same errors for mixed or mismatched results.
+    """
+    pieces = [_pieces(p) for p in parts]
+    if all(p is None for p in pieces):
+        return None
+    if any(p is None and len(parts[r]) for r, p in enumerate(pieces)):
+        raise TypeError(f"{name}: some ranks kept array results and others object results")
+    spans = [_kept_spans(p, own_keep if r == 0 else None) if p is not None else [] for r, p in enumerate(pieces)]
+    counts = [sum(_span_rows(sel) for _, sel in s) for s in spans]
+    first_array = next(p for p in pieces if p is not None)
+    keys = list(first_array[0])
+    for r, p in enumerate(pieces):
+        if p is not None and counts[r] and list(p[0]) != keys:
+            raise ValueError(f"{name}: ranks kept different result columns: {keys} vs {list(p[0])}")
+    # columns come from the ranks with rows (every batch of each: np.concatenate's promotion), or the first
+    sources = [p for r, p in enumerate(pieces) if p is not None and counts[r]] or [first_array]
+    total = sum(counts)
+    out: Dict[str, np.ndarray] = {}
+    for k in keys:
+        arrays = [piece[k] for p in sources for piece in p]
+        trailing = {a.shape[1:] for a in arrays}
+        if len(trailing) > 1:
+            raise ValueError(f"{name}: column {k!r} has different per-sample shapes on different ranks "
+                             f"({sorted(trailing)}); every rank must keep the same shapes")
+        out[k] = np.empty((total, *arrays[0].shape[1:]), dtype=np.result_type(*arrays))
+    place = _Placement(counts, mode, by_index)
+    for r, rank_spans in enumerate(spans):
+        j = 0
+        for piece, sel in rank_spans:
+            n = _span_rows(sel)
+            for dest, part in place.spans(r, j, j + n):
+                src = sel[part] if isinstance(sel, np.ndarray) else slice(sel.start + part.start,
+                                                                          sel.start + part.stop)
+                for k in keys:
+                    out[k][dest] = piece[k][src]
+            j += n
+    return ArrayResults(out)
+
+
+def _span_rows(sel: Union[slice, np.ndarray]) -> int:
+    """How many rows a span (a slice or positions) of a piece selects."""
+    return len(sel) if isinstance(sel, np.ndarray) else int(sel.stop - sel.start)
 
 
 
