@@ -731,16 +731,18 @@ def die_before(ctx: Ctx, dying_rank: int, timeout: float) -> Dict[str, Any]:
 def die_mid(ctx: Ctx, dying_rank: int, op: str, timeout: float) -> Dict[str, Any]:
     """``dying_rank`` exits after the header exchange, in the middle of the collective.
 
-    ``op='compute'`` runs ``Accuracy.compute()`` (a gather to rank 0, then a
-    broadcast of the result): the dying rank exits inside the gather.
+    ``op='compute'`` runs ``AveragePrecision.compute()`` (a per-sample metric:
+    a gather to rank 0, then a broadcast of the result): the dying rank exits
+    inside the gather. (A state metric such as Accuracy moves one inline slot:
+    no payload stage to die in.)
     """
-    from mmeval import Accuracy
+    from mmeval import AveragePrecision
 
     b = _dying_backend(ctx, dying_rank, timeout)
     if op == "compute":
         scores, labels = make_dataset(400_000, classes=4)  # 6.4 MB of scores per rank: not inline
-        metric = Accuracy(topk=(1, 3), dist_backend=b)
-        metric.add(scores, labels)
+        metric = AveragePrecision(dist_backend=b)
+        metric.add(scores, np.eye(4, dtype=np.int64)[labels])
         return expect_raises(lambda: metric.compute())
     return expect_raises(lambda: b.all_gather_object(make_obj(ctx.rank, big=4 << 20)))
 
