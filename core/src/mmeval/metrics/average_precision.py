@@ -20,20 +20,31 @@ def average_precision(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     distinct score (tied scores enter the ranking together, as in
     scikit-learn's ``average_precision_score``; the result does not depend on
     the order of the samples). A class with no positive label has AP 0.
+
+    One class at a time: the working memory is a few arrays of N, not of N x C.
     """
+    return np.array([_class_ap(scores[:, c], labels[:, c]) for c in range(scores.shape[1])], dtype=np.float64)
+
+
+def _class_ap(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Average precision of one class: ``scores`` (N,), bool ``labels`` (N,)."""
     n = scores.shape[0]
-    order = np.argsort(-scores, axis=0, kind="stable")
-    s = np.take_along_axis(scores, order, axis=0)
-    y = np.take_along_axis(labels, order, axis=0)
-    tp = np.cumsum(y, axis=0)
-    ends = np.ones(s.shape, dtype=bool)
+    if n == 0:
+        return 0.0
+    order = np.argsort(-scores, kind="stable")
+    s = scores[order]
+    y = labels[order]
+    del order
+    tp = np.cumsum(y)
+    ends = np.ones(n, dtype=bool)
     ends[:-1] = s[1:] != s[:-1]  # the last sample of each group of equal scores
-    rows = np.broadcast_to(np.arange(n)[:, None], s.shape)
+    del s
     # each sample's group end: the first end at or after it
-    group_end = np.minimum.accumulate(np.where(ends, rows, n)[::-1], axis=0)[::-1]
-    precision = np.take_along_axis(tp, group_end, axis=0) / (group_end + 1.0)
-    total = tp[-1] if n else np.zeros(scores.shape[1], dtype=np.int64)
-    return np.asarray(np.where(y, precision, 0.0).sum(axis=0) / np.clip(total, 1, None), dtype=np.float64)
+    group_end = np.minimum.accumulate(np.where(ends, np.arange(n), n)[::-1])[::-1]
+    del ends
+    total = int(tp[-1])
+    hits = group_end[y]  # only the positives' precisions are summed
+    return float((tp[hits] / (hits + 1.0)).sum() / max(total, 1))
 
 
 class AveragePrecision(BaseMetric):
