@@ -10,7 +10,7 @@ import os
 from typing import Optional
 
 import pytest
-from mpi_runner import MPIImpl, run_program
+from mpi_runner import MPIImpl, MPIRun, run_program
 
 SIZES = [2, 3, 4]
 #: Seconds a fault run's collectives wait before giving up.
@@ -99,11 +99,25 @@ def test_rank_exit_survivors_raise_in_time(mpiexec: str, mpi_impl: MPIImpl, scen
     in MPI_Finalize for the dead rank.
     """
     grace = 3.0
-    run = run_program(
-        mpiexec, "faults.py", n, scenario, timeout=90, launcher_args=mpi_impl.survive_rank_exit,
-        env={"MMEVAL_MPI4PY_TIMEOUT": str(FAULT_TIMEOUT), "MMEVAL_TEST_GRACE": str(grace),
-             "MMEVAL_TEST_EXIT_CODE": str(mpi_impl.rank_exit_status)},
-    )
+
+    def launch() -> MPIRun:
+        return run_program(
+            mpiexec, "faults.py", n, scenario, timeout=90, launcher_args=mpi_impl.survive_rank_exit,
+            env={"MMEVAL_MPI4PY_TIMEOUT": str(FAULT_TIMEOUT), "MMEVAL_TEST_GRACE": str(grace),
+                 "MMEVAL_TEST_EXIT_CODE": str(mpi_impl.rank_exit_status)},
+        )
+
+    try:
+        run = launch()
+    except pytest.fail.Exception as exc:
+        # Open MPI's PRRTE launcher was once seen (1 run in ~20, on a loaded machine) never to exit after
+        # every survivor had reported a clean timeout and called MPI_Abort: a launcher hang, after our part
+        # was done. Only that case is retried, once; the retry must pass every check below.
+        text = str(exc)
+        if mpi_impl.name != "openmpi" or "MPI_ABORT was invoked" not in text \
+                or text.count('"failures": []') < n - 1:
+            raise
+        run = launch()
     survivors = range(n - 1)
     run.expect_ranks(survivors)
     assert n - 1 not in run.results, run.describe()
