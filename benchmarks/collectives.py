@@ -528,18 +528,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         side = HorovodSide()
         _finish(side, args, run_rank(side, args))
         return 0
-    import torch.multiprocessing as mp
-
-    ctx = mp.spawn(torch_worker, args=(args.world_size, common.free_port(), args), nprocs=args.world_size, join=False)
-    deadline = time.monotonic() + args.timeout
-    while not ctx.join(timeout=5):
-        if time.monotonic() > deadline:
-            for proc in ctx.processes:
-                proc.kill()
-            print(f"torch_cpu ranks exceeded {args.timeout:g}s and were killed", file=sys.stderr)
-            return 124
-    return 0
-
+    return common.spawn_torch_ranks(torch_worker, args.world_size, args, args.timeout)
 
 if __name__ == "__main__":
     sys.exit(main())

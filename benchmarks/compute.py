@@ -35,7 +35,7 @@ import time
 import warnings
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -241,13 +241,34 @@ def _finish(comm: Comm, args: argparse.Namespace, records: List[Dict[str, Any]])
         common.write_json(Path(args.out), {"meta": meta, "records": records})
 
 
-def torch_worker(rank: int, ws: int, port: int, args: argparse.Namespace) -> None:
-    """Entry point of a spawned rank."""
+#: One rank's part of a benchmark: ``work(comm, args, backend_name)`` returns its records (rank 0's complete).
+RankWork = Callable[[Comm, argparse.Namespace, str], List[Dict[str, Any]]]
+
+
+def _torch_entry(rank: int, ws: int, port: int, job: Tuple[RankWork, argparse.Namespace]) -> None:
+    """Entry point of a spawned rank: run ``work`` over a gloo group and write rank 0's records."""
+    work, args = job
     comm = TorchComm(rank, ws, port)
     try:
-        _finish(comm, args, run_rank(comm, args, "torch_cpu"))
+        _finish(comm, args, work(comm, args, "torch_cpu"))
     finally:
         comm.close()
+
+
+def launch(script: str, args: argparse.Namespace, argv: Optional[List[str]], work: RankWork) -> int:
+    """Run ``work`` on ``args.world_size`` ranks of ``args.backend``: spawned gloo ranks, or under ``mpiexec``
+    (``script`` relaunches itself there with ``argv``); every rank pinned like the rest of the suite."""
+    os.environ.update(MALLOC_PIN)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.backend == "mpi4py":
+        if not common.under_mpi_launcher():
+            return common.relaunch_under_mpiexec(script, args.world_size,
+                                                 argv if argv is not None else sys.argv[1:], args.timeout)
+        comm = MPIComm()
+        _finish(comm, args, work(comm, args, "mpi4py"))
+        return 0
+    return common.spawn_torch_ranks(_torch_entry, args.world_size, (work, args), args.timeout)
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -265,18 +286,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = parse_args(argv)
-    os.environ.update(MALLOC_PIN)
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    if args.backend == "mpi4py":
-        if not common.under_mpi_launcher():
-            return common.relaunch_under_mpiexec(__file__, args.world_size,
-                                                 argv if argv is not None else sys.argv[1:], args.timeout)
-        comm = MPIComm()
-        _finish(comm, args, run_rank(comm, args, "mpi4py"))
-        return 0
-    return common.spawn_torch_ranks(torch_worker, args.world_size, args, args.timeout)
+    return launch(__file__, parse_args(argv), argv, run_rank)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -29,7 +29,6 @@ import os
 import sys
 import time
 import warnings
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -37,7 +36,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common
-from compute import Comm, MPIComm, TorchComm
+from compute import Comm, launch
 
 CLASSES = 10
 IOU_CLASSES = 150
@@ -194,22 +193,6 @@ def run_rank(comm: Comm, args: argparse.Namespace, backend: str) -> List[Dict[st
     return records
 
 
-def _finish(comm: Comm, args: argparse.Namespace, records: List[Dict[str, Any]]) -> None:
-    if comm.rank == 0 and args.out:
-        import mmeval
-
-        common.write_json(Path(args.out), {"meta": {"mmeval_version": getattr(mmeval, "__version__", "?")},
-                                           "records": records})
-
-
-def torch_worker(rank: int, ws: int, port: int, args: argparse.Namespace) -> None:
-    comm = TorchComm(rank, ws, port)
-    try:
-        _finish(comm, args, run_rank(comm, args, "torch_cpu"))
-    finally:
-        comm.close()
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=("torch_cpu", "mpi4py"), default="torch_cpu")
@@ -221,18 +204,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
-    os.environ.update(common.MALLOC_PIN)
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    if args.backend == "mpi4py":
-        if not common.under_mpi_launcher():
-            return common.relaunch_under_mpiexec(__file__, args.world_size,
-                                                 argv if argv is not None else sys.argv[1:], args.timeout)
-        comm = MPIComm()
-        _finish(comm, args, run_rank(comm, args, "mpi4py"))
-        return 0
-    return common.spawn_torch_ranks(torch_worker, args.world_size, args, args.timeout)
+    return launch(__file__, parser.parse_args(argv), argv, run_rank)
 
 if __name__ == "__main__":
     sys.exit(main())
