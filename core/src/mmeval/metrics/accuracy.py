@@ -114,6 +114,20 @@ def to_numpy(value: Any, what: str) -> np.ndarray:
         raise TypeError(f"{what}: cannot convert {type(value).__name__} to an array ({exc})") from None
 
 
+def check_batch_shapes(preds: np.ndarray, labs: np.ndarray) -> None:
+    """A single-label batch's shapes: predictions (N,) labels or (N, C) scores, labels (N,), N >= 1."""
+    if preds.ndim not in (1, 2):
+        raise ValueError(f"predictions must have shape (N,) (labels) or (N, C) (scores), got {preds.shape}")
+    if labs.ndim != 1:
+        raise ValueError(f"labels must have shape (N,), got {labs.shape}")
+    if preds.shape[0] != labs.shape[0]:
+        raise ValueError(
+            f"predictions and labels have different lengths: {preds.shape[0]} predictions, {labs.shape[0]} labels"
+        )
+    if preds.shape[0] == 0:
+        raise ValueError("predictions is empty: add() needs at least one sample")
+
+
 def _class_indices(arr: np.ndarray, what: str, num_classes: Optional[int] = None) -> np.ndarray:
     """``arr`` as int64 class indices, refusing any value that is not an integer in ``[0, hi]``.
 
@@ -277,16 +291,7 @@ class Accuracy(BaseMetric):
 
     def _checked(self, preds: np.ndarray, labs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Validate one batch; return it with class indices as int64 (label predictions included)."""
-        if preds.ndim not in (1, 2):
-            raise ValueError(f"predictions must have shape (N,) (labels) or (N, C) (scores), got {preds.shape}")
-        if labs.ndim != 1:
-            raise ValueError(f"labels must have shape (N,), got {labs.shape}")
-        if preds.shape[0] != labs.shape[0]:
-            raise ValueError(
-                f"predictions and labels have different lengths: {preds.shape[0]} predictions, {labs.shape[0]} labels"
-            )
-        if preds.shape[0] == 0:
-            raise ValueError("predictions is empty: add() needs at least one sample")
+        check_batch_shapes(preds, labs)
         if preds.ndim == 1:
             return _class_indices(preds, "predictions (labels)"), _class_indices(labs, "labels")
         if not np.issubdtype(preds.dtype, np.number) or np.issubdtype(preds.dtype, np.complexfloating):

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
 from ..core.state import MetricState
-from .accuracy import _class_indices, to_numpy
+from .accuracy import _class_indices, check_batch_shapes, to_numpy
 
 __all__ = ["SingleLabelMetric", "SingleLabelPrecisionRecallF1score"]
 
@@ -174,17 +174,8 @@ class SingleLabelMetric(BaseMetric):
 
     def _columns(self, preds: np.ndarray, labs: np.ndarray) -> Dict[str, np.ndarray]:
         """One batch checked and reduced to per-sample ``pred`` (class), ``score`` (NaN for labels), ``label``, ``C``."""
-        if preds.ndim not in (1, 2):
-            raise ValueError(f"predictions must have shape (N,) (labels) or (N, C) (scores), got {preds.shape}")
-        if labs.ndim != 1:
-            raise ValueError(f"labels must have shape (N,), got {labs.shape}")
-        if preds.shape[0] != labs.shape[0]:
-            raise ValueError(
-                f"predictions and labels have different lengths: {preds.shape[0]} predictions, {labs.shape[0]} labels"
-            )
+        check_batch_shapes(preds, labs)
         n = preds.shape[0]
-        if n == 0:
-            raise ValueError("predictions is empty: add() needs at least one sample")
         if preds.ndim == 1:
             if self.num_classes is None:
                 raise ValueError(
