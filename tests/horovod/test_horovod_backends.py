@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -115,7 +115,12 @@ def _kill_tree(proc: "subprocess.Popen[bytes]") -> None:
             time.sleep(1)  # let the ranks go before the SIGKILL sweep
 
 
-def _launch(np_: int, out_dir: Path) -> Launch:
+def horovodrun(np_: int, program: Path, args: List[str], out_dir: Path,
+               env: Optional[Dict[str, str]] = None) -> Tuple[Optional[int], str, float]:
+    """Run ``program FLAVOUR *args`` under ``horovodrun --gloo -np np_`` on loopback, at most LAUNCH_TIMEOUT s.
+
+    Returns (exit status or None when killed at the hard timeout, the launcher's output, seconds).
+    """
     assert FLAVOUR is not None
     assert HOROVODRUN is not None, (
         f"MMEVAL_HOROVOD_FLAVOUR={FLAVOUR} but no horovodrun next to {sys.executable} or on PATH: "
@@ -124,27 +129,31 @@ def _launch(np_: int, out_dir: Path) -> Launch:
     cmd = [
         HOROVODRUN, "-np", str(np_), "--gloo", "-H", f"localhost:{np_}", "--network-interfaces", "lo",
         "--start-timeout", "120",
-        sys.executable, str(PROGRAM), FLAVOUR, str(out_dir),
+        sys.executable, str(program), FLAVOUR, *args,
     ]
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env["PYTHONUNBUFFERED"] = "1"
-    env.pop("MMEVAL_DIST_BACKEND", None)
-    env.pop("MMEVAL_TIMEOUT", None)
+    child_env = dict(os.environ, **(env or {}))
+    child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    child_env["PYTHONUNBUFFERED"] = "1"
+    child_env.pop("MMEVAL_DIST_BACKEND", None)
+    child_env.pop("MMEVAL_TIMEOUT", None)
     log = out_dir / "horovodrun.log"
     start = time.monotonic()
     with open(log, "wb") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=str(HERE))
+                                start_new_session=True, cwd=str(HERE), env=child_env)
         try:
             rc: Optional[int] = proc.wait(timeout=LAUNCH_TIMEOUT)
         except subprocess.TimeoutExpired:
             _kill_tree(proc)
             rc = None
-    seconds = time.monotonic() - start
     output = log.read_text(errors="replace")
     if rc is None:
         output += f"\n[test harness] killed after the hard timeout of {LAUNCH_TIMEOUT:.0f}s"
+    return rc, output, time.monotonic() - start
+
+
+def _launch(np_: int, out_dir: Path) -> Launch:
+    rc, output, seconds = horovodrun(np_, PROGRAM, [str(out_dir)], out_dir)
     ranks: List[Dict[str, Any]] = []
     timeout_ranks: List[Optional[Dict[str, Any]]] = []
     for r in range(np_):

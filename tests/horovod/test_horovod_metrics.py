@@ -11,17 +11,14 @@ asserted on every rank. Every launch has a hard timeout, after which it is kille
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from test_horovod_backends import BACKEND_NAMES, FLAVOUR, HOROVODRUN, LAUNCH_TIMEOUT, WORLD_SIZES, _kill_tree
+from test_horovod_backends import BACKEND_NAMES, FLAVOUR, WORLD_SIZES, horovodrun
 from test_horovod_backends import pytestmark as _needs_horovod
 
 HERE = Path(__file__).resolve().parent
@@ -46,32 +43,11 @@ def payload_dir() -> Any:
 
 def _launch(np_: int, payload_dir: Path) -> List[Dict[str, Any]]:
     """Run hvd_metrics_program.py on ``np_`` ranks; every rank's JSON (fails with the log when one is missing)."""
-    assert FLAVOUR is not None and HOROVODRUN is not None, (
-        f"MMEVAL_HOROVOD_FLAVOUR={FLAVOUR} but no horovodrun next to {sys.executable} or on PATH: "
-        f"build Horovod with tools/build_horovod.sh {FLAVOUR}"
-    )
     out_dir = payload_dir / f"np{np_}"
     out_dir.mkdir()
-    cmd = [HOROVODRUN, "-np", str(np_), "--gloo", "-H", f"localhost:{np_}", "--network-interfaces", "lo",
-           "--start-timeout", "120", sys.executable, str(PROGRAM), FLAVOUR, str(payload_dir / "payload.pkl"),
-           str(out_dir)]
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env.pop("MMEVAL_DIST_BACKEND", None)
-    env.pop("MMEVAL_TIMEOUT", None)
-    log = out_dir / "horovodrun.log"
-    start = time.monotonic()
-    with open(log, "wb") as f:
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=str(HERE))
-        try:
-            rc = proc.wait(timeout=LAUNCH_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            _kill_tree(proc)
-            rc = None
-    describe = (f"horovodrun -np {np_} exited {rc} after {time.monotonic() - start:.1f}s"
-                f"{' (killed at the hard timeout)' if rc is None else ''}; output:\n"
-                f"{log.read_text(errors='replace')[-6000:]}")
+    rc, output, seconds = horovodrun(np_, PROGRAM, [str(payload_dir / "payload.pkl"), str(out_dir)], out_dir,
+                                     env={"OMP_NUM_THREADS": "1"})
+    describe = f"horovodrun -np {np_} exited {rc} after {seconds:.1f}s; output:\n{output[-6000:]}"
     ranks = []
     for r in range(np_):
         path = out_dir / f"rank{r}.json"
