@@ -9,9 +9,13 @@ parent test decides what was expected.
 Scenarios:
 
 * ``main`` -- identity and auto-selection, the conformance suite (with its
-  terminal checks, each over a new ``dist.new_group``), Accuracy over
+  terminal checks, each over a new ``mmeval_paddle.new_group``), Accuracy over
   padded (``paddle.io.DistributedBatchSampler``, paddle tensor batches) and
   uneven shards against the single-process result, and ``group=`` with a sub-group of ranks 0 and ws-1;
+* ``groups`` -- 10 groups made one after another by ``mmeval_paddle.new_group``
+  (``groups-paddle``: by ``paddle.distributed.new_group``), the last rank 0.3 s
+  late to each; an all-gather over each (paddle's own fails or hangs within a
+  few groups at 3 ranks: its rendezvous reads the previous group's addresses);
 * ``exit`` -- the last rank leaves (``os._exit``) after a barrier; the others
   all-gather with a 30 s timeout and must raise an mmeval error well before it;
 * ``hang`` -- the last rank sleeps instead of calling; the others must raise
@@ -35,7 +39,7 @@ import paddle.distributed as dist  # noqa: E402
 
 dist.init_parallel_env()
 
-from mmeval_paddle import PaddleDist  # noqa: E402
+from mmeval_paddle import PaddleDist, new_group  # noqa: E402
 
 from mmeval import Accuracy  # noqa: E402
 from mmeval.core.dist import get_dist_backend, resolve_backend_name  # noqa: E402
@@ -61,8 +65,8 @@ def record(name: str, fn: Callable[[], Any]) -> Any:
 
 
 def fresh(timeout: float) -> PaddleDist:
-    """A backend over a new paddle group of every rank (the terminal conformance checks poison theirs)."""
-    return PaddleDist(dist.new_group(list(range(WS))), timeout=timeout)
+    """A backend over a new group of every rank (the terminal conformance checks poison theirs)."""
+    return PaddleDist(new_group(), timeout=timeout)
 
 
 def identity() -> Any:
@@ -115,7 +119,7 @@ def accuracy_uneven() -> Any:
 
 def sub_group() -> Any:
     members = [0, WS - 1] if WS > 1 else [0]
-    group = dist.new_group(members)  # every rank takes part in creating it
+    group = new_group(members)  # every rank takes part in creating it
     b = PaddleDist(group, timeout=60)
     if RANK not in members:
         try:
@@ -141,6 +145,17 @@ def sub_group() -> Any:
         "broadcast": [from_last["from"], bool(np.array_equal(from_last["big"], np.arange(300_000) * (last + 1)))],
         "accuracy": [acc.compute(size=len(labels)), expected],
     }
+
+
+def groups(make: Callable[[], Any], count: int = 10) -> Any:
+    """``count`` groups one after another, the last rank late to each; an all-gather over each."""
+    seen = []
+    for i in range(count):
+        if RANK == WS - 1:
+            time.sleep(0.3)
+        b = PaddleDist(make(), timeout=60)
+        seen.append(b.all_gather_object((i, RANK)) == [(i, r) for r in range(WS)])
+    return seen
 
 
 def _gone(pid: int) -> bool:
@@ -192,6 +207,10 @@ if SCENARIO == "main":
     # ("terminate called without an active exception") when the interpreter tears them down at exit
     sys.stdout.flush()
     sys.stderr.flush()
+    os._exit(0)
+elif SCENARIO in ("groups", "groups-paddle"):
+    record("groups", lambda: groups(new_group if SCENARIO == "groups" else lambda: dist.new_group(list(range(WS)))))
+    sys.stdout.flush()
     os._exit(0)
 elif SCENARIO in ("exit", "hang"):
     record("pid", os.getpid)

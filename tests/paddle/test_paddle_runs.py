@@ -84,3 +84,14 @@ def test_sub_group(main_run: Run) -> None:
         assert got["gather"] == (members if me == n - 1 else None)
         assert got["broadcast"] == [members[-1], True]
         assert got["accuracy"][0] == got["accuracy"][1]
+
+
+def test_new_groups_one_after_another(tmp_path: Any) -> None:
+    """Ten groups in a row from mmeval_paddle.new_group, a rank late to each, all usable (3 ranks).
+
+    paddle's own ``dist.new_group`` fails here within 3-8 groups ("Connection refused" or a hang): its gloo
+    rendezvous reuses the keys of earlier groups (scenario ``groups-paddle`` shows it)."""
+    run = launch(3, "groups", str(tmp_path))
+    assert run.returncode == 0, run.describe()
+    for r in range(3):
+        assert _ok(run, r, "groups") == [True] * 10

@@ -29,7 +29,8 @@ gloo raise at once (reported by the core as ``CollectiveFailedError``); a peer
 that hangs is reported as ``CollectiveTimeoutError`` at the deadline. An
 abandoned gloo call stays blocked on its thread; its buffers are handed to
 ``call.keep`` and the core poisons the group: recover with a new group
-(``dist.new_group``) and a new backend over it.
+(:func:`mmeval_paddle.new_group`: paddle's own ``dist.new_group`` races in its
+gloo rendezvous when called repeatedly) and a new backend over it.
 
 This module does not import paddle; the methods do.
 """
@@ -96,7 +97,7 @@ class PaddleDist(FramedDistBackend):
     """mmeval backend over ``paddle.distributed`` process groups (gloo, CPU tensors).
 
     Args:
-        group: a ``paddle.distributed`` group (``dist.new_group([...])``) to
+        group: a ``paddle.distributed`` group (``mmeval_paddle.new_group([...])``) to
             run on; ``None`` (default) is the global group. :attr:`rank` and
             :attr:`world_size` are then the group's, and ``src`` / ``dst`` of
             the collectives are ranks *in the group*. Every member must make
