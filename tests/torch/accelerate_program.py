@@ -1,0 +1,68 @@
+"""One rank of a real ``accelerate launch``: mmeval metrics over accelerate's prepared DataLoader.
+
+Usage: ``accelerate launch --cpu --num_processes N accelerate_program.py OUT_DIR``. Accelerate deals
+whole batches round-robin and pads the last round by wrapping to the dataset's start, so ``size=``
+cannot drop the padding exactly; ``indices=`` can. Each rank writes ``OUT_DIR/rank<R>.json``: the
+metrics computed with ``indices=`` (Accuracy on the state path, AveragePrecision per sample), Accuracy
+computed with ``size=`` and the ShardingWarnings it raised, the backend picked, and the single-process
+results over the whole dataset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from typing import Any, Dict
+
+import numpy as np
+import torch
+from accelerate import Accelerator
+from torch.utils.data import DataLoader, TensorDataset
+
+from mmeval import Accuracy, AveragePrecision
+from mmeval.core.sample_index import ShardingWarning
+
+N = 1003
+
+
+def main(out_dir: str) -> None:
+    accelerator = Accelerator(cpu=True)
+    rng = np.random.default_rng(11)
+    scores = rng.random((N, 5)).astype(np.float32)
+    labels = rng.integers(0, 5, N)
+    ml_scores = rng.random((N, 4)).astype(np.float32)
+    ml_labels = (rng.random((N, 4)) < 0.3).astype(np.int64)
+    ml_labels[np.arange(N), rng.integers(0, 4, N)] = 1  # every sample has a positive label
+    data = TensorDataset(torch.arange(N), torch.from_numpy(scores), torch.from_numpy(labels),
+                         torch.from_numpy(ml_scores), torch.from_numpy(ml_labels))
+    loader = accelerator.prepare(DataLoader(data, batch_size=16, shuffle=True))
+
+    acc, ap, acc_sized = Accuracy(topk=(1, 3)), AveragePrecision(), Accuracy(topk=(1, 3))
+    seen = 0
+    for idx, s, lab, ms, ml in loader:
+        acc.add(s, lab, indices=idx)
+        ap.add(ms, ml, indices=idx)
+        acc_sized.add(s, lab)
+        seen += len(idx)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        sized = acc_sized.compute(size=N)
+    report: Dict[str, Any] = {
+        "world_size": accelerator.num_processes,
+        "backend": acc.dist_comm.name,
+        "seen": seen,
+        "accuracy": acc.compute(),
+        "average_precision": ap.compute(),
+        "accuracy_sized": sized,
+        "sharding_warnings": [str(w.message) for w in record if issubclass(w.category, ShardingWarning)],
+        "expected": {"accuracy": Accuracy(topk=(1, 3))(scores, labels),
+                     "average_precision": AveragePrecision()(ml_scores, ml_labels)},
+    }
+    with open(os.path.join(out_dir, f"rank{accelerator.process_index}.json"), "w") as f:
+        json.dump(report, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
