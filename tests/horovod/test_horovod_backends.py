@@ -304,3 +304,16 @@ def test_follows_the_call_contract() -> None:
     assert sigs == [["self", "call", "slot"]] * 2
     assert distinct and slot_a == "mmeval.torch_horovod.ps0.slots" and slot_b == "mmeval.torch_horovod.ps0.retry1.slots"
     assert "namespace='a.b'" in bad
+
+
+def test_a_removed_process_sets_id_reused_starts_clean(tmp_path: Path) -> None:
+    """A process set added after a poisoned one was removed gets its id from Horovod, not its fate."""
+    rc, output, _ = horovodrun(3, HERE / "hvd_recycle_program.py", [str(tmp_path)], tmp_path)
+    assert rc == 0, output[-6000:]
+    reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(3)]
+    for r, rep in enumerate(reports):
+        assert "error" not in rep, f"rank {r}:\n{rep['error']}"
+        assert rep["second_id"] == rep["first_id"], rep  # Horovod reused the id: the case under test
+    assert reports[0]["timed_out"] and reports[0]["poisoned"], reports[0]
+    for r in (0, 2):
+        assert reports[r]["gathered"] == [0, 2], reports[r]

@@ -51,7 +51,11 @@ id is reused), so the new group to recover on after a failure is the same
 process set under a new ``namespace=``: its operations have names that no
 abandoned operation has, so they can never be matched with one. Backend
 objects with the same process set and namespace share one sequence (and one
-fate). ``process_set=`` takes a registered ``horovod.<framework>.ProcessSet``;
+fate). A process set other than the global one may also be removed
+(``hvd.remove_process_set``) and a new one added over the same ranks: the new
+``ProcessSet`` object starts clean even when Horovod gives it the removed
+set's id (the sequence is keyed by the object, not the id).
+``process_set=`` takes a registered ``horovod.<framework>.ProcessSet``;
 ``rank`` / ``world_size`` are the process set's, and ``src`` / ``dst`` are
 ranks *within* it (translated to the global ranks Horovod's ``broadcast``
 expects).
@@ -64,6 +68,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import threading
 from types import ModuleType
 from typing import Any, Callable, ClassVar, Hashable, List, Optional, Sequence, Tuple
 
@@ -106,6 +111,21 @@ def _peer_lost(backend: str, op: str, name: str, exc: BaseException) -> BaseExce
         return PeerLost(f"{backend}: horovod {op} {name!r} failed ({exc}); a peer rank has probably died or "
                         "Horovod was shut down")
     return exc
+
+
+class _SetToken:
+    """The key of one Horovod process set's collective sequence (kept on its ``ProcessSet`` object)."""
+
+    __slots__ = ("name", "process_set_id", "namespace", "__weakref__")
+
+    def __init__(self, name: str, process_set_id: int, namespace: str) -> None:
+        self.name, self.process_set_id, self.namespace = name, process_set_id, namespace
+
+    def __repr__(self) -> str:
+        return f"<{self.name} process set {self.process_set_id} namespace {self.namespace!r}>"
+
+
+_TOKEN_LOCK = threading.Lock()
 
 
 class _HorovodDist(FramedDistBackend):
@@ -238,8 +258,23 @@ class _HorovodDist(FramedDistBackend):
         return 0 if self.process_set is None else int(self.process_set.process_set_id)
 
     def _sequence_key(self) -> Hashable:
-        # every backend object over one process set and namespace shares one sequence and one fate
-        return (self.name, self._process_set_id(), self.namespace)
+        """Every backend object over one process set and namespace shares one sequence and one fate.
+
+        The global process set (id 0) is never removed: its key is a value. Any other set is keyed by a
+        token kept on its ``ProcessSet`` object: Horovod hands a removed set's id to the next set it
+        adds, and that set must not inherit the removed one's sequence or poisoning.
+        """
+        ps_id = self._process_set_id()
+        ps = self.process_set
+        tokens = None if ps is None or ps_id == 0 else getattr(ps, "__dict__", None)
+        if tokens is None:
+            return (self.name, ps_id, self.namespace)
+        table = tokens.setdefault("_mmeval_sequence_tokens", {})
+        with _TOKEN_LOCK:
+            token = table.get((self.name, self.namespace, ps_id))
+            if token is None:
+                token = table[(self.name, self.namespace, ps_id)] = _SetToken(self.name, ps_id, self.namespace)
+        return token
 
     def _global_rank(self, rank: int) -> int:
         """Horovod's ``broadcast`` takes a *global* root rank, even within a process set."""
