@@ -147,3 +147,24 @@ def test_a_new_group_never_inherits_a_dropped_groups_poison():
     res = run_ranks(_recycled_groups, 2, 6, timeout=120)
     for status, value in res.values():
         assert status == "ok", value
+
+
+
+
+def _refusal_after_a_local_failure(backend, hint):
+    from mmeval.core.errors import GroupPoisonedError
+
+    if hint is not None:
+        backend.new_group_hint = hint  # as a backend class would declare it
+    assert _local_error_in_payload(backend, MemoryError, "forged size")  # poisons the group
+    with pytest.raises(GroupPoisonedError) as info:
+        backend.all_gather_object(1)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("hint", [None, "hub: a new HubDist on a new port"])
+def test_a_poisoned_group_says_how_to_build_a_new_one_on_its_own_transport(hint):
+    res = run_ranks(_refusal_after_a_local_failure, 2, hint, timeout=60)
+    for status, text in res.values():
+        assert status == "ok", text
+        assert f"Build a new group ({hint or 'torch: dist.new_group(...); MPI: comm.Dup()'})" in text, text

@@ -151,6 +151,7 @@ class _HorovodDist(FramedDistBackend):
     _module_name: ClassVar[str] = ""
     #: the extra to install, for error messages
     _extra: ClassVar[str] = ""
+    new_group_hint = "the same process set under a new namespace=..., or a new process set"
     priority = 20  # auto-selection: after torch_cuda / torch_cpu, before mpi4py (Horovod may run under mpiexec)
 
     @classmethod

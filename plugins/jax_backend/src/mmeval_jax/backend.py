@@ -245,6 +245,7 @@ class JaxDist(FramedDistBackend):
     #: Auto-selection rank among detected backends (torch_cpu's is higher: a torch job that also imports
     #: and initializes JAX keeps its torch backend).
     priority: ClassVar[int] = 10
+    new_group_hint: ClassVar[str] = "JaxDist(device=N), another local device, on every process"
 
     def __init__(
         self,

@@ -128,6 +128,7 @@ class MPI4PyDist(FramedDistBackend):
     """
 
     name = "mpi4py"
+    new_group_hint = "comm.Dup() on every rank of comm"
     priority = 10  # auto-selection: last of the in-tree backends (torch or Horovod may run under mpiexec)
 
     @classmethod

@@ -118,6 +118,7 @@ class PaddleDist(FramedDistBackend):
     priority: ClassVar[int] = 10
     #: gloo ends an operation at its group's own timeout (``PADDLE_PG_TIMEOUT``): no waiting without a limit.
     max_timeout: ClassVar[float] = 1e9
+    new_group_hint: ClassVar[str] = "mmeval_paddle.new_group() on every rank"
 
     def __init__(self, group: Any = None, *, timeout: Optional[float] = None, codec: Optional[str] = None) -> None:
         super().__init__(timeout=timeout, codec=codec)

@@ -312,6 +312,7 @@ class _TorchDist(FramedDistBackend):
 
     #: gloo / NCCL end an operation at the group's own timeout: no unlimited wait (10^9 s is the cap)
     max_timeout: ClassVar[float] = 1e9
+    new_group_hint: ClassVar[str] = "torch.distributed.new_group(ranks) on every rank"
 
     def __init__(
         self,

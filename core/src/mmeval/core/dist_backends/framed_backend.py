@@ -226,6 +226,8 @@ class FramedDistBackend(BaseDistBackend):
 
     #: The longest timeout the transport honours (seconds); ``inf``: it can wait without limit.
     max_timeout: ClassVar[float] = math.inf
+    #: How to build a new group on this transport, quoted by :class:`GroupPoisonedError`.
+    new_group_hint: ClassVar[str] = "torch: dist.new_group(...); MPI: comm.Dup()"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -425,8 +427,8 @@ class FramedDistBackend(BaseDistBackend):
         if state.poisoned is not None:
             raise GroupPoisonedError(
                 f"{name}: {op_name} refused on rank {rank}: this group is unusable since an earlier collective "
-                f"failed ({state.poisoned}). Build a new group (torch: dist.new_group(...); MPI: comm.Dup()) and a "
-                "new backend over it to go on."
+                f"failed ({state.poisoned}). Build a new group ({self.new_group_hint}) and a new backend over it "
+                "to go on."
             )
         thread = threading.current_thread().name
         if not state.lock.acquire(blocking=False):
