@@ -20,11 +20,11 @@ from .errors import (
     CollectiveFailedError,
     CollectiveMismatchError,
     CollectiveTimeoutError,
-    MMEvalError,
+    RemoteMetricError,
     RemoteSerializationError,
+    ShardingWarning,
 )
 from .sample_index import (
-    ShardingWarning,
     as_indices,
     check_layout,
     kept_by_size,
@@ -39,19 +39,6 @@ __all__ = ["BaseMetric", "ArrayResults", "MetricState", "RemoteMetricError", "Sh
 logger = logging.getLogger("mmeval")
 
 _COLLECT_MODES = ("unzip", "cat")
-
-
-class RemoteMetricError(MMEvalError, RuntimeError):
-    """``compute_metric`` raised on the computing rank with an exception that could not be sent.
-
-    ``remote_type`` and ``remote_message`` carry the original exception's
-    qualified type name and message.
-    """
-
-    def __init__(self, message: str, remote_type: str = "", remote_message: str = "") -> None:
-        super().__init__(message)
-        self.remote_type = remote_type
-        self.remote_message = remote_message
 
 
 class ArrayResults(Dict[str, np.ndarray]):

@@ -49,6 +49,7 @@ from .errors import (
     BackendLoadError,
     BackendNotFoundError,
     BackendTypeError,
+    DistributedLaunchWarning,
     InvalidBackendNameError,
 )
 
@@ -151,12 +152,6 @@ _LAUNCHER_ADVICE: Dict[str, Tuple[Tuple[str, ...], str]] = {
               "ignore this if one process per allocation is intended"),
 }
 
-
-class DistributedLaunchWarning(RuntimeWarning):
-    """A launcher started several processes, but the backend in use (``non_dist``) is not distributed.
-
-    Each rank then computes the metric over its own shard only.
-    """
 
 _BUILTINS: Dict[str, Type[BaseDistBackend]] = {"non_dist": NonDist}
 

@@ -28,6 +28,13 @@ __all__ = [
     "ConcurrentCollectiveError",
     "FrameDecodeError",
     "UnsafePayloadError",
+    "PeerLost",
+    "RemoteMetricError",
+    "ShardingWarning",
+    "DistributedLaunchWarning",
+    "AccuracyWarning",
+    "TopkWithLabelsWarning",
+    "DefaultThresholdWarning",
 ]
 
 
@@ -122,3 +129,55 @@ class FrameDecodeError(DistCommunicationError, ValueError):
 
 class UnsafePayloadError(DistCommunicationError, TypeError):
     """The ``safe`` codec met a type it does not transport (only plain data is allowed)."""
+
+
+class PeerLost(DistCommunicationError):
+    """Raised by a transport primitive when its transport reports a peer as gone (closed connection, dead process)."""
+
+
+# --- metrics ----------------------------------------------------------------
+
+
+class RemoteMetricError(MMEvalError, RuntimeError):
+    """``compute_metric`` raised on the computing rank with an exception that could not be sent.
+
+    ``remote_type`` and ``remote_message`` carry the original exception's
+    qualified type name and message.
+    """
+
+    def __init__(self, message: str, remote_type: str = "", remote_message: str = "") -> None:
+        super().__init__(message)
+        self.remote_type = remote_type
+        self.remote_message = remote_message
+
+
+# --- warnings -----------------------------------------------------------------
+
+
+class ShardingWarning(UserWarning):
+    """The ranks' samples may hold padding or duplicates that ``compute()`` cannot drop without help.
+
+    Warned on every rank (each knows the per-rank counts): with
+    ``dist_collect_mode='unzip'`` and neither ``size=`` nor ``indices=``, and
+    when more samples were added than ``size + world_size - 1`` (a batch-level
+    sharding such as HF accelerate's: pass ``indices=`` to ``add()``).
+    """
+
+
+class DistributedLaunchWarning(RuntimeWarning):
+    """A launcher started several processes, but the backend in use (``non_dist``) is not distributed.
+
+    Each rank then computes the metric over its own shard only.
+    """
+
+
+class AccuracyWarning(UserWarning):
+    """An :class:`~mmeval.metrics.Accuracy` input or setting changed what it reports; each kind is warned once per metric."""
+
+
+class TopkWithLabelsWarning(AccuracyWarning):
+    """``topk`` asks for k > 1 but predictions are labels (N,): only ``top1`` can be reported."""
+
+
+class DefaultThresholdWarning(AccuracyWarning):
+    """The default ``thrs=0.0`` turned top-k hits into misses (true class in the top k, score <= 0)."""

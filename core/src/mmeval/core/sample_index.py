@@ -12,17 +12,9 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
+from .errors import ShardingWarning
+
 __all__ = ["ShardingWarning", "as_indices", "check_layout", "kept_by_size", "kept_count", "owned_first", "warn_sharding"]
-
-
-class ShardingWarning(UserWarning):
-    """The ranks' samples may hold padding or duplicates that ``compute()`` cannot drop without help.
-
-    Warned on every rank (each knows the per-rank counts): with
-    ``dist_collect_mode='unzip'`` and neither ``size=`` nor ``indices=``, and
-    when more samples were added than ``size + world_size - 1`` (a batch-level
-    sharding such as HF accelerate's: pass ``indices=`` to ``add()``).
-    """
 
 
 def as_indices(value: Any, what: str = "indices") -> np.ndarray:

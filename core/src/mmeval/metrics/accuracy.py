@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Type, Union
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
+from ..core.errors import AccuracyWarning, DefaultThresholdWarning, TopkWithLabelsWarning
 from ..core.state import MetricState
 
 __all__ = ["Accuracy", "AccuracyWarning", "DefaultThresholdWarning", "TopkWithLabelsWarning"]
@@ -23,18 +24,6 @@ INT64_MAX = 2**63 - 1
 #: Every one of them converts to float32 exactly.
 _NARROW_FLOAT_PREFIXES = ("bfloat16", "float8_", "float6_", "float4_")
 _NATIVE_FLOATS = ("float16", "float32", "float64")
-
-
-class AccuracyWarning(UserWarning):
-    """An :class:`Accuracy` input or setting changed what it reports; each kind is warned once per metric."""
-
-
-class TopkWithLabelsWarning(AccuracyWarning):
-    """``topk`` asks for k > 1 but predictions are labels (N,): only ``top1`` can be reported."""
-
-
-class DefaultThresholdWarning(AccuracyWarning):
-    """The default ``thrs=0.0`` turned top-k hits into misses (true class in the top k, score <= 0)."""
 
 
 class _DefaultThr(float):

@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence
 
-from ..errors import CollectiveTimeoutError, DistCommunicationError
+from ..errors import CollectiveTimeoutError, PeerLost
 from ..wire import Frame
 
 __all__ = ["Call", "PeerLost", "WAIT_SLICE", "asking", "keep_forever"]
@@ -71,10 +71,6 @@ def asking(question: Mapping[str, Any]) -> Iterator[None]:
         yield
     finally:
         _QUESTION.reset(token)
-
-
-class PeerLost(DistCommunicationError):
-    """Raised by a primitive when its transport reports a peer as gone (closed connection, dead process)."""
 
 
 class Call:
