@@ -13,7 +13,7 @@ def _clean_registry(monkeypatch):
         if var.startswith("MMEVAL_"):
             monkeypatch.delenv(var, raising=False)
     from mmeval.core import dist
+    from mmeval.core.registry import BackendRegistry
 
-    dist._reset_for_tests()
+    monkeypatch.setattr(dist, "_registry", BackendRegistry())  # the facade's one registry, fresh for this test
     yield
-    dist._reset_for_tests()

@@ -8,6 +8,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,85 @@ def test_check_reports_backends_that_cannot_run_here():
     # without --check nothing is loaded, so nothing is said about usability
     plain = mmeval_cli("backends", env=env)
     assert plain.returncode == 0 and "usable" not in plain.stdout
+
+
+# --- --check under attack (issue 20, item 9) and on a CPU machine (issue 23, item 4) ----------------------------
+
+
+@pytest.mark.parametrize("args", [("--timeout", "nan"), ("--timeout", "inf"), ("--timeout", "0"), ("--timeout", "-1"),
+                                  ("--timeout", "abc"), ("--timeout=-inf",)])
+def test_a_bad_check_timeout_is_a_one_line_usage_error(args):
+    proc = mmeval_cli("backends", "--check", *args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    errors = [ln for ln in proc.stderr.splitlines() if "error:" in ln]
+    assert len(errors) == 1 and "--timeout" in errors[0] and "positive" in errors[0], proc.stderr
+
+
+def test_help_shows_the_timeout_default():
+    proc = mmeval_cli("backends", "--help")
+    assert proc.returncode == 0
+    assert "default: 30" in " ".join(proc.stdout.split())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead: it only waits for its (gone) parent to be reaped by init
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_check_leaves_no_orphan_of_a_plugin_that_spawns(tmp_path):
+    from test_registry_isolation import hostile_env
+
+    pidfile = tmp_path / "child.pid"
+    env = hostile_env(tmp_path, "hostile_spawn", MMEVAL_FIXTURE_PIDFILE=str(pidfile))
+    proc = subprocess.run([sys.executable, "-m", "mmeval", "backends", "--check", "--json", "--timeout", "5"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    rows = {r["name"]: r for r in json.loads(proc.stdout)["backends"]}
+    assert rows["hostile_spawn"]["check"] == "timeout"
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = _alive(pid)
+    if alive:
+        os.kill(pid, 9)
+    assert not alive, "the plugin's child outlived mmeval backends --check"
+
+
+def test_a_tiny_timeout_is_named_as_the_cause():
+    env = {"MMEVAL_DISABLE_PLUGINS": "mmeval-fixture-plugin"}  # the rival's backends all load
+    proc = mmeval_cli("backends", "--check", "--timeout", "0.001", env=env)
+    assert proc.returncode == 1
+    assert "--timeout 0.001" in proc.stdout and "every check timed out" in proc.stdout, proc.stdout
+    data = json.loads(mmeval_cli("backends", "--check", "--json", "--timeout", "0.001", env=env).stdout)
+    assert "--timeout" in data["note"]
+
+
+def test_a_backend_lacking_its_hardware_does_not_fail_the_check(tmp_path):
+    """torch_cuda without CUDA: reported, exit 0 when everything else can run (the record says it needs CUDA)."""
+    pkg = tmp_path / "cudaless.py"
+    pkg.write_text("from mmeval.core.dist_backends import NonDist\n"
+                   "class NoCuda(NonDist):\n"
+                   "    name = 'torch_cuda'\n"
+                   "    @classmethod\n"
+                   "    def availability(cls):\n"
+                   "        return 'CUDA is not available: a CPU-only build'\n")
+    info = tmp_path / "mmeval_torch-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mmeval-torch\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[mmeval.dist_backends]\ntorch_cuda = cudaless:NoCuda\n")
+    (tmp_path / "torch").mkdir()  # torch is installed (found, never imported): what is missing is the GPU
+    (tmp_path / "torch" / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    env = {"PYTHONPATH": str(tmp_path), "MMEVAL_DISABLE_PLUGINS": "mmeval-fixture-plugin,mmeval-fixture-rival"}
+    proc = mmeval_cli("backends", "--check", "--json", env=env)
+    assert proc.returncode == 0, proc.stdout
+    row = {r["name"]: r for r in json.loads(proc.stdout)["backends"]}["torch_cuda"]
+    assert row["usable"] is False and row["status"] == "no-hardware" and "CUDA" in row["error"]
+    table = mmeval_cli("backends", "--check", env=env)
+    assert table.returncode == 0 and "CUDA" in table.stdout and "not counted as a failure" in table.stdout

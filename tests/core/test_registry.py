@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from mmeval.core import dist
+from mmeval.core._metadata import satisfies
 from mmeval.core.dist import (
     get_dist_backend,
     list_all_backends,
@@ -27,6 +28,7 @@ from mmeval.core.errors import (
     BackendTypeError,
     InvalidBackendNameError,
 )
+from mmeval.core.registry import BackendRegistry
 
 HEAVY = ("torch", "mpi4py", "horovod", "tensorflow", "mmeval_fixture_plugin", "mmeval_fixture_rival", "mmeval_torch",
          "mmeval_mpi4py", "mmeval_horovod")
@@ -198,7 +200,7 @@ def test_default_backend_setting_and_env(monkeypatch):
     set_default_dist_backend("auto")
     with pytest.raises(InvalidBackendNameError):
         set_default_dist_backend("Not A Name")
-    dist._reset_for_tests()
+    monkeypatch.setattr(dist, "_registry", BackendRegistry())  # a fresh registry: no default set
     monkeypatch.setenv("MMEVAL_DIST_BACKEND", "star")
     assert type(get_dist_backend()).__name__ == "StarDist"
     monkeypatch.setenv("MMEVAL_DIST_BACKEND", "nope")
@@ -273,19 +275,19 @@ def test_rescan_after_install(tmp_path, monkeypatch):
 
 
 def test_core_requirement_check():
-    assert dist._satisfies("0.1.0", "mmeval-core>=0.1,<0.2")
-    assert not dist._satisfies("0.2.0", "mmeval-core<0.2,>=0.1")
-    assert dist._satisfies("0.1.3", "mmeval-core~=0.1.0")
-    assert not dist._satisfies("0.2.0", "mmeval-core~=0.1.0")
-    assert dist._satisfies("0.1.0", "mmeval-core")
-    assert dist._satisfies("0.1.0", "mmeval-core==0.1.*")
+    assert satisfies("0.1.0", "mmeval-core>=0.1,<0.2")
+    assert not satisfies("0.2.0", "mmeval-core<0.2,>=0.1")
+    assert satisfies("0.1.3", "mmeval-core~=0.1.0")
+    assert not satisfies("0.2.0", "mmeval-core~=0.1.0")
+    assert satisfies("0.1.0", "mmeval-core")
+    assert satisfies("0.1.0", "mmeval-core==0.1.*")
     # PEP 440: a pre-release comes before its release
-    assert not dist._satisfies("0.1.0rc1", "mmeval-core>=0.1")
-    assert dist._satisfies("0.2.0rc1", "mmeval-core>=0.1")
-    assert not dist._satisfies("0.1.0.dev3", "mmeval-core>=0.1.0")
-    assert not dist._satisfies("0.1.0.post1", "mmeval-core>0.1.0")  # PEP 440: > excludes post-releases
-    assert dist._satisfies("0.1.0.post1", "mmeval-core>=0.1.0")
-    assert not dist._satisfies("0.1.0+local", "mmeval-core!=0.1.0")
+    assert not satisfies("0.1.0rc1", "mmeval-core>=0.1")
+    assert satisfies("0.2.0rc1", "mmeval-core>=0.1")
+    assert not satisfies("0.1.0.dev3", "mmeval-core>=0.1.0")
+    assert not satisfies("0.1.0.post1", "mmeval-core>0.1.0")  # PEP 440: > excludes post-releases
+    assert satisfies("0.1.0.post1", "mmeval-core>=0.1.0")
+    assert not satisfies("0.1.0+local", "mmeval-core!=0.1.0")
     infos = {i.name: i for i in dist.backend_infos()}
     assert infos["star"].core_requirement == "mmeval-core<0.2,>=0.1"
     assert infos["star"].status == "ok"

@@ -130,3 +130,60 @@ def test_a_distributed_backend_in_use_does_not_warn():
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["backend"] == "StarDist"
     assert warnings_in(run.stderr) == 0, run.stderr
+
+
+# --- the warning describes what it saw (issue 23, item 3) -------------------------------------------------------
+
+
+def test_non_dist_named_while_a_runtime_is_active_says_that_runtime_is_active():
+    # star's runtime is "active" (its detect() is true): non_dist was a choice, not a missing initialisation
+    runs = launch([{"WORLD_SIZE": "2", "RANK": str(r), "MMEVAL_STAR_WORLD_SIZE": "2"} for r in range(2)],
+                  backend="non_dist")
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+        assert warnings_in(run.stderr) == 1, run.stderr
+        assert "'non_dist' was asked for by name" in run.stderr
+        assert "star: its runtime is active in this process" in run.stderr, run.stderr
+        assert "not active" not in run.stderr
+
+
+def _stub_module(root, name: str) -> None:
+    """A package ``name`` that find_spec finds and whose import leaves a marker file (it must not be imported)."""
+    pkg = root / name
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(f"open({str(root / (name + '.imported'))!r}, 'w').close()\n")
+
+
+def test_mpi_launcher_with_mpi4py_importable_does_not_advise_reinstalling_it(tmp_path):
+    _stub_module(tmp_path, "mpi4py")
+    runs = launch([{"PYTHONPATH": str(tmp_path), "PMI_SIZE": "2", "PMI_RANK": str(r)} for r in range(2)])
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+        assert warnings_in(run.stderr) == 1, run.stderr
+        assert "install mpi4py built for" not in run.stderr, run.stderr
+        assert "the mpi4py module is importable here (not imported by this process)" in run.stderr, run.stderr
+        assert "pip install ./plugins/mpi_backend" in run.stderr  # what is really missing: the plugin
+    assert not (tmp_path / "mpi4py.imported").exists()  # the warning looked, it did not import
+
+
+def test_mpi_launcher_without_mpi4py_says_it_is_missing(tmp_path):
+    runs = launch([{"PMI_SIZE": "2", "PMI_RANK": str(r)} for r in range(2)])
+    for run in runs:
+        assert "the mpi4py module is not installed" in run.stderr, run.stderr
+
+
+def test_torchrun_with_torch_imported_but_no_group_says_so(tmp_path):
+    """torch imported by the script, no process group: the advice is init_process_group, and says what it saw."""
+    _stub_module(tmp_path, "torch")
+    env = [{"PYTHONPATH": str(tmp_path), "WORLD_SIZE": "2", "RANK": str(r)} for r in range(2)]
+    procs = []
+    code = "import torch\n" + EVAL
+    for extra in env:
+        full = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
+        full.update(extra)
+        procs.append(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full,
+                                    timeout=120))
+    for run in procs:
+        assert run.returncode == 0, run.stderr
+        assert "the torch module is imported, but its runtime is not initialised" in run.stderr, run.stderr
+        assert "init_process_group" in run.stderr

@@ -1,4 +1,4 @@
-"""Entry-point access and the plugin disable list, shared by the backend registry and the hooks.
+"""Entry-point access, the plugin disable list and plugin metadata, shared by the backend registry and the hooks.
 
 Python 3.9's ``importlib.metadata.entry_points()`` has no ``group=`` selection
 and does not deduplicate a distribution found twice on ``sys.path``; the
@@ -30,6 +30,11 @@ __all__ = [
     "normalize_plugin_name",
     "disabled_plugins",
     "is_disabled",
+    "distribution_version",
+    "distribution_label",
+    "core_requirement",
+    "core_version",
+    "satisfies",
 ]
 
 #: Comma-separated entry-point or distribution names never to load.
@@ -85,3 +90,50 @@ def is_disabled(ep: Any, disabled: Optional[FrozenSet[str]] = None) -> bool:
         return True
     dist = distribution_name(ep)
     return dist is not None and normalize_plugin_name(dist) in names
+
+
+def distribution_version(ep: Any) -> str:
+    """The version of the distribution ``ep`` came from, ``'?'`` if unknown."""
+    dist = distribution_of(ep)
+    return str(dist.version) if dist is not None else "?"
+
+
+def distribution_label(ep: Any) -> str:
+    """``'<name> <version>'`` of the distribution ``ep`` came from (``'<unknown distribution> ?'`` if unknown)."""
+    return f"{distribution_name(ep) or '<unknown distribution>'} {distribution_version(ep)}"
+
+
+def core_requirement(ep: Any) -> Optional[str]:
+    """The ``mmeval-core`` requirement (``'mmeval-core<0.2,>=0.1'``) of the distribution ``ep`` came from, if any."""
+    dist = distribution_of(ep)
+    if dist is None:
+        return None
+    for req in dist.requires or ():
+        if re.match(r"mmeval[-_.]core\b", req, re.IGNORECASE) and "extra ==" not in req:
+            return str(req).split(";")[0].strip()
+    return None
+
+
+def core_version() -> str:
+    """The installed mmeval-core version."""
+    from ..version import __version__
+
+    return __version__
+
+
+def satisfies(version: str, requirement: str) -> bool:
+    """Whether ``version`` of mmeval-core meets ``requirement`` (``'mmeval-core>=0.1,<0.2'``), by PEP 440.
+
+    Uses :mod:`packaging`. Pre-releases count as the versions they are
+    (``0.1.0rc1`` comes before ``0.1``, so ``>=0.1`` rejects it). A requirement
+    that does not parse is not held against the plugin (True).
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        spec = Requirement(requirement).specifier
+        have = Version(version)
+    except (InvalidRequirement, InvalidVersion):
+        return True
+    return spec.contains(have, prereleases=True)

@@ -4,9 +4,12 @@ MMEval shipped every backend inside one package
 (``mmeval.core.dist_backends.torch_cpu.TorchCPUDist`` and so on). Here each
 backend is a plugin found through the registry, so those import paths are thin
 modules whose module-level ``__getattr__`` calls :func:`resolve`: the class is
-looked up in the registry (:func:`mmeval.core.dist.get_dist_backend_class`) on
-access, never at import, so importing one of these modules imports no
-framework and starts no MPI.
+looked up in the registry on access, never at import, so importing one of these
+modules imports no framework and starts no MPI.
+
+This package does not import the registry (the registry imports it): the registry
+binds its class lookup here with :func:`bind_class_lookup` when :mod:`mmeval.core.dist`
+is imported, which ``import mmeval.core`` always does first.
 
 A class whose plugin is not installed raises
 :class:`~mmeval.core.errors.BackendNotInstalledError` (an ``ImportError`` and a
@@ -15,25 +18,26 @@ A class whose plugin is not installed raises
 
 from __future__ import annotations
 
-from typing import Collection, Dict, Optional, Type
+from typing import Callable, Collection, Dict, Optional, Type
 
 from ..errors import BackendNotFoundError, BackendNotInstalledError
+from ..known_backends import KNOWN_BACKENDS
 from .base_backend import BaseDistBackend
 
-__all__ = ["LEGACY_BACKENDS", "resolve"]
+__all__ = ["LEGACY_BACKENDS", "resolve", "bind_class_lookup"]
 
 
-#: MMEval's class names (and ``TorchHorovodDist``, which MMEval lacked) -> the registry names they resolve through.
-#: ``OneFlowDist`` resolves through ``oneflow_cpu``, for which the registry explains that OneFlow is not supported here.
-LEGACY_BACKENDS: Dict[str, str] = {
-    "TorchCPUDist": "torch_cpu",
-    "TorchCUDADist": "torch_cuda",
-    "MPI4PyDist": "mpi4py",
-    "TFHorovodDist": "tf_horovod",
-    "TorchHorovodDist": "torch_horovod",
-    "PaddleDist": "paddle_dist",
-    "OneFlowDist": "oneflow_cpu",
-}
+#: MMEval's class names (and ``TorchHorovodDist``, which MMEval lacked) -> the registry names they resolve through
+#: (from the records of :data:`~mmeval.core.known_backends.KNOWN_BACKENDS`). ``OneFlowDist`` resolves through
+#: ``oneflow_cpu``, for which the registry explains that OneFlow is not supported here.
+LEGACY_BACKENDS: Dict[str, str] = {r.legacy_class: name for name, r in KNOWN_BACKENDS.items() if r.legacy_class}
+
+_LOOKUP: Dict[str, Callable[[str], Type[BaseDistBackend]]] = {}  # 'class' -> the registry's class lookup
+
+
+def bind_class_lookup(lookup: Callable[[str], Type[BaseDistBackend]]) -> None:
+    """Make :func:`resolve` look classes up with ``lookup`` (``mmeval.core.dist.get_dist_backend_class``)."""
+    _LOOKUP["class"] = lookup
 
 
 def resolve(module: str, attr: str, names: Optional[Collection[str]] = None) -> Type[BaseDistBackend]:
@@ -51,10 +55,8 @@ def resolve(module: str, attr: str, names: Optional[Collection[str]] = None) -> 
     backend = LEGACY_BACKENDS.get(attr) if names is None or attr in names else None
     if backend is None:
         raise AttributeError(f"module {module!r} has no attribute {attr!r}")
-    from ..dist import get_dist_backend_class
-
     try:
-        return get_dist_backend_class(backend)
+        return _LOOKUP["class"](backend)
     except BackendNotFoundError as exc:
         raise BackendNotInstalledError(
             f"cannot import {attr} from {module} (dist backend {backend!r}): {exc}", name=module
