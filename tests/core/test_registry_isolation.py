@@ -93,7 +93,7 @@ def test_a_hanging_plugin_does_not_hang_compute(tmp_path, name):
 
 
 def test_the_auto_selection_bound_rejects_a_bad_value(monkeypatch):
-    from mmeval.core.registry import auto_select_timeout
+    from mmeval.core.auto_select import auto_select_timeout
 
     assert auto_select_timeout() == 30.0
     monkeypatch.setenv("MMEVAL_AUTO_SELECT_TIMEOUT", "5")

@@ -113,7 +113,7 @@ def test_disable_list_is_normalised_once_for_backends_and_hooks():
 
 def test_auto_selection_skips_a_broken_plugin_and_lists_all(monkeypatch):
     monkeypatch.setenv("MMEVAL_SUMMIT_ACTIVE", "1")
-    ranked = [name for _p, name, _c in dist._registry.auto_candidates()]
+    ranked = [name for _p, name, _c in dist._registry.auto.candidates(dist._registry)]
     assert ranked[:2] == ["apex", "summit"] and "star_broken" not in ranked and "non_dist" not in ranked
     assert "star" in ranked and ranked.index("star") > ranked.index("summit")
     assert list_all_backends() == sorted(list_all_backends())

@@ -108,7 +108,7 @@ def launch_message(registry: "BackendRegistry", asked: Optional[str], seen: Dict
         if var in seen and launcher not in launchers:
             launchers.append(launcher)
     installed = registry.names()
-    active = registry.active_names()
+    active = registry.auto.active(registry)
     how = "was asked for by name" if asked not in (None, AUTO) else "was auto-selected (no distributed runtime detected)"
     if asked is None and registry.explicit_default is None and os.environ.get(DEFAULT_ENV, "").strip() == "non_dist":
         how = f"is set by {DEFAULT_ENV}=non_dist"

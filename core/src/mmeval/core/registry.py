@@ -4,23 +4,21 @@
 ``BackendRegistry()`` instead of resetting globals. The rules (where backends come from,
 the default, auto-selection, conflicts) are described in :mod:`mmeval.core.dist`.
 
-A plugin is not trusted to behave while auto-selection loads it: an import raising
-anything but ``KeyboardInterrupt`` (``SystemExit`` included) is a broken plugin, and a
-plugin's import and its first ``detect()`` run on a daemon thread bounded by
-:func:`auto_select_timeout` seconds (``MMEVAL_AUTO_SELECT_TIMEOUT``, default 30); a plugin
-over the bound is skipped for the rest of the process, with a logged warning.
+A plugin import raising anything but ``KeyboardInterrupt`` (``SystemExit`` included) is a
+broken plugin (:class:`~mmeval.core.errors.BackendLoadError`); a plugin is never imported
+while the registry's lock is held. Auto-selection, bounded in time, is in :mod:`.auto_select`.
 """
 
 from __future__ import annotations
 
 import importlib
-import math
 import os
 import re
 import threading
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple, Type
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Type
 
 from . import _metadata
+from .auto_select import AutoSelector, logger
 from .dist_backends.base_backend import BaseDistBackend
 from .dist_backends.non_dist import NonDist
 from .errors import (
@@ -33,62 +31,14 @@ from .errors import (
 )
 from .known_backends import KNOWN_BACKENDS, did_you_mean, install_hint, unsupported_message
 
-__all__ = ["BackendInfo", "BackendRegistry", "auto_select_timeout", "ENTRY_POINT_GROUP", "AUTO", "NAME_RE"]
+__all__ = ["BackendInfo", "BackendRegistry", "ENTRY_POINT_GROUP", "AUTO", "NAME_RE"]
 
 ENTRY_POINT_GROUP = "mmeval.dist_backends"
 AUTO = "auto"
 DEFAULT_ENV = "MMEVAL_DIST_BACKEND"
-AUTO_TIMEOUT_ENV = "MMEVAL_AUTO_SELECT_TIMEOUT"
-AUTO_TIMEOUT_DEFAULT = 30.0
 DISABLE_ENV = _metadata.DISABLE_ENV
 NAME_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
 BUILTINS: Dict[str, Type[BaseDistBackend]] = {"non_dist": NonDist}
-
-
-def _logger() -> Any:
-    """The ``mmeval`` logger; :mod:`logging` is imported when something is first logged (not to list backends)."""
-    import logging
-
-    return logging.getLogger("mmeval")
-
-
-def auto_select_timeout() -> float:
-    """Seconds a plugin's import, and its first ``detect()``, may take during auto-selection.
-
-    ``$MMEVAL_AUTO_SELECT_TIMEOUT`` (a finite number > 0), default 30; a bad
-    value raises ``ValueError`` naming the variable.
-    """
-    raw = os.environ.get(AUTO_TIMEOUT_ENV, "").strip()
-    if not raw:
-        return AUTO_TIMEOUT_DEFAULT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{AUTO_TIMEOUT_ENV}={raw!r}: expected a finite number of seconds > 0 "
-                         f"(default {AUTO_TIMEOUT_DEFAULT:g})")
-    return value
-
-
-def call_bounded(fn: Callable[[], Any], timeout: float) -> Tuple[str, Any]:
-    """Run ``fn`` on a daemon thread for at most ``timeout`` s: ``('ok', value)``, ``('raised', exc)`` or ``('timeout', None)``.
-
-    Any ``BaseException`` of ``fn`` (``SystemExit`` included) is returned, not
-    raised; a thread over the bound is left running (it is a daemon).
-    """
-    box: List[Tuple[str, Any]] = []
-
-    def target() -> None:
-        try:
-            box.append(("ok", fn()))
-        except BaseException as exc:
-            box.append(("raised", exc))
-
-    worker = threading.Thread(target=target, name="mmeval-plugin-probe", daemon=True)
-    worker.start()
-    worker.join(timeout)
-    return box[0] if box else ("timeout", None)
 
 
 class BackendInfo(NamedTuple):
@@ -175,7 +125,7 @@ def _load_entry_point(name: str, ep: Any) -> Type[BaseDistBackend]:
         )
     req = _metadata.core_requirement(ep)
     if req and not _metadata.satisfies(_metadata.core_version(), req):
-        _logger().warning("dist backend %r (%s) requires %s but mmeval-core %s is installed; it may not work",
+        logger().warning("dist backend %r (%s) requires %s but mmeval-core %s is installed; it may not work",
                           name, dist, req, _metadata.core_version())
     return obj
 
@@ -196,9 +146,7 @@ class BackendRegistry:
         self._load_errors: Dict[str, BaseException] = {}
         self._default: Optional[str] = None
         self._env_checked: Optional[str] = None
-        self._warned: Set[str] = set()  # auto-selection notes given once per process: 'auto:x', 'skip:x', ...
-        self._skipped: Dict[str, str] = {}  # plugins over the auto-selection bound, and why
-        self._vetted: Set[str] = set()  # classes whose detect() returned within the bound once
+        self.auto = AutoSelector()
         self.launch_warned = False
 
     # -- discovery ------------------------------------------------------------------------------------
@@ -293,8 +241,9 @@ class BackendRegistry:
                 raise BackendAlreadyRegisteredError(
                     f"dist backend {name!r} is already {where}; pass override=True to replace it")
             self._registered[name] = cls
-            for table in (self._classes, self._instances, self._load_errors, self._skipped):
+            for table in (self._classes, self._instances, self._load_errors):
                 table.pop(name, None)
+            self.auto.forget(name)
 
     def unregister(self, name: str) -> None:
         """See :func:`mmeval.core.dist.unregister_dist_backend`."""
@@ -309,8 +258,8 @@ class BackendRegistry:
 
     def get_class(self, name: str) -> Type[BaseDistBackend]:
         """Load (once) the class of backend ``name``; the import runs outside the lock."""
+        cls = self.loaded_class(name)
         with self._lock:
-            cls = self._classes.get(name) or self._registered.get(name) or BUILTINS.get(name)
             err = self._load_errors.get(name)
         if cls is None:
             if err is not None:
@@ -413,79 +362,15 @@ class BackendRegistry:
             name = self.default()
         if name != AUTO:
             return name
-        chosen = self.active_names(first_only=True)
+        chosen = self.auto.active(self, first_only=True)
         pick = chosen[0] if chosen else "non_dist"
-        self._note("auto:" + pick, "info", "mmeval: auto-selected dist backend %r", pick)
+        self.auto.note("auto:" + pick, "info", "mmeval: auto-selected dist backend %r", pick)
         return pick
 
-    def _note(self, key: str, level: str, fmt: str, *args: Any) -> None:
+    def loaded_class(self, name: str) -> Optional[Type[BaseDistBackend]]:
+        """The class of ``name`` if it needs no import (loaded, registered or built in), else None."""
         with self._lock:
-            if key in self._warned:
-                return
-            self._warned.add(key)
-        getattr(_logger(), level)(fmt, *args)
-
-    def auto_candidates(self) -> List[Tuple[int, str, Type[BaseDistBackend]]]:
-        """``(priority, name, class)`` of every loadable backend but ``non_dist``, best first (imports are bounded)."""
-        ranked: List[Tuple[int, str, Type[BaseDistBackend]]] = []
-        for name in self.names():
-            if name == "non_dist" or name in self._skipped:
-                continue
-            with self._lock:
-                cls = self._classes.get(name) or self._registered.get(name)
-            if cls is None:
-                cls = self._probe(name, "its import", lambda name=name: self.get_class(name))  # type: ignore[misc]
-                if cls is None:
-                    continue
-            priority = getattr(cls, "priority", 0)
-            if isinstance(priority, bool) or not isinstance(priority, int):
-                self._note("prio:" + name, "warning", "mmeval: dist backend %r has a non-int priority %r; ranked as 0",
-                           name, priority)
-                priority = 0
-            ranked.append((priority, name, cls))
-        ranked.sort(key=lambda item: (-item[0], item[1]))
-        return ranked
-
-    def active_names(self, first_only: bool = False) -> List[str]:
-        """Backends (but ``non_dist``) whose ``detect()`` says their runtime is active, best first."""
-        active: List[str] = []
-        for _priority, name, cls in self.auto_candidates():
-            if name in self._vetted:
-                try:
-                    found = bool(cls.detect())
-                except Exception as exc:
-                    _logger().warning("mmeval: %s.detect() raised %s: %s", cls.__qualname__, type(exc).__name__, exc)
-                    found = False
-            else:
-                found = bool(self._probe(name, "its detect()", cls.detect))
-                if name not in self._skipped:
-                    self._vetted.add(name)
-            if found:
-                active.append(name)
-                if first_only:
-                    break
-        return active
-
-    def _probe(self, name: str, what: str, fn: Callable[[], Any]) -> Any:
-        """``fn()`` within the auto-selection bound; a failure or a timeout skips the plugin (warned once), None."""
-        bound = auto_select_timeout()
-        outcome, value = call_bounded(fn, bound)
-        if outcome == "ok":
-            return value
-        if outcome == "timeout":
-            reason = (f"{what} did not finish within {bound:g}s ({AUTO_TIMEOUT_ENV}; it goes on in a daemon thread, "
-                      "and the backend is skipped for the rest of this process)")
-            with self._lock:
-                self._skipped[name] = reason
-        elif what == "its import":  # the registry's error already names the entry point and distribution
-            self._note("skip:" + name, "warning", "mmeval: skipping dist backend %r during auto-selection: %s",
-                       name, value)
-            return None
-        else:
-            reason = f"{what} raised {type(value).__name__}: {value}"
-        self._note("skip:" + name, "warning", "mmeval: skipping dist backend %r (%s) during auto-selection: %s",
-                   name, self.describe(name), reason)
-        return None
+            return self._classes.get(name) or self._registered.get(name) or BUILTINS.get(name)
 
     def rank_and_world_size(self, name: Optional[str] = None) -> Tuple[int, int]:
         """See :func:`mmeval.core.dist.get_rank_and_world_size`."""
