@@ -161,7 +161,7 @@ def test_mpi_launcher_with_mpi4py_importable_does_not_advise_reinstalling_it(tmp
         assert run.returncode == 0, run.stderr
         assert warnings_in(run.stderr) == 1, run.stderr
         assert "install mpi4py built for" not in run.stderr, run.stderr
-        assert "the mpi4py module is importable here (not imported by this process)" in run.stderr, run.stderr
+        assert "the mpi4py module is installed here (found, not imported by this process)" in run.stderr, run.stderr
         assert "pip install ./plugins/mpi_backend" in run.stderr  # what is really missing: the plugin
     assert not (tmp_path / "mpi4py.imported").exists()  # the warning looked, it did not import
 
@@ -169,7 +169,7 @@ def test_mpi_launcher_with_mpi4py_importable_does_not_advise_reinstalling_it(tmp
 def test_mpi_launcher_without_mpi4py_says_it_is_missing(tmp_path):
     runs = launch([{"PMI_SIZE": "2", "PMI_RANK": str(r)} for r in range(2)])
     for run in runs:
-        assert "the mpi4py module is not installed" in run.stderr, run.stderr
+        assert "the mpi4py module is not installed: install mpi4py built for the MPI library" in run.stderr, run.stderr
 
 
 def test_torchrun_with_torch_imported_but_no_group_says_so(tmp_path):
@@ -185,5 +185,6 @@ def test_torchrun_with_torch_imported_but_no_group_says_so(tmp_path):
                                     timeout=120))
     for run in procs:
         assert run.returncode == 0, run.stderr
-        assert "the torch module is imported, but its runtime is not initialised" in run.stderr, run.stderr
+        # the torch plugin is not installed here: what its runtime does is not known, only that torch was imported
+        assert "the torch module is imported by this process" in run.stderr, run.stderr
         assert "init_process_group" in run.stderr

@@ -38,6 +38,8 @@ class KnownBackend(NamedTuple):
     framework: Optional[str] = None
     #: What starts its runtime in a process the launcher started.
     init_step: str = ""
+    #: How to install :attr:`framework` when it is missing.
+    framework_install: str = ""
     #: What it needs that a machine may lack: ``--check`` reports its absence without failing.
     hardware: Optional[str] = None
     #: Why mmeval does not provide this MMEval backend (the name stays free for a third party).
@@ -52,7 +54,9 @@ class KnownBackend(NamedTuple):
 
 
 _TORCH_INIT = "call torch.distributed.init_process_group(...) before compute()"
+_TORCH_INSTALL = "install torch (plugins/torch_backend/README.md says how to pick a CPU or CUDA build)"
 _HVD_INIT = "call hvd.init() before compute()"
+_HVD_INSTALL = "build Horovod for the framework (plugins/horovod_backend/README.md)"
 _HVD_NOTE = " (Horovod itself is built against the framework: see plugins/horovod_backend/README.md)"
 _ONEFLOW = ("the 'oneflow' package on PyPI is a placeholder without the OneFlow framework, so a OneFlow backend "
             "can be neither built nor tested here")
@@ -60,18 +64,20 @@ _ONEFLOW = ("the 'oneflow' package on PyPI is a placeholder without the OneFlow 
 #: Every backend name the core knows of, in the order the launcher advice lists them.
 KNOWN_BACKENDS: Mapping[str, KnownBackend] = MappingProxyType({
     "torch_cpu": KnownBackend("mmeval-torch", checkout="./plugins/torch_backend", legacy_class="TorchCPUDist",
-                              launchers=("torchrun", "slurm"), framework="torch", init_step=_TORCH_INIT),
+                              launchers=("torchrun", "slurm"), framework="torch", init_step=_TORCH_INIT,
+                              framework_install=_TORCH_INSTALL),
     "torch_cuda": KnownBackend("mmeval-torch", checkout="./plugins/torch_backend", legacy_class="TorchCUDADist",
                                launchers=("torchrun", "slurm"), framework="torch", init_step=_TORCH_INIT,
-                               hardware="a CUDA GPU"),
+                               framework_install=_TORCH_INSTALL, hardware="a CUDA GPU"),
     "mpi4py": KnownBackend("mmeval-mpi4py", checkout="./plugins/mpi_backend", legacy_class="MPI4PyDist",
                            launchers=("mpi", "slurm"), framework="mpi4py",
-                           init_step="run it under mpiexec with mpi4py built for that MPI library "
-                                     "(`pip install mpi4py mpich`, or your cluster's MPI)"),
+                           init_step="MPI starts at the first collective (or where the script imports mpi4py.MPI)",
+                           framework_install="install mpi4py built for the MPI library of your mpiexec "
+                                             "(`pip install mpi4py mpich`, or your cluster's MPI)"),
     "torch_horovod": KnownBackend("mmeval-horovod", "torch", "./plugins/horovod_backend", _HVD_NOTE,
-                                  "TorchHorovodDist", ("horovod",), "horovod", _HVD_INIT),
+                                  "TorchHorovodDist", ("horovod",), "horovod", _HVD_INIT, _HVD_INSTALL),
     "tf_horovod": KnownBackend("mmeval-horovod", "tensorflow", "./plugins/horovod_backend", _HVD_NOTE,
-                               "TFHorovodDist", ("horovod",), "horovod", _HVD_INIT),
+                               "TFHorovodDist", ("horovod",), "horovod", _HVD_INIT, _HVD_INSTALL),
     "paddle_dist": KnownBackend("mmeval-paddle", checkout="./plugins/paddle_backend", legacy_class="PaddleDist",
                                 framework="paddle"),
     "jax": KnownBackend("mmeval-jax", checkout="./plugins/jax_backend", framework="jax"),

@@ -84,19 +84,26 @@ def _plugin_state(registry: "BackendRegistry", name: str, installed: List[str]) 
     return f"not installed: {install_hint(name) or f'install the distribution providing {name}'}"
 
 
-def _runtime_state(name: str) -> str:
-    """What the framework of an in-tree backend looks like in this process, and what starts its runtime."""
+def _runtime_state(name: str, detected: bool) -> str:
+    """What the framework of an in-tree backend looks like in this process, and what starts its runtime.
+
+    ``detected``: the backend's own ``detect()`` ran (its plugin is installed) and said no runtime is active.
+    """
     record = KNOWN_BACKENDS[name]
     step = record.init_step
     if record.framework is None:
         return step
     fw = record.framework
-    said = {
-        "imported": f"the {fw} module is imported, but its runtime is not initialised: ",
-        "importable": f"the {fw} module is importable here (not imported by this process): ",
-        "missing": f"the {fw} module is not installed; then ",
-    }[framework_state(fw)]
-    return said + step if step else said.rstrip(":; ")
+    state = framework_state(fw)
+    if state == "missing":
+        said = f"the {fw} module is not installed" + (f": {record.framework_install}" if record.framework_install else "")
+        return f"{said}; then {step}" if step else said
+    if state == "imported":
+        said = (f"the {fw} module is imported, but its runtime is not initialised" if detected
+                else f"the {fw} module is imported by this process")
+    else:
+        said = f"the {fw} module is installed here (found, not imported by this process)"
+    return f"{said}: {step}" if step else said
 
 
 def launch_message(registry: "BackendRegistry", asked: Optional[str], seen: Dict[str, str]) -> str:
@@ -114,15 +121,20 @@ def launch_message(registry: "BackendRegistry", asked: Optional[str], seen: Dict
         how = f"is set by {DEFAULT_ENV}=non_dist"
     if active:
         how += f" while the runtime of {', '.join(active)} is active in this process"
+    # a framework whose runtime one backend found active needs no advice for its other backends
+    running = {KNOWN_BACKENDS[n].framework for n in active if n in KNOWN_BACKENDS}
     lines: List[str] = []
     for launcher in launchers:
         grouped: Dict[str, List[str]] = {}  # what was seen -> the backends it describes (one line per distribution)
-        for name in (n for n, r in KNOWN_BACKENDS.items() if launcher in r.launchers and n not in active):
+        for name, record in KNOWN_BACKENDS.items():
+            if launcher not in record.launchers or name in active or record.framework in running:
+                continue
             plugin = _plugin_state(registry, name, installed)
-            grouped.setdefault(f"{plugin}; {_runtime_state(name)}", []).append(name)
+            grouped.setdefault(f"{plugin}; {_runtime_state(name, plugin == 'installed')}", []).append(name)
         parts = [f"{' / '.join(names)} {'is' if len(names) == 1 else 'are'} {todo}" for todo, names in grouped.items()]
         note = f"; {LAUNCHER_NOTES[launcher]}" if launcher in LAUNCHER_NOTES else ""
-        lines.append(f"  - {launcher}: " + "; ".join(parts) + note)
+        if parts:
+            lines.append(f"  - {launcher}: " + "; ".join(parts) + note)
     for name in active:
         lines.append(f"  - {name}: its runtime is active in this process: name it (dist_backend={name!r}) or leave "
                      "dist_backend unset to evaluate across the processes")
