@@ -83,13 +83,15 @@ def test_a_plugin_calling_sys_exit_at_import_is_skipped_with_a_warning(tmp_path)
 def test_a_hanging_plugin_does_not_hang_compute(tmp_path, name):
     env = hostile_env(tmp_path, name, MMEVAL_AUTO_SELECT_TIMEOUT="2")
     start = time.monotonic()
-    proc = evaluate(env)
+    proc = evaluate(env, *(["hostile_sleep"] if name == "hostile_sleep" else []))
     took = time.monotonic() - start
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["backend"] == "NonDist"
     assert took < 45, took
     assert name in proc.stderr and "MMEVAL_AUTO_SELECT_TIMEOUT" in proc.stderr and "2s" in proc.stderr, proc.stderr
     assert "mmeval-fixture-hostile" in proc.stderr
+    if name == "hostile_sleep":  # named afterwards: refused at once, not stuck behind the import still running
+        assert "did not finish within 2s" in json.loads(proc.stdout)["named"]
 
 
 def test_the_auto_selection_bound_rejects_a_bad_value(monkeypatch):

@@ -149,6 +149,8 @@ class AutoSelector:
                       "and the backend is skipped for the rest of this process)")
             with self._lock:
                 self._skipped[name] = reason
+            if what == "its import":  # naming it later must not wait on the import lock its thread holds
+                registry.fail(name, f"dist backend {name!r} ({registry.describe(name)}): {reason}")
         elif what == "its import":  # the registry's error already names the entry point and distribution
             self.note("skip:" + name, "warning", "mmeval: skipping dist backend %r during auto-selection: %s",
                       name, value)

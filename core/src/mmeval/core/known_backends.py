@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import difflib
 from types import MappingProxyType
-from typing import Iterable, Mapping, NamedTuple, Optional, Tuple
+from typing import Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 __all__ = ["KnownBackend", "KNOWN_BACKENDS", "install_hint", "unsupported_message", "did_you_mean",
-           "normalize_backend_name"]
+           "normalize_backend_name", "not_found_message"]
 
 
 class KnownBackend(NamedTuple):
@@ -128,11 +128,34 @@ def normalize_backend_name(name: str) -> str:
     return out
 
 
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """`` Did you mean 'x'?`` for the candidate closest to ``name`` (after normalising case and ``-``), or ``''``."""
-    names = sorted(set(candidates) - {name})
+def did_you_mean(name: str, installed: Iterable[str]) -> str:
+    """`` Did you mean 'x'?`` for the installed or known name closest to ``name`` (case and ``-`` normalised), or ``''``."""
+    known = {k for k, r in KNOWN_BACKENDS.items() if r.requirement}
+    names = sorted((set(installed) | known | {"auto"}) - {name})
     wanted = normalize_backend_name(name) if isinstance(name, str) else ""
     if wanted in names:
         return f" Did you mean {wanted!r}?"
     close = difflib.get_close_matches(wanted, names, n=1, cutoff=0.6)
     return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def not_found_message(name: str, installed: List[str], why: str = "") -> str:
+    """The message for a backend name nothing usable has: the install command, or the closest name and the list.
+
+    ``installed``: the usable names; ``why``: said after the name (``'disabled by MMEVAL_DISABLE_PLUGINS'``).
+    """
+    unsupported = None if why else unsupported_message(name, installed)
+    if unsupported is not None:
+        return unsupported
+    msg = f"unknown dist backend {name!r}" + (f" ({why})" if why else "")
+    hint = install_hint(name)
+    if hint is not None:
+        msg += f": it is provided by the distribution {KNOWN_BACKENDS[name].requirement}, which is not installed; {hint}."
+    else:
+        msg += (": no installed distribution declares it in entry-point group 'mmeval.dist_backends' and it was not "
+                "registered with register_dist_backend()." + did_you_mean(name, installed))
+    msg += f" Installed backends: {', '.join(installed)}."
+    if hint is None:
+        known = ", ".join(f"{k} ({r.requirement})" for k, r in KNOWN_BACKENDS.items() if r.requirement)
+        msg += f" Backends mmeval knows of: {known}."
+    return msg

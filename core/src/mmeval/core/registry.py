@@ -29,7 +29,7 @@ from .errors import (
     BackendTypeError,
     InvalidBackendNameError,
 )
-from .known_backends import KNOWN_BACKENDS, did_you_mean, install_hint, unsupported_message
+from .known_backends import did_you_mean, not_found_message
 
 __all__ = ["BackendInfo", "BackendRegistry", "ENTRY_POINT_GROUP", "AUTO", "NAME_RE"]
 
@@ -188,32 +188,13 @@ class BackendRegistry:
 
     def not_found(self, name: str, why: str = "") -> BackendNotFoundError:
         """The error for a name no usable backend has: the install command, the closest name, the list."""
-        installed = self.names()
-        unsupported = None if why else unsupported_message(name, installed)
-        if unsupported is not None:
-            return BackendNotFoundError(unsupported)
-        msg = f"unknown dist backend {name!r}" + (f" ({why})" if why else "")
-        hint = install_hint(name)
-        if hint is not None:
-            msg += (f": it is provided by the distribution {KNOWN_BACKENDS[name].requirement}, which is not "
-                    f"installed; {hint}.")
-        else:
-            msg += (f": no installed distribution declares it in entry-point group {ENTRY_POINT_GROUP!r} and it "
-                    f"was not registered with register_dist_backend()." + self.did_you_mean(name))
-        msg += f" Installed backends: {', '.join(installed)}."
-        if hint is None:
-            known = ", ".join(f"{k} ({r.requirement})" for k, r in KNOWN_BACKENDS.items() if r.requirement)
-            msg += f" Backends mmeval knows of: {known}."
-        return BackendNotFoundError(msg)
-
-    def did_you_mean(self, name: str) -> str:
-        return did_you_mean(name, set(self.names()) | {k for k, r in KNOWN_BACKENDS.items() if r.requirement} | {AUTO})
+        return BackendNotFoundError(not_found_message(name, self.names(), why))
 
     def validate(self, name: str) -> None:
         """Raise unless ``name`` is a usable backend name; reads metadata only (imports no plugin)."""
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise InvalidBackendNameError(f"invalid dist backend name {name!r}: names match [a-z][a-z0-9_]*."
-                                          + (self.did_you_mean(name) if isinstance(name, str) else ""))
+                                          + (did_you_mean(name, self.names()) if isinstance(name, str) else ""))
         if name in BUILTINS or name in self._registered:
             return
         all_eps, eps = self.live_entry_points(name)
@@ -273,6 +254,11 @@ class BackendRegistry:
                 raise
         with self._lock:
             return self._classes.setdefault(name, cls)
+
+    def fail(self, name: str, message: str) -> None:
+        """Make loading ``name`` raise :class:`BackendLoadError` with ``message`` (until :meth:`refresh`)."""
+        with self._lock:
+            self._load_errors[name] = BackendLoadError(message)
 
     def _entry_point(self, name: str) -> Any:
         all_eps, eps = self.live_entry_points(name)
