@@ -23,7 +23,7 @@ raises naming the variable), or ``'auto'``. ``'auto'`` is resolved at each use
 name alphabetically), else ``non_dist``. A plugin that fails to import (even
 with ``SystemExit``) is skipped with a logged warning; a plugin whose import or
 first ``detect()`` takes longer than ``MMEVAL_AUTO_SELECT_TIMEOUT`` seconds
-(default 30) is skipped for the rest of the process (see :mod:`.registry`).
+(default 30) is skipped for the rest of the process (see :mod:`.auto_select`).
 
 When the environment says this process is one of several (the variables of
 torchrun, MPI launchers, SLURM or Horovod) and the backend in use is

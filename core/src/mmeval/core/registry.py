@@ -15,7 +15,8 @@ import importlib
 import os
 import re
 import threading
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Type
+from types import MappingProxyType
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Type
 
 from . import _metadata
 from .auto_select import AutoSelector, logger
@@ -38,7 +39,7 @@ AUTO = "auto"
 DEFAULT_ENV = "MMEVAL_DIST_BACKEND"
 DISABLE_ENV = _metadata.DISABLE_ENV
 NAME_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
-BUILTINS: Dict[str, Type[BaseDistBackend]] = {"non_dist": NonDist}
+BUILTINS: Mapping[str, Type[BaseDistBackend]] = MappingProxyType({"non_dist": NonDist})
 
 
 class BackendInfo(NamedTuple):
@@ -111,13 +112,11 @@ def _load_entry_point(name: str, ep: Any) -> Type[BaseDistBackend]:
         obj = ep.load()
     except KeyboardInterrupt:
         raise
-    except BaseException as exc:
-        load_err = BackendLoadError(
+    except BaseException as exc:  # SystemExit from a plugin's import is a broken plugin, not an exit
+        raise BackendLoadError(
             f"dist backend {name!r} ({where}) failed to import: {type(exc).__name__}: {exc}. "
             f"Reinstall {dist} or install what it needs."
-        )
-        load_err.__cause__ = exc
-        raise load_err from exc
+        ) from exc
     if not (isinstance(obj, type) and issubclass(obj, BaseDistBackend)):
         raise BackendTypeError(
             f"dist backend {name!r} ({where}) resolves to {obj!r}, which is not a subclass of "
@@ -126,7 +125,7 @@ def _load_entry_point(name: str, ep: Any) -> Type[BaseDistBackend]:
     req = _metadata.core_requirement(ep)
     if req and not _metadata.satisfies(_metadata.core_version(), req):
         logger().warning("dist backend %r (%s) requires %s but mmeval-core %s is installed; it may not work",
-                          name, dist, req, _metadata.core_version())
+                         name, dist, req, _metadata.core_version())
     return obj
 
 
