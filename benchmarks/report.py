@@ -577,7 +577,7 @@ def render(result: Dict[str, Any], out_dir: Path) -> str:
     ]
     lines += [f"- note: {n}" for n in meta.get("notes", [])]
     lines += [f"- **failed part**: {e}" for e in meta.get("errors", [])]
-    lines += ["", "## Targets (issues 7 and 15)", "", *target_lines]
+    lines += ["", "## Targets", "", *target_lines]
     if ANALYSIS_FILE.exists():
         lines += ["", ANALYSIS_FILE.read_text().strip()]
     lines += ["", "## Object collectives", "",

@@ -18,8 +18,11 @@ Each runs:
 * ``torch_horovod`` / ``tf_horovod``: ``horovodrun -np 2 --gloo`` when installed.
 
 Every distributed row must equal the single-process row (top-1, top-3 and
-mAP); the demo exits 1 if
-one does not (or if a run fails). Bytes moved come from mmeval's
+mAP); the demo exits 1 if one does not (or if a run fails).
+
+Units: top-1 and top-3 are fractions (e.g. 0.9079) and mAP is a percentage
+(e.g. 91.8213). Each metric keeps MMEval 0.2.1's unit for compatibility
+(docs/metrics.md lists every metric's). Bytes moved come from mmeval's
 communication-stats hook (rank 0's sent + received). The model's outputs are
 raw logits, so Accuracy gets ``thrs=None`` (its default ``thrs=0.0`` counts a
 top-k hit only when the true class's score is > 0).
@@ -54,6 +57,11 @@ sys.path.insert(0, os.path.join(HERE, "digits_dist_eval"))
 THRS = None
 THRS_NOTE = ("Accuracy(topk=(1, 3), thrs=None): the MLP's raw logits are ranked as they are. Accuracy's default "
              "thrs=0.0 counts a top-k hit only when the true class's score is > 0; pass thrs=None for raw logits.")
+
+
+#: The table's units: each metric keeps MMEval 0.2.1's (Accuracy: fractions; AveragePrecision: percentages).
+UNITS_NOTE = ("units: top-1 and top-3 are fractions (0-1), mAP a percentage (0-100), as in MMEval 0.2.1 "
+              "(kept for compatibility; docs/metrics.md)")
 
 
 def evaluate(rank: int, world_size: int, backend: str, out_path: Optional[str]) -> Dict[str, Any]:
@@ -192,7 +200,8 @@ def main() -> int:
 
     reference = rows[0]["result"]
     print("bytes moved = rank 0's sent + received in compute(): Accuracy (state) / AveragePrecision (per-sample)")
-    print(f"{'backend':<14} {'world':>5} {'top-1':>8} {'top-3':>8} {'mAP':>8} {'wall s':>7} {'bytes moved':>21}  "
+    print(UNITS_NOTE)
+    print(f"{'backend':<14} {'world':>5} {'top-1':>8} {'top-3':>8} {'mAP %':>8} {'wall s':>7} {'bytes moved':>21}  "
           "same as single-process")
     for row in rows:
         same = row["result"] == reference

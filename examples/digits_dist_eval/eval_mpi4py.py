@@ -1,4 +1,4 @@
-"""The tutorial's MPI evaluation, on the digits.
+"""MMEval's tutorial: MPI evaluation, on the digits.
 
 Run: mpirun -np 3 python3 examples/digits_dist_eval/eval_mpi4py.py
 """

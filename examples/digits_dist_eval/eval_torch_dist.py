@@ -1,4 +1,4 @@
-"""The tutorial's torch.distributed evaluation (spawn + gloo), on the digits.
+"""MMEval's tutorial: torch.distributed evaluation (spawn + gloo), on the digits.
 
 Run: python examples/digits_dist_eval/eval_torch_dist.py
 """

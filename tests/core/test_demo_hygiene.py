@@ -44,3 +44,19 @@ def test_examples_write_no_fixed_temporary_file_and_show_bars_only_on_a_terminal
     common = sources["examples/digits_dist_eval/digits_common.py"]
     assert "isatty()" in common
     assert "TemporaryDirectory(" in sources["examples/demo.py"]
+
+
+def test_demo_says_which_unit_each_column_has() -> None:
+    """top-1 / top-3 are fractions and mAP a percentage (MMEval's units): the header and the table say so."""
+    import ast
+
+    tree = ast.parse((EXAMPLES / "demo.py").read_text())
+    header = ast.get_docstring(tree) or ""
+    notes = [node.value.value for node in tree.body if isinstance(node, ast.Assign)
+             and any(isinstance(t, ast.Name) and t.id == "UNITS_NOTE" for t in node.targets)
+             and isinstance(node.value, ast.Constant)]
+    assert notes, "examples/demo.py has no UNITS_NOTE printed above its table"
+    for text in (header, notes[0]):
+        assert re.search(r"top-1 and top-3 are fractions", text) and re.search(r"mAP (is )?a percentage", text), text
+        assert "MMEval 0.2.1" in text
+    assert "print(UNITS_NOTE)" in (EXAMPLES / "demo.py").read_text()

@@ -1,4 +1,4 @@
-"""What a new user meets first: the builds, the backend guide, the README's two commands (issue 16, 11-13).
+"""What a new user meets first: the builds, the backend guide, the README's two commands, the docs' links and words.
 
 Each test does what the user would: builds the wheels and reads pip's output,
 follows docs/writing-a-backend.md (builds its example project, installs it and
@@ -231,3 +231,123 @@ def test_run_tox_works_on_an_externally_managed_python(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     for v in versions:
         assert f"PYVER {v.replace('.', ' ')}" in run.stdout, f"tox did not run on Python {v}:\n{run.stdout[-3000:]}"
+
+
+# -- the docs speak to users, and every link leads somewhere -------------------------
+
+#: What users read: the README, the core's package description, every page under docs/, the plugins' READMEs.
+USER_DOCS = sorted([README, ROOT / "core" / "README.md", *(ROOT / "docs").glob("*.md"),
+                    *(ROOT / "plugins").glob("*/README.md")])
+
+#: Words of the project's own bookkeeping, which mean nothing to a user.
+INTERNAL_WORDS = (
+    r"\bissues? #?\d+",          # "(issue 6)", "issues 7 and 15"
+    r"\bthe issue\b",            # "the issue's yardstick"
+    r"\bitems? \d+\b",           # "item 11"
+    r"\bseeds'",                 # "the seeds' tutorial scripts"
+    r"\bthis stop\b",
+    r"\bsession\b",
+    r"\bthe lead\b",
+    r"\bfirst hour\b",
+    r"\bround two\b",
+)
+
+
+def _prose(text: str) -> str:
+    """``text`` without fenced code blocks and inline code (links and words there are code, not prose)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    return re.sub(r"`[^`\n]*`", "``", text)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", lambda m: m.group(1) or "", heading.strip()).lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    seen: Dict[str, int] = {}
+    anchors = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M),
+                              re.M):
+        slug = _slug(heading)
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        anchors.add(slug if n == 0 else f"{slug}-{n}")
+    return anchors
+
+
+@pytest.mark.parametrize("doc", USER_DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_relative_link_resolves(doc: Path) -> None:
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", _prose(doc.read_text())):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        file_part, _, anchor = target.partition("#")
+        dest = (doc.parent / file_part).resolve() if file_part else doc
+        if not dest.exists():
+            broken.append(f"{target}: no {dest}")
+        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+            broken.append(f"{target}: no heading with anchor #{anchor} in {dest.relative_to(ROOT)}")
+    assert not broken, f"{doc.relative_to(ROOT)} has broken links:\n  " + "\n  ".join(broken)
+
+
+def test_the_slug_rule_matches_githubs() -> None:
+    assert _slug("Units: fractions and percentages") == "units-fractions-and-percentages"
+    assert _slug("What MMEval 0.2.1 has and mmeval does not (yet)") == "what-mmeval-021-has-and-mmeval-does-not-yet"
+    assert _slug("The transport contract: `FramedDistBackend`") == "the-transport-contract-framedDistbackend".lower()
+
+
+@pytest.mark.parametrize("doc", USER_DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_docs_use_no_internal_words(doc: Path) -> None:
+    text = doc.read_text()
+    found = [f"line {text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+             for pattern in INTERNAL_WORDS for m in re.finditer(pattern, text, re.I)]
+    assert not found, f"{doc.relative_to(ROOT)} speaks of the project's bookkeeping, not to users:\n  " + "\n  ".join(found)
+
+
+def test_docs_index_links_every_page() -> None:
+    index = (ROOT / "docs" / "index.md").read_text()
+    linked = set(re.findall(r"\]\(([\w.-]+\.md)(?:#[^)]*)?\)", index))
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"index.md"}
+    assert pages <= linked, f"docs/index.md does not link {sorted(pages - linked)}"
+    readme = README.read_text()
+    for page in ("docs/index.md", "docs/reliability.md", "docs/security.md", "docs/metrics.md"):
+        assert f"]({page}" in readme, f"the README does not link {page}"
+
+
+def test_every_exported_metric_is_listed_with_its_unit() -> None:
+    import mmeval.metrics
+    from mmeval.core import BaseMetric
+
+    exported = {name for name in mmeval.metrics.__all__
+                if isinstance(getattr(mmeval.metrics, name), type) and issubclass(getattr(mmeval.metrics, name), BaseMetric)}
+    assert exported, "mmeval.metrics exports no metric"
+    metrics_doc = (ROOT / "docs" / "metrics.md").read_text()
+    readme = README.read_text()
+    for name in sorted(exported):
+        assert f"`{name}`" in metrics_doc, f"docs/metrics.md does not list {name}"
+        canonical = getattr(mmeval.metrics, name).__name__
+        assert f"`{name}`" in readme or f"`{canonical}`" in readme, f"the README's metric list lacks {name}"
+        assert f"(#{canonical.lower()})" in metrics_doc and f"## {canonical}\n" in metrics_doc, (
+            f"docs/metrics.md has no section for {canonical}"
+        )
+    # the units differ between metrics (MMEval's conventions): both pages say so
+    for text in (readme, metrics_doc):
+        assert "fraction" in text and "percentage" in text and "MMEval 0.2.1" in text
+
+
+def test_readme_says_how_to_pick_the_torch_build() -> None:
+    section = README.read_text().split("## Install\n", 1)[1].split("\n## ", 1)[0]
+    lines = [ln.split("#", 1)[0].strip() for ln in section.split("```bash", 1)[1].split("```", 1)[0].splitlines()]
+    torch_plugin = next(i for i, ln in enumerate(lines) if "./plugins/torch_backend" in ln)
+    cpu = [i for i, ln in enumerate(lines)
+           if ln.startswith("pip install torch ") and "--index-url https://download.pytorch.org/whl/cpu" in ln]
+    assert cpu and cpu[0] < torch_plugin, "the install block must install torch's CPU build before the torch plugin"
+    assert "CUDA" in section and "download.pytorch.org/whl/cu" in section, "the README must say how to pick a CUDA build"
+
+
+def test_readme_shows_the_backend_neutral_rank_and_world_size() -> None:
+    section = README.read_text().split("## The API in five lines", 1)[1].split("\n## ", 1)[0]
+    assert "get_rank_and_world_size()" in section and "from mmeval.core.dist import get_rank_and_world_size" in section
+    assert "dist_comm.rank" in section and "dist_comm.world_size" in section
