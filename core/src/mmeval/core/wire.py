@@ -1,4 +1,4 @@
-"""The wire format of mmeval's object collectives: slots and frames.
+"""Every byte layout of mmeval's collectives: frames, slots, the question, the reduction descriptor, codec ids.
 
 Every framed collective moves bytes in two stages:
 
@@ -20,25 +20,32 @@ A frame is an encoded object::
     meta    (the codec's stream)
     buffers (each starting at a multiple of 64 bytes from the frame start)
 
-This module knows nothing of codecs beyond their one-byte id: see
-:mod:`mmeval.core.codecs` for what the meta stream and buffers mean.
+The slot header also carries the sender's deadline (wall clock), so that a
+rank whose call pairs with a peer's abandoned one fails (see
+:data:`DEADLINE_SKEW`). This module knows nothing of codecs beyond their
+one-byte id (:data:`CODEC_IDS`): see :mod:`mmeval.core.codecs` for what the
+meta stream and buffers mean.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .errors import FrameDecodeError
 
 __all__ = [
     "SLOT_SIZE",
     "HEADER_SIZE",
-    "INLINE_MAX",
     "QUESTION_MAX",
     "ALIGN",
+    "CODEC_IDS",
+    "DEADLINE_SKEW",
     "Op",
     "Status",
     "SlotHeader",
@@ -47,6 +54,11 @@ __all__ = [
     "split_frame",
     "build_slot",
     "parse_slot",
+    "canonical_question",
+    "encode_question",
+    "question_fields",
+    "encode_reduce_descriptor",
+    "parse_reduce_descriptor",
 ]
 
 Buffer = Union[bytes, bytearray, memoryview]
@@ -57,15 +69,20 @@ SLOT_SIZE = 4096
 HEADER_SIZE = 64
 #: Longest question (UTF-8 bytes) a slot carries.
 QUESTION_MAX = 1024
-#: Largest payload carried inline in the slot (less the question's length).
-INLINE_MAX = SLOT_SIZE - HEADER_SIZE
 #: Alignment of out-of-band buffers inside a frame.
 ALIGN = 64
 
+#: Codec names and the one-byte id each is sent as (in slots and frames).
+CODEC_IDS: Dict[str, int] = {"pickle": 1, "safe": 2}
+#: Seconds of clock difference between hosts tolerated when a rank checks a peer's deadline: a header
+#: received more than this after its sender's deadline fails the call (the sender has given it up).
+DEADLINE_SKEW = 1.0
+
 _SLOT_MAGIC = b"MMEV"
-_SLOT_VERSION = 2
-# magic, version, status, op, codec, seq, root, payload_size, inline flag, question length
-_SLOT_HEAD = struct.Struct("<4sBBBBQqQBxH4x")
+_SLOT_VERSION = 3
+# magic, version, status, op, codec, seq, root, payload_size, inline flag, question length, deadline (wall clock
+# seconds since the epoch; 0: none)
+_SLOT_HEAD = struct.Struct("<4sBBBBQqQBxH4xd")
 _SLOT_CRC = struct.Struct("<I")
 assert _SLOT_HEAD.size + _SLOT_CRC.size <= HEADER_SIZE
 
@@ -150,9 +167,8 @@ class Frame:
                 return part[start - offset : stop - offset].toreadonly()
         return None
 
-    def __call__(self, out: memoryview) -> None:
-        """Same as :meth:`write_into`: a frame is the ``fill`` callback the transports receive."""
-        self.write_into(out)
+    # removed once plugins stop importing it: the torch and mpi4py plugins still call a frame as a fill callback
+    __call__ = write_into
 
     def write_range(self, out: memoryview, start: int) -> None:
         """Write bytes ``start .. start + out.nbytes`` of the frame (clipped to its end) to ``out``.
@@ -213,8 +229,6 @@ def assemble_frame(codec: int, meta: Buffer, buffers: Sequence[memoryview]) -> F
     return Frame(parts, pos)
 
 
-
-
 def split_frame(frame: Buffer) -> Tuple[int, memoryview, List[memoryview]]:
     """Parse a frame: its codec id, its meta stream and its buffers, as views of ``frame`` (no copy).
 
@@ -267,6 +281,8 @@ class SlotHeader:
     data: Optional[memoryview]
     #: the question this rank asked (UTF-8 text; empty when none)
     question: str = ""
+    #: the sender's deadline for this call (``time.time()`` seconds; 0: none)
+    deadline: float = 0.0
 
     @property
     def op_name(self) -> str:
@@ -290,12 +306,14 @@ def build_slot(
     payload: Optional[Frame] = None,
     error: str = "",
     question: bytes = b"",
+    deadline: float = 0.0,
 ) -> bool:
     """Fill ``out`` (``SLOT_SIZE`` writable bytes) with a header, the question and maybe the payload.
 
     The frame is written inline when it fits after the question; returns
     whether it was. With a non-OK status, ``error`` (UTF-8, truncated to fit)
-    is written inline. ``question`` is at most :data:`QUESTION_MAX` bytes.
+    is written inline. ``question`` is at most :data:`QUESTION_MAX` bytes;
+    ``deadline`` is the sender's wall-clock deadline (0 or ``inf``: none).
     """
     out = _as_byte_view(out)
     if len(question) > QUESTION_MAX:
@@ -315,7 +333,9 @@ def build_slot(
         if size <= room:
             payload.write_into(out[body_at : body_at + size])
             inline = True
-    _SLOT_HEAD.pack_into(out, 0, _SLOT_MAGIC, _SLOT_VERSION, status, op, codec, seq, root, size, int(inline), qlen)
+    deadline = deadline if math.isfinite(deadline) else 0.0
+    _SLOT_HEAD.pack_into(out, 0, _SLOT_MAGIC, _SLOT_VERSION, status, op, codec, seq, root, size, int(inline), qlen,
+                         deadline)
     crc = zlib.crc32(out[: _SLOT_HEAD.size])
     crc = zlib.crc32(out[HEADER_SIZE : body_at + (size if inline else 0)], crc)
     _SLOT_CRC.pack_into(out, _SLOT_HEAD.size, crc)
@@ -330,7 +350,7 @@ def parse_slot(block: Buffer, known_codecs: Sequence[int] = ()) -> SlotHeader:
     mv = _as_byte_view(block)
     if mv.nbytes < SLOT_SIZE:
         raise FrameDecodeError(f"slot of {mv.nbytes} bytes is shorter than {SLOT_SIZE}")
-    magic, version, status, op, codec, seq, root, size, inline, qlen = _SLOT_HEAD.unpack_from(mv, 0)
+    magic, version, status, op, codec, seq, root, size, inline, qlen, deadline = _SLOT_HEAD.unpack_from(mv, 0)
     if magic != _SLOT_MAGIC:
         raise FrameDecodeError(f"bad slot magic {bytes(magic)!r}: the peer is not an mmeval backend")
     if version != _SLOT_VERSION:
@@ -341,8 +361,9 @@ def parse_slot(block: Buffer, known_codecs: Sequence[int] = ()) -> SlotHeader:
     body_at = HEADER_SIZE + qlen
     if qlen > QUESTION_MAX or inline not in (0, 1) or (inline and size > SLOT_SIZE - body_at) or op not in Op.NAMES:
         raise FrameDecodeError("corrupted slot header (question length, inline flag, size or operation out of range)")
-    if status not in (Status.OK, Status.ENCODE_ERROR) or (known_codecs and codec not in known_codecs):
-        raise FrameDecodeError("corrupted slot header (status or codec out of range)")
+    if status not in (Status.OK, Status.ENCODE_ERROR) or (known_codecs and codec not in known_codecs) or not (
+            math.isfinite(deadline) and deadline >= 0):
+        raise FrameDecodeError("corrupted slot header (status, codec or deadline out of range)")
     crc = zlib.crc32(mv[: _SLOT_HEAD.size])
     crc = zlib.crc32(mv[HEADER_SIZE : body_at + (size if inline else 0)], crc)
     (sent_crc,) = _SLOT_CRC.unpack_from(mv, _SLOT_HEAD.size)
@@ -350,4 +371,178 @@ def parse_slot(block: Buffer, known_codecs: Sequence[int] = ()) -> SlotHeader:
         raise FrameDecodeError("slot checksum mismatch: corrupted bytes from a peer")
     data = mv[body_at : body_at + size] if inline else None
     question = bytes(mv[HEADER_SIZE:body_at]).decode("utf-8", "replace")
-    return SlotHeader(status, op, codec, seq, root, size, bool(inline), data, question)
+    return SlotHeader(status, op, codec, seq, root, size, bool(inline), data, question, deadline)
+
+
+# --------------------------------------------------------------------------
+# the question: what every rank must agree on, carried in the slot
+# --------------------------------------------------------------------------
+
+#: A question field's value is shown in full in the slot (and in messages) up to this many characters.
+_SHOWN = 60
+_LEN = struct.Struct("<Q")
+
+
+def canonical_question(question: Mapping[str, Any]) -> bytes:
+    """A canonical byte encoding of ``question``: two ranks' encodings are equal exactly when their values are.
+
+    Accepts any values, whatever their size or type, and drops none: ``None``,
+    bools, ints, floats (by exact value: ``float.hex``, so ``0.1`` and the
+    next float differ, ``-0.0`` and ``0.0`` differ, NaN equals NaN), complex,
+    str, bytes, numpy scalars and arrays (dtype, shape and bytes: a
+    ``np.float32(0.5)`` differs from a ``0.5``), lists, tuples, sets and dicts
+    at any length and depth (dict and set items in a canonical order), and any
+    other object by its type and state (``__getstate__()`` / ``vars()``), else
+    by its ``repr`` with memory addresses removed. Cycles are cut.
+
+    A metric passes its whole configuration here as it is -- every public
+    attribute, numpy values included, unfiltered -- plus its class, collect
+    mode and ``size`` (see :func:`mmeval.core.dist_backends.asking`).
+    """
+    out = bytearray()
+    _canon(dict(question), out, set(), 0)
+    return bytes(out)
+
+
+def _blob(out: bytearray, tag: bytes, data: bytes) -> None:
+    out += tag + _LEN.pack(len(data)) + data
+
+
+def _canon(value: Any, out: bytearray, seen: set, depth: int) -> None:  # type: ignore[type-arg]
+    kind = type(value)
+    if value is None or kind is bool:
+        out += b"N" if value is None else (b"T" if value else b"F")
+    elif kind is int:
+        _blob(out, b"i", str(value).encode())
+    elif kind is float:
+        _blob(out, b"f", value.hex().encode())
+    elif kind is complex:
+        _blob(out, b"c", f"{value.real.hex()},{value.imag.hex()}".encode())
+    elif kind is str:
+        _blob(out, b"s", value.encode("utf-8", "surrogatepass"))
+    elif kind in (bytes, bytearray):
+        _blob(out, b"b", bytes(value))
+    elif kind.__module__ == "numpy" and hasattr(value, "dtype") and hasattr(value, "tobytes"):
+        if value.dtype.hasobject:  # object arrays hold pointers: encode their items
+            _canon(value.tolist(), out, seen, depth)
+        else:
+            _blob(out, b"a", f"{value.dtype.str}{getattr(value, 'shape', ())}".encode())
+            _blob(out, b"", value.tobytes())
+    elif id(value) in seen or depth > 64:
+        _blob(out, b"^", kind.__qualname__.encode())
+    elif kind in (list, tuple, dict, set, frozenset):
+        seen.add(id(value))
+        if kind is dict:
+            items = sorted((_encoded(k, seen, depth), _encoded(v, seen, depth)) for k, v in value.items())
+            _blob(out, b"d", b"".join(k + v for k, v in items))
+        elif kind in (set, frozenset):
+            _blob(out, b"S", b"".join(sorted(_encoded(v, seen, depth) for v in value)))
+        else:
+            _blob(out, b"l" if kind is list else b"t", b"".join(_encoded(v, seen, depth) for v in value))
+        seen.discard(id(value))
+    else:
+        _blob(out, b"o", f"{kind.__module__}.{kind.__qualname__}".encode())
+        state = None
+        if not isinstance(value, type) and not callable(value):
+            getstate = getattr(value, "__getstate__", None)
+            try:
+                state = getstate() if getstate is not None else getattr(value, "__dict__", None)
+            except Exception:
+                state = None
+        if state is not None:
+            seen.add(id(value))
+            _canon(state, out, seen, depth + 1)
+            seen.discard(id(value))
+        else:
+            _blob(out, b"r", _stable_repr(value).encode("utf-8", "replace"))
+
+
+def _encoded(value: Any, seen: set, depth: int) -> bytes:  # type: ignore[type-arg]
+    out = bytearray()
+    _canon(value, out, seen, depth + 1)
+    return bytes(out)
+
+
+def _stable_repr(value: Any) -> str:
+    import re
+
+    name = getattr(value, "__qualname__", None)
+    if name is not None and getattr(value, "__module__", None):
+        return f"{value.__module__}.{name}"
+    try:
+        text = repr(value)
+    except Exception as exc:
+        text = f"<unrepresentable {type(exc).__name__}>"
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", text)
+
+
+def _digest(data: bytes, n: int = 12) -> str:
+    return hashlib.sha256(data).hexdigest()[:n]
+
+
+def encode_question(question: Optional[Mapping[str, Any]], thread: str) -> bytes:
+    """The question's bytes in the slot (at most :data:`QUESTION_MAX`).
+
+    Each field travels as its readable text (in full up to 60 characters,
+    else shortened) and a digest of its :func:`canonical_question` encoding,
+    so a difference anywhere in a value is caught, and named by field; when
+    the fields do not fit, only the digests travel, and past that one digest
+    of the whole question (with the thread's name).
+    """
+    shown: Dict[str, List[str]] = {"thread": [thread[:64], ""]}
+    for key, value in (question or {}).items():
+        text = value if isinstance(value, str) else _stable_repr(value) if callable(value) else repr(value)
+        if len(text) > _SHOWN:
+            text = f"{text[:_SHOWN - 20]}...(len {len(text)})"
+        shown[str(key)[:64]] = [text, _digest(canonical_question({"": value}))]
+    data = json.dumps(shown, sort_keys=True, separators=(",", ":")).encode()
+    if len(data) > QUESTION_MAX:
+        shown = {k: ["(long)" if k != "thread" else v[0], v[1]] for k, v in shown.items()}
+        data = json.dumps(shown, sort_keys=True, separators=(",", ":")).encode()
+    if len(data) > QUESTION_MAX:
+        whole = _digest(canonical_question(question or {}), 32)
+        data = json.dumps({"thread": [thread[:64], ""], "question": ["(too long to show)", whole]}).encode()
+    return data
+
+
+def question_fields(text: str) -> Dict[str, Tuple[str, str]]:
+    """A received question as ``{field: (readable text, digest)}`` (see :func:`encode_question`)."""
+    if not text:
+        return {}
+    try:
+        out = json.loads(text)
+    except ValueError:
+        return {"question": (text, "")}
+    if not isinstance(out, dict):
+        return {"question": (text, "")}
+    fields: Dict[str, Tuple[str, str]] = {}
+    for key, value in out.items():
+        pair = value if isinstance(value, list) and len(value) == 2 else [str(value), ""]
+        fields[str(key)] = (str(pair[0]), str(pair[1]))
+    return fields
+
+
+# --------------------------------------------------------------------------
+# the reduction descriptor: the head of a reduction's slot body
+# --------------------------------------------------------------------------
+
+_DESC_LEN = struct.Struct("<H")
+
+
+def encode_reduce_descriptor(shape: Sequence[int], dtype: str, op: str, inline: bool) -> bytes:
+    """A reduction's (shape, dtype, op) and whether the array's bytes follow inline in the slot."""
+    desc = json.dumps([list(shape), dtype, op, inline], separators=(",", ":")).encode()
+    return _DESC_LEN.pack(len(desc)) + desc
+
+
+def parse_reduce_descriptor(data: Optional[memoryview]) -> Tuple[Tuple[int, ...], str, str, Optional[memoryview]]:
+    """``(shape, dtype, op, inline array bytes or None)`` from a slot body; :class:`FrameDecodeError` if corrupted."""
+    try:
+        if data is None:
+            raise ValueError("no descriptor")
+        (n,) = _DESC_LEN.unpack_from(data, 0)
+        shape, dtype, op, inline = json.loads(bytes(data[_DESC_LEN.size:_DESC_LEN.size + n]))
+        body = data[_DESC_LEN.size + n:]
+        return tuple(int(x) for x in shape), str(dtype), str(op), (body if inline else None)
+    except (ValueError, TypeError, struct.error) as exc:
+        raise FrameDecodeError(f"corrupted reduction descriptor in a peer's slot ({exc})") from None
