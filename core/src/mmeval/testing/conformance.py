@@ -23,15 +23,17 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..core.dist_backends.base_backend import BaseDistBackend
 from ..core.dist_backends.framed_backend import FramedDistBackend
+from ..core.errors import ShardingWarning
 
 __all__ = ["check_backend", "CHECKS", "FAULT_CHECKS", "TERMINAL_CHECKS", "expected_payload", "shard_indices",
-           "reduction_input", "expected_reduction", "REDUCTION_DTYPES", "REDUCTION_SHAPES"]
+           "reduction_input", "expected_reduction", "REDUCTION_DTYPES", "REDUCTION_SHAPES", "REDUCTION_EXTRA_DTYPES"]
 
 
 def expected_payload(rank: int, size: int = 64) -> Dict[str, Any]:
@@ -248,6 +250,44 @@ def _check_reductions(b: BaseDistBackend) -> None:
     assert all(r == results for r in everyone), "all_reduce gave different bits on different ranks"
 
 
+#: dtypes a transport's native reduction often lacks: each must still work at a size past the slot (converted, or
+#: through the byte path), on every backend
+REDUCTION_EXTRA_DTYPES = ("int16", "uint16", "uint32", "uint64", ">i8", ">f8", "longdouble")
+#: elements of the large arrays of the extra-dtype and NaN checks (past any slot, through the payload stage)
+LARGE_REDUCTION = 100_000
+
+
+def _check_reduction_dtypes(b: BaseDistBackend) -> None:
+    """Every dtype the input check accepts reduces at a large size, exactly as numpy in rank order would."""
+    ws, rank, dst = b.world_size, b.rank, b.world_size - 1
+    for dtype in REDUCTION_EXTRA_DTYPES:
+        for op in ("sum", "min", "max"):
+            shape = (LARGE_REDUCTION,)
+            arr = reduction_input(rank, dtype, shape)
+            _assert_reduced(b.all_reduce(arr, op=op), arr, dtype, shape, op, ws, f"all_reduce({dtype}, op={op!r})")
+            red = b.reduce(arr, op=op, dst=dst)
+            if rank == dst:
+                _assert_reduced(red, arr, dtype, shape, op, ws, f"reduce({dtype}, op={op!r}, dst={dst})")
+
+
+def _check_reduction_nan(b: BaseDistBackend) -> None:
+    """min / max propagate a NaN from any rank at every size, as numpy's reduction in rank order does."""
+    ws, rank = b.world_size, b.rank
+    for dtype in ("float64", "float32"):
+        for n in (8, LARGE_REDUCTION):
+            arr = np.arange(n, dtype=dtype) * (1 + rank)
+            holes = np.arange(rank % ws, n, max(1, n // 8))  # each rank puts NaNs at its own places
+            arr[holes] = np.nan
+            want = np.zeros(n, dtype=bool)
+            for r in range(ws):
+                want[np.arange(r % ws, n, max(1, n // 8))] = True
+            for op in ("min", "max"):
+                got = b.all_reduce(arr, op=op)
+                where = f"all_reduce({dtype}[{n}] with NaN, op={op!r})"
+                assert np.array_equal(np.isnan(got), want), (
+                    f"{where}: {int(np.isnan(got).sum())} NaN in the result, {int(want.sum())} expected")
+
+
 CHECKS: Dict[str, Callable[[BaseDistBackend], None]] = {
     "identity": _check_identity,
     "all_gather_object": _check_all_gather,
@@ -260,7 +300,10 @@ CHECKS: Dict[str, Callable[[BaseDistBackend], None]] = {
     "accuracy_end_to_end": _check_accuracy,
     "compute_metric_error": _check_compute_metric_error,
     "reductions": _check_reductions,
+    "reduction_dtypes": _check_reduction_dtypes,
+    "reduction_nan": _check_reduction_nan,
 }
+
 def _check_question_mismatch(b: BaseDistBackend) -> None:
     """Ranks computing with a different configuration or size all raise, naming the field; the group stays usable."""
     from ..core.errors import CollectiveMismatchError
@@ -464,6 +507,13 @@ def check_backend(backend: BaseDistBackend, *, faults: Optional[bool] = None,
     Returns the names of the checks run; raises ``AssertionError`` (naming
     the check) on the first violation.
     """
+    with warnings.catch_warnings():
+        # the checks shard on purpose (padded, uneven, a sample per rank): the metric's warnings about it are ours
+        warnings.simplefilter("ignore", ShardingWarning)
+        return _run_checks(backend, faults, fresh)
+
+
+def _run_checks(backend: BaseDistBackend, faults: Optional[bool], fresh: Optional[Fresh]) -> List[str]:
     if faults is None:
         faults = isinstance(backend, FramedDistBackend)
     checks = dict(CHECKS)
