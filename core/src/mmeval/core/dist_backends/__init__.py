@@ -4,7 +4,7 @@ A plugin imports everything it uses from here (and its errors from
 :mod:`mmeval.core.errors`): :class:`FramedDistBackend`, :class:`BaseDistBackend`,
 :class:`NonDist`, ``Call``, ``PeerLost``, ``DEFAULT_TIMEOUT``, ``SLOT_SIZE``,
 ``Frame``, ``ALIGN``, ``resolve_setting``, ``keep_forever``, ``asking``,
-``REDUCE_OPS``. The framed protocol's names load on first use, so listing
+``REDUCE_OPS`` (and ``native_pairs`` to declare native reductions). The framed protocol's names load on first use, so listing
 backends does not import it.
 
 The interfaces (:class:`BaseDistBackend`, :class:`TensorBaseDistBackend`,
@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from ._compat import LEGACY_BACKENDS, resolve
-from ._reduce import REDUCE_OPS
+from ._reduce import REDUCE_OPS, native_pairs
 from .base_backend import BaseDistBackend, TensorBaseDistBackend
 from .non_dist import NonDist
 
@@ -47,6 +47,7 @@ __all__ = [
     "keep_forever",
     "asking",
     "REDUCE_OPS",
+    "native_pairs",
     "TorchCPUDist",
     "TorchCUDADist",
     "MPI4PyDist",

@@ -220,21 +220,21 @@ class FramedDistBackend(BaseDistBackend):
     def all_gather_object(self, obj: Any) -> List[Any]:
         """Gather ``obj`` from every rank; return the list (rank order) on every rank."""
         if self.world_size == 1:
-            return [self._local_copy(obj)]
+            return [_local_copy(self, obj)]
         out = self._object_collective(Op.ALL_GATHER, obj, -1)
         assert out is not None
         return out  # type: ignore[no-any-return]
 
     def gather_object(self, obj: Any, dst: int = 0) -> Optional[List[Any]]:
         """Gather ``obj`` from every rank to ``dst``: the list there, ``None`` elsewhere (only ``dst`` receives)."""
-        self._check_root("gather_object", "dst", dst)
+        _check_root(self, "gather_object", "dst", dst)
         if self.world_size == 1:
-            return [self._local_copy(obj)]
+            return [_local_copy(self, obj)]
         return self._object_collective(Op.GATHER, obj, dst)  # type: ignore[no-any-return]
 
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
         """Return ``src``'s object on every rank; ``src`` gets its own ``obj`` back (others' is never serialized)."""
-        self._check_root("broadcast_object", "src", src)
+        _check_root(self, "broadcast_object", "src", src)
         if self.world_size == 1:
             return obj
         return self._object_collective(Op.BROADCAST, obj, src)
@@ -329,22 +329,25 @@ class FramedDistBackend(BaseDistBackend):
     def _serialize_hint(self) -> str:
         return f"Send only picklable objects{' of plain data (codec=safe)' if self.wire_codec.plain_data_only else ''}."
 
-    def _local_copy(self, obj: Any) -> Any:
-        # a world of one still returns an independent object, and fails as a larger world would
-        codec = self.wire_codec
-        try:
-            frame = codec.encode(obj)
-        except Exception as exc:
-            raise RemoteSerializationError(
-                f"{self.name}: rank 0 (of 1) could not serialize its object ({type(exc).__name__}: {exc}). "
-                + self._serialize_hint()
-            ) from exc
-        return codec.decode(frame.tobytes())
 
-    def _check_root(self, op: str, arg: str, root: int) -> None:
-        ws = self.world_size
-        if not isinstance(root, int) or not 0 <= root < ws:
-            raise ValueError(f"{self.name}.{op}: {arg}={root!r} is not a rank of this group (0..{ws - 1})")
+
+def _local_copy(backend: FramedDistBackend, obj: Any) -> Any:
+    """A world of one's collective: an independent copy of ``obj``, failing as a larger world would."""
+    codec = backend.wire_codec
+    try:
+        frame = codec.encode(obj)
+    except Exception as exc:
+        raise RemoteSerializationError(
+            f"{backend.name}: rank 0 (of 1) could not serialize its object ({type(exc).__name__}: {exc}). "
+            + backend._serialize_hint()
+        ) from exc
+    return codec.decode(frame.tobytes())
+
+
+def _check_root(backend: FramedDistBackend, op: str, arg: str, root: int) -> None:
+    ws = backend.world_size
+    if not isinstance(root, int) or not 0 <= root < ws:
+        raise ValueError(f"{backend.name}.{op}: {arg}={root!r} is not a rank of this group (0..{ws - 1})")
 
 
 #: The previous contract's transport callback type (writes this rank's bytes into a send buffer).
