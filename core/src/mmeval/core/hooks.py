@@ -9,7 +9,14 @@ emission) in :mod:`.hook_manager`, the communication-stats reporter
 from __future__ import annotations
 
 from .comm_stats import CommStats, enable_comm_stats, get_comm_stats
-from .hook_manager import _decide, emit, emit_start, hooks_active, register_hooks, unregister_hooks
+from .hook_manager import (
+    _decide,  # noqa: F401  (tests decide afresh after changing the environment)
+    emit,
+    emit_start,
+    hooks_active,
+    register_hooks,
+    unregister_hooks,
+)
 from .hook_specs import HOOK_GROUP, PROJECT, CollectiveEvent, HookSpecs, hookimpl
 
 __all__ = [
@@ -26,5 +33,4 @@ __all__ = [
     "emit",
     "emit_start",
     "hooks_active",
-    "_decide",
 ]
