@@ -13,8 +13,7 @@ import traceback
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from mmeval.core.dist_backends import FramedDistBackend
-from mmeval.core.dist_backends.transport import Call
+from mmeval.core.dist_backends import Call, FramedDistBackend
 
 _KEY = b"hub"
 
@@ -87,14 +86,7 @@ class HubDist(FramedDistBackend):
     def _all_gather_bytes(self, call: Call) -> Sequence[memoryview]:
         return [memoryview(b) for b in self._allgather(call, self._fill(call.size, call.fill))]
 
-    def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
-        blobs = self._allgather(call, self._fill(call.size, call.fill))
-        return [memoryview(b) for b in blobs] if self._rank == call.root else None
-
-    def _broadcast_bytes(self, call: Call) -> Optional[memoryview]:
-        blob = self._fill(call.size, call.fill) if call.rank == call.root else b""
-        blobs = self._allgather(call, blob)
-        return memoryview(blobs[call.root])
+    # gather and broadcast: the core's defaults, over _all_gather_bytes
 
 
 def free_port() -> int:

@@ -101,3 +101,51 @@ def framed_guarantees(backend: Any) -> Dict[str, Any]:
     out["poisoned"] = _outcome(lambda: backend.all_reduce(np.ones(2)))
     time.sleep(1.0)  # no rank closes its connections while another still waits for its deadline
     return out
+
+
+def native_hub_reductions(backend: Any) -> Dict[str, Any]:
+    """The conformance kit's extra-dtype and NaN checks on a hub whose native reduction is as limited as gloo's."""
+    from itertools import product
+
+    from hub_backend import HubDist, free_port
+
+    from mmeval.testing.conformance import CHECKS
+
+    class GlooLikeHub(HubDist):
+        """A native reduction over a few dtypes only, whose min / max drop NaN (as gloo's do).
+
+        It declares its float min / max native too (as a careless backend might): the core must still give
+        numpy's NaN propagation.
+        """
+
+        native_reductions = frozenset(product(("int8", "uint8", "int32", "int64", "float32", "float64"),
+                                              ("sum", "min", "max")))
+
+        def _all_reduce_array(self, call: Any, array: np.ndarray, op: str) -> np.ndarray:
+            if array.dtype.name not in ("int8", "uint8", "int32", "int64", "float32", "float64") or \
+                    not array.dtype.isnative:
+                raise TypeError(f"this transport cannot reduce {array.dtype}")
+            native["calls"] += 1
+            ufunc = {"sum": np.add, "min": np.fmin, "max": np.fmax}[op]
+            blocks = [np.frombuffer(b, array.dtype) for b in self._all_gather_bytes(call)]
+            out = blocks[0].copy()
+            for b in blocks[1:]:
+                ufunc(out, b, out=out)
+            return out.reshape(array.shape)
+
+        def _reduce_array(self, call: Any, array: np.ndarray, op: str) -> Any:
+            out = self._all_reduce_array(call, array, op)
+            return out if call.rank == call.root else None
+
+    native = {"calls": 0}
+    port = backend.broadcast_object(free_port() if backend.rank == 0 else None, src=0)
+    hub = GlooLikeHub(backend.rank, backend.world_size, ("127.0.0.1", port), timeout=60)
+    done = {}
+    for name in ("reduction_dtypes", "reduction_nan"):
+        try:
+            CHECKS[name](hub)
+            done[name] = "ok"
+        except Exception as exc:  # reported to the test, which names the check
+            done[name] = f"{type(exc).__name__}: {exc}"
+            break
+    return {"checks": done, "native_calls": native["calls"], "poisoned": hub.poisoned}

@@ -167,4 +167,96 @@ def test_a_poisoned_group_says_how_to_build_a_new_one_on_its_own_transport(hint)
     res = run_ranks(_refusal_after_a_local_failure, 2, hint, timeout=60)
     for status, text in res.values():
         assert status == "ok", text
-        assert f"Build a new group ({hint or 'torch: dist.new_group(...); MPI: comm.Dup()'})" in text, text
+        # the default names no framework: a third party's users are never told to build torch or MPI groups
+        default = "for example a new communicator or connection of this backend's transport"
+        assert f"Build a new group ({hint or default})" in text, text
+        assert "torch" not in text and "MPI" not in text, text
+
+
+def _ask(backend, questions):
+    from mmeval.core.dist_backends import asking
+
+    try:
+        with asking(questions[backend.rank]):
+            return {"value": backend.all_gather_object(backend.rank)}
+    except CollectiveMismatchError as exc:
+        return {"error": str(exc)}
+
+
+def _questions(case):
+    import numpy as np
+
+    base = {"metric": "m.Metric", "size": 10}
+    if case == "numpy scalar":  # one numpy value among others, past what the old slot text showed
+        pair = [np.float32(0.5), np.float32(0.7)]  # the same length of text
+        return [dict(base, nan_to_num=("x" * 150, pair[r])) for r in range(2)]
+    if case == "65-item list":
+        return [dict(base, thrs=[0.5] * 64 + [0.1 * (r + 1)]) for r in range(2)]
+    return [dict(base, topk=tuple(range(59)) + (59 - r,)) for r in range(2)]  # differ at the 230th character
+
+
+@pytest.mark.parametrize("case,field", [("numpy scalar", "nan_to_num"), ("65-item list", "thrs"),
+                                        ("past the 140th character", "topk")])
+def test_questions_differing_anywhere_in_any_value_raise_on_every_rank_naming_the_field(case, field):
+    questions = _questions(case)
+    res = run_ranks(_ask, 2, questions, timeout=60)
+    for status, value in res.values():
+        assert status == "ok", value
+        assert "error" in value, f"{case}: ranks with different questions got an answer: {value}"
+        assert f"{field}: rank 0=" in value["error"] and "rank 1=" in value["error"], value["error"]
+    same = run_ranks(_ask, 2, [questions[0], questions[0]], timeout=60)
+    assert all(v == ("ok", {"value": [0, 1]}) for v in same.values())
+
+
+def test_canonical_question_covers_any_value_and_drops_none():
+    import numpy as np
+
+    from mmeval.core.wire import canonical_question
+
+    class Thing:
+        def __init__(self, x):
+            self.x = x
+
+    distinct = [0.5, np.float32(0.5), np.float64(0.5), 0.5000000000000001, -0.0, 0.0, [0.5] * 65,
+                [0.5] * 64 + [0.6], "a" * 200, "a" * 199 + "b", {"k": (1, 2)}, {"k": (1, 3)}, Thing(1), Thing(2),
+                np.arange(3), np.arange(3, dtype=np.int32), None, (1,), [1], {1}, b"1", "1", 1, True]
+    encodings = [canonical_question({"v": v}) for v in distinct]
+    assert len(set(encodings)) == len(distinct)
+    assert canonical_question({"a": 1, "b": {"y": 2, "x": 1}}) == canonical_question({"b": {"x": 1, "y": 2}, "a": 1})
+    assert canonical_question({"v": Thing(1)}) == canonical_question({"v": Thing(1)})  # no memory address
+    assert canonical_question({"v": float("nan")}) == canonical_question({"v": float("nan")})
+    loop = []
+    loop.append(loop)
+    assert canonical_question({"v": loop})  # cycles are cut
+
+
+def _late_peer(backend, delay):
+    """Rank 1 calls and gives up after its timeout; rank 0 -- the hub relaying every message -- calls later.
+
+    Rank 1's slot still waits in rank 0's socket, so rank 0's call pairs with rank 1's abandoned one.
+    """
+    import time
+
+    from mmeval.core.errors import DistCommunicationError
+
+    if backend.rank == 0:
+        time.sleep(delay)
+    started = time.monotonic()
+    try:
+        out = backend.all_gather_object(f"rank {backend.rank}")
+    except DistCommunicationError as exc:
+        out = exc
+    seconds = time.monotonic() - started
+    if backend.rank == 1:
+        time.sleep(delay + 1)  # alive (its connection open) while rank 0 calls
+    kind = type(out).__name__ if isinstance(out, BaseException) else "answer"
+    return kind, str(out), backend.poisoned is not None, seconds
+
+
+def test_a_late_rank_never_completes_a_call_its_peer_gave_up():
+    res = run_ranks(_late_peer, 2, 3.0, backend_kwargs={"timeout": 1.0}, timeout=60)
+    assert res[1][0] == "ok" and res[1][1][0] == "CollectiveTimeoutError", res[1]
+    status, (kind, text, poisoned, seconds) = res[0]
+    assert status == "ok"
+    assert kind == "CollectiveFailedError", f"rank 0 completed the call rank 1 gave up: {text}"
+    assert "rank 1" in text and "deadline" in text and poisoned and seconds < 1.0, text

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 from hub_backend import free_port, run_ranks
-from reduction_workers import check_reductions, framed_guarantees, mismatches, reductions
+from reduction_workers import check_reductions, framed_guarantees, mismatches, native_hub_reductions, reductions
 
 from mmeval.core.dist_backends import NonDist
 from mmeval.core.dist_backends.base_backend import REDUCE_OPS
@@ -157,3 +157,15 @@ def test_conformance_suite_holds_backends_to_the_reductions(ws):
     for status, names in out.values():
         assert status == "ok", names
         assert "reductions" in names and "reduction_mismatch" in names
+
+
+@pytest.mark.parametrize("ws", [2, 3])
+def test_every_accepted_dtype_and_nan_reduce_at_large_sizes_over_a_limited_native_reduction(ws):
+    # a native reduction lacking int16/uint16/uint32/uint64/big-endian/longdouble and dropping NaN in min/max
+    # (gloo's): the core converts or takes the byte path; the group stays usable
+    out = run_ranks(native_hub_reductions, ws, timeout=240)
+    for rank, (status, value) in out.items():
+        assert status == "ok", value
+        assert value["checks"] == {"reduction_dtypes": "ok", "reduction_nan": "ok"}, (rank, value)
+        assert value["poisoned"] is None
+        assert value["native_calls"] > 0  # the declared pairs (and the integers converted to them) stay native

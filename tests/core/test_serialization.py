@@ -9,9 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mmeval.core import columnar, wire
+from mmeval.core import columnar
 from mmeval.core import serialization as ser
 from mmeval.core.errors import FrameDecodeError, UnsafePayloadError
+from mmeval.core.wire import frames
 
 
 def roundtrip(obj, codec="pickle"):
@@ -111,8 +112,8 @@ def test_frame_bigger_than_4gib_header_arithmetic():
     # sizes are 64-bit everywhere: a >4 GiB buffer length survives the header
     view = memoryview(bytearray(64))
     frame = ser.assemble_frame(1, b"meta", [view])
-    prefix = frame.tobytes()[: wire._FRAME_PREFIX.size + 8]
-    assert wire._U64.unpack_from(prefix, wire._FRAME_PREFIX.size)[0] == 64
+    prefix = frame.tobytes()[: frames._FRAME_PREFIX.size + 8]
+    assert frames._U64.unpack_from(prefix, frames._FRAME_PREFIX.size)[0] == 64
     head = bytearray(ser.SLOT_SIZE)
     fake = ser.Frame([], 5 * 2**30)
     ser.build_slot(memoryview(head), status=0, op=1, codec=1, seq=1, root=-1, payload=fake)

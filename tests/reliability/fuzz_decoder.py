@@ -209,6 +209,10 @@ def random_slots(data: bytes, with_magic: bool) -> None:
             pass
 
 
+#: the most payload bytes a slot carries inline (with no question)
+INLINE_MAX = ser.SLOT_SIZE - ser.HEADER_SIZE
+
+
 def _valid_slot(op: int, seq: int, root: int, payload: Optional[bytes], error: str) -> bytearray:
     slot = bytearray(ser.SLOT_SIZE)
     frame = None if payload is None else ser.Frame([(0, memoryview(payload))], len(payload))
@@ -219,7 +223,7 @@ def _valid_slot(op: int, seq: int, root: int, payload: Optional[bytes], error: s
 
 @prop
 @given(st.sampled_from([1, 2, 3, 4]), st.integers(0, 2**64 - 1), st.integers(-(2**63), 2**63 - 1),
-       st.one_of(st.none(), st.binary(max_size=ser.INLINE_MAX + 10)), st.text(max_size=30), st.data())
+       st.one_of(st.none(), st.binary(max_size=INLINE_MAX + 10)), st.text(max_size=30), st.data())
 def corrupted_slots(op: int, seq: int, root: int, payload: Optional[bytes], error: str, data: st.DataObject) -> None:
     count("corrupted_slots")
     slot = _valid_slot(op, seq, root, payload, error)
@@ -239,10 +243,11 @@ def corrupted_slots(op: int, seq: int, root: int, payload: Optional[bytes], erro
 def _forge(status: int, op: int, codec: int, seq: int, root: int, size: int, inline: int, body: bytes) -> bytearray:
     """A slot with these raw field values and a valid checksum (what a lying peer can send)."""
     slot = bytearray(ser.SLOT_SIZE)
-    wire._SLOT_HEAD.pack_into(slot, 0, b"MMEV", 2, status, op, codec, seq, root, size, inline, 0)  # no question
+    wire._SLOT_HEAD.pack_into(slot, 0, b"MMEV", wire._SLOT_VERSION, status, op, codec, seq, root, size, inline, 0,
+                              0.0)  # no question, no deadline
     slot[ser.HEADER_SIZE : ser.HEADER_SIZE + len(body)] = body
     crc = zlib.crc32(slot[: wire._SLOT_HEAD.size])
-    if inline == 1 and size <= ser.INLINE_MAX:
+    if inline == 1 and size <= INLINE_MAX:
         crc = zlib.crc32(slot[ser.HEADER_SIZE : ser.HEADER_SIZE + size], crc)
     wire._SLOT_CRC.pack_into(slot, wire._SLOT_HEAD.size, crc)
     return slot
@@ -252,14 +257,14 @@ forged = st.builds(
     _forge,
     st.integers(0, 255), st.integers(0, 255), st.integers(0, 255), st.integers(0, 2**64 - 1),
     st.integers(-(2**63), 2**63 - 1),
-    st.one_of(st.integers(0, ser.INLINE_MAX + 8), st.integers(0, 2**64 - 1)), st.integers(0, 255),
-    st.binary(max_size=ser.INLINE_MAX),
+    st.one_of(st.integers(0, INLINE_MAX + 8), st.integers(0, 2**64 - 1)), st.integers(0, 255),
+    st.binary(max_size=INLINE_MAX),
 )
 forged_plausible = st.builds(
     _forge,
     st.sampled_from([0, 0, 0, 1]), st.sampled_from([1, 2, 3, 4]), st.sampled_from([1, 2]), st.sampled_from([1, 2, 3]),
     st.sampled_from([-1, 0, 1, 5, -(2**63)]),
-    st.one_of(st.integers(0, 200), st.integers(ser.INLINE_MAX - 2, ser.INLINE_MAX + 2), st.integers(0, 2**64 - 1)),
+    st.one_of(st.integers(0, 200), st.integers(INLINE_MAX - 2, INLINE_MAX + 2), st.integers(0, 2**64 - 1)),
     st.sampled_from([0, 1, 1]),
     st.one_of(st.binary(max_size=200), st.builds(lambda o: ser.encode(o, "safe").tobytes(), plain)),
 )
@@ -275,7 +280,7 @@ def forged_slots(slot: bytearray) -> None:
         return
     assert head.op in ser.Op.NAMES and head.status in (ser.Status.OK, ser.Status.ENCODE_ERROR)
     assert head.codec in ser.CODECS.values()
-    assert not head.inline or (head.data is not None and head.payload_size <= ser.INLINE_MAX
+    assert not head.inline or (head.data is not None and head.payload_size <= INLINE_MAX
                                and head.data.nbytes == head.payload_size)
     head.error_text()
 

@@ -25,12 +25,12 @@ from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Seque
 from ._gc import GC_PAUSE_MIN, gc_paused
 from .columnar import columnarize
 from .errors import FrameDecodeError, UnsafePayloadError
-from .wire import Buffer, Frame, assemble_frame, split_frame
+from .wire import CODEC_IDS, Buffer, Frame, assemble_frame, split_frame
 
 __all__ = ["CODECS", "Codec", "PickleCodec", "SafeCodec", "Reducer", "codec_id", "make_codec", "encode", "decode"]
 
-#: Codec names and the id each is sent as.
-CODECS: Dict[str, int] = {"pickle": 1, "safe": 2}
+#: Codec names and the id each is sent as (the table lives with the other byte layouts in :mod:`.wire`).
+CODECS: Dict[str, int] = CODEC_IDS
 _CODEC_NAMES = {v: k for k, v in CODECS.items()}
 
 #: ``reducer(obj)`` returns a ``__reduce__``-style tuple; it may put ``pickle.PickleBuffer``

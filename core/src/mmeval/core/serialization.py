@@ -13,7 +13,6 @@ from .columnar import COLUMNAR_MIN, columnarize
 from .wire import (
     ALIGN,
     HEADER_SIZE,
-    INLINE_MAX,
     QUESTION_MAX,
     SLOT_SIZE,
     Frame,
@@ -29,7 +28,6 @@ from .wire import (
 __all__ = [
     "SLOT_SIZE",
     "HEADER_SIZE",
-    "INLINE_MAX",
     "QUESTION_MAX",
     "ALIGN",
     "CODECS",

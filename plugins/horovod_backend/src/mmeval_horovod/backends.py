@@ -152,6 +152,9 @@ class _HorovodDist(FramedDistBackend):
     #: the extra to install, for error messages
     _extra: ClassVar[str] = ""
     new_group_hint = "the same process set under a new namespace=..., or a new process set"
+    #: reduced natively at any size; the core converts other integers and takes float min / max by bytes
+    native_reductions = frozenset([(d, op) for d in ("int8", "uint8", "int32", "int64") for op in ("sum", "min", "max")]
+                                  + [("float32", "sum"), ("float64", "sum")])
     priority = 20  # auto-selection: after torch_cuda / torch_cpu, before mpi4py (Horovod may run under mpiexec)
 
     @classmethod

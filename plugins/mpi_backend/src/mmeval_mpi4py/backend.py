@@ -129,6 +129,9 @@ class MPI4PyDist(FramedDistBackend):
 
     name = "mpi4py"
     new_group_hint = "comm.Dup() on every rank of comm"
+    #: reduced natively at any size; the core converts other integers and takes float min / max by bytes
+    native_reductions = frozenset([(f"{s}int{n}", op) for s in ("", "u") for n in (8, 16, 32, 64) for op in ("sum", "min", "max")]
+                                  + [("float32", "sum"), ("float64", "sum")])
     priority = 10  # auto-selection: last of the in-tree backends (torch or Horovod may run under mpiexec)
 
     @classmethod

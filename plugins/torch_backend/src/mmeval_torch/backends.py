@@ -313,6 +313,9 @@ class _TorchDist(FramedDistBackend):
     #: gloo / NCCL end an operation at the group's own timeout: no unlimited wait (10^9 s is the cap)
     max_timeout: ClassVar[float] = 1e9
     new_group_hint: ClassVar[str] = "torch.distributed.new_group(ranks) on every rank"
+    #: reduced natively at any size; the core converts other integers and takes float min / max by bytes
+    native_reductions = frozenset([(d, op) for d in ("int8", "uint8", "int32", "int64") for op in ("sum", "min", "max")]
+                                  + [("float32", "sum"), ("float64", "sum")])
 
     def __init__(
         self,

@@ -1,4 +1,11 @@
-"""Distributed communication backends.
+"""Distributed communication backends, and the one import a backend plugin needs.
+
+A plugin imports everything it uses from here (and its errors from
+:mod:`mmeval.core.errors`): :class:`FramedDistBackend`, :class:`BaseDistBackend`,
+:class:`NonDist`, ``Call``, ``PeerLost``, ``DEFAULT_TIMEOUT``, ``SLOT_SIZE``,
+``Frame``, ``ALIGN``, ``resolve_setting``, ``keep_forever``, ``asking``,
+``REDUCE_OPS`` (and ``native_pairs`` to declare native reductions). The framed protocol's names load on first use, so listing
+backends does not import it.
 
 The interfaces (:class:`BaseDistBackend`, :class:`TensorBaseDistBackend`,
 :class:`FramedDistBackend`) and the built-in :class:`NonDist` live here.
@@ -15,18 +22,32 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from ._compat import LEGACY_BACKENDS, resolve
+from ._reduce import REDUCE_OPS, native_pairs
 from .base_backend import BaseDistBackend, TensorBaseDistBackend
 from .non_dist import NonDist
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .framed_backend import DEFAULT_TIMEOUT, FramedDistBackend
+    from ..errors import PeerLost
+    from ..wire import ALIGN, SLOT_SIZE, Frame
+    from .framed_backend import DEFAULT_TIMEOUT, FramedDistBackend, resolve_setting
+    from .transport import Call, asking, keep_forever
 
 __all__ = [
     "BaseDistBackend",
     "TensorBaseDistBackend",
     "FramedDistBackend",
     "NonDist",
+    "Call",
+    "PeerLost",
     "DEFAULT_TIMEOUT",
+    "SLOT_SIZE",
+    "Frame",
+    "ALIGN",
+    "resolve_setting",
+    "keep_forever",
+    "asking",
+    "REDUCE_OPS",
+    "native_pairs",
     "TorchCPUDist",
     "TorchCUDADist",
     "MPI4PyDist",
@@ -40,20 +61,26 @@ __all__ = [
 LEGACY_CLASS_NAMES: Dict[str, str] = LEGACY_BACKENDS
 
 
-#: Loaded on first use: the framed protocol pulls in the serialization module, which listing
+#: Loaded on first use (name -> module): the framed protocol pulls in the codecs, which listing
 #: backends (the registry imports this package) does not need.
-_FRAMED = ("FramedDistBackend", "DEFAULT_TIMEOUT")
+_LAZY: Dict[str, str] = {
+    "FramedDistBackend": ".framed_backend", "DEFAULT_TIMEOUT": ".framed_backend", "resolve_setting": ".framed_backend",
+    "Call": ".transport", "asking": ".transport", "keep_forever": ".transport",
+    "PeerLost": "..errors", "SLOT_SIZE": "..wire", "Frame": "..wire", "ALIGN": "..wire",
+    # removed once plugins stop importing it
+    "Fill": ".framed_backend",
+}
 
 
 def __getattr__(attr: str) -> Any:
-    if attr in _FRAMED:
-        from . import framed_backend
+    if attr in _LAZY:
+        import importlib
 
-        value = getattr(framed_backend, attr)
+        value = getattr(importlib.import_module(_LAZY[attr], __name__), attr)
         globals()[attr] = value
         return value
     return resolve(__name__, attr)
 
 
 def __dir__() -> List[str]:
-    return sorted(set(globals()) | set(LEGACY_CLASS_NAMES) | set(_FRAMED))
+    return sorted(set(globals()) | set(LEGACY_CLASS_NAMES) | set(_LAZY))

@@ -11,18 +11,27 @@ package without paying for numpy.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, Iterable, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import CollectiveMismatchError
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-__all__ = ["REDUCE_OPS", "ReduceHeader", "check_reduce_input", "check_reduce_headers", "reduce_in_rank_order",
+__all__ = ["REDUCE_OPS", "native_pairs", "ReduceHeader", "check_reduce_input", "check_reduce_headers", "reduce_in_rank_order",
            "local_result"]
 
 #: The reduction operations every backend supports, by the name ``all_reduce`` / ``reduce`` take.
 REDUCE_OPS: Tuple[str, ...] = ("sum", "min", "max")
+
+def native_pairs(ints: Iterable[str] = (), float_sums: Iterable[str] = ()) -> FrozenSet[Tuple[str, str]]:
+    """A backend's ``native_reductions``: every op for the integer dtypes ``ints``, ``sum`` for the float ones.
+
+    E.g. ``native_pairs(ints=("int8", "uint8", "int32", "int64"), float_sums=("float32", "float64"))``.
+    (Float ``min`` / ``max`` always take the core's byte path, where NaN propagates as in numpy.)
+    """
+    return frozenset([(d, op) for d in ints for op in REDUCE_OPS] + [(d, "sum") for d in float_sums])
+
 
 #: numpy dtype kinds a reduction accepts: signed integer, unsigned integer, float.
 _KINDS = "iuf"

@@ -1,14 +1,16 @@
 """The transport contract: what a framed backend's primitives receive, and how they wait.
 
 A backend built on :class:`~mmeval.core.dist_backends.FramedDistBackend`
-implements four primitives that move bytes and nothing else. Each receives a
-:class:`Call`: the operation, its sequence number, its deadline, this rank's
-frame, the per-rank frame sizes and the root. A primitive must:
+implements one primitive that moves bytes (``_all_gather_bytes``) and may
+override the others for speed. Each receives a :class:`Call`: the operation,
+its phase, its sequence number, its deadline, this rank's frame, the per-rank
+frame sizes and the root. A primitive must:
 
 * start its transfers, then wait for them **only** through :meth:`Call.wait`
   (a transport with a timed wait: ``wait(lambda s: work.wait(s))``) or
   :meth:`Call.wait_until` (a transport with a completion test:
-  ``wait_until(request.Test)``). Both wait in slices of at most
+  ``wait_until(request.Test)``), or run a call that has no usable timed wait
+  through :meth:`Call.run_blocking`. They wait in slices of at most
   :data:`WAIT_SLICE` seconds, so Ctrl-C (``KeyboardInterrupt``) surfaces within
   a second, and raise :class:`~mmeval.core.errors.CollectiveTimeoutError` at
   the deadline;
@@ -33,7 +35,7 @@ import time
 from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence
 
 from ..errors import CollectiveTimeoutError, PeerLost
-from ..wire import Frame
+from ..wire import Frame, encode_question
 
 __all__ = ["Call", "PeerLost", "WAIT_SLICE", "asking", "keep_forever"]
 
@@ -61,7 +63,9 @@ _QUESTION: "contextvars.ContextVar[Optional[Mapping[str, Any]]]" = contextvars.C
 def asking(question: Mapping[str, Any]) -> Iterator[None]:
     """Collectives started in this block carry ``question`` in their header; ranks that differ raise.
 
-    ``question`` maps field names to plain values (their ``repr`` is compared).
+    ``question`` maps field names to any values: they are compared by their
+    canonical encoding (:func:`mmeval.core.wire.canonical_question`), whatever
+    their size or type, and a differing field is named with each rank's value.
     :meth:`BaseMetric.compute` uses it for the metric's class, configuration,
     collect mode and ``size``. Costs no extra collective: the question rides in
     the slot every collective exchanges anyway (:data:`~mmeval.core.wire.QUESTION_MAX` bytes).
@@ -73,6 +77,11 @@ def asking(question: Mapping[str, Any]) -> Iterator[None]:
         _QUESTION.reset(token)
 
 
+def question_bytes() -> bytes:
+    """The question of the collective starting now, as the slot carries it (the calling thread's name included)."""
+    return encode_question(_QUESTION.get(), threading.current_thread().name)
+
+
 class Call:
     """One collective as a primitive sees it (built by the core; read-only for the primitive).
 
@@ -82,15 +91,19 @@ class Call:
         seq: its sequence number on this group (the same on every rank).
         rank, world_size: this rank and the group's size.
         root: ``dst`` of a gather / ``src`` of a broadcast; ``-1`` for all-gathers.
+        phase: ``'header'`` while the slots are exchanged (through
+            ``_all_gather_bytes`` when the backend does not override
+            ``_exchange_slots``), ``'payload'`` afterwards.
         deadline: ``time.monotonic()`` value past which the call has failed.
+        wall_deadline: the same instant as ``time.time()`` (sent in the slot header).
         timeout: the backend's timeout in seconds (for messages).
         frame: this rank's encoded object (``None`` where it sends nothing).
         sizes: per-rank frame sizes for the payload stage (for a broadcast,
             ``sizes[root]`` is the frame's size).
     """
 
-    __slots__ = ("backend", "op", "seq", "rank", "world_size", "root", "deadline", "timeout", "frame", "sizes",
-                 "stage", "detail", "_kept")
+    __slots__ = ("backend", "op", "seq", "rank", "world_size", "root", "deadline", "wall_deadline", "timeout",
+                 "frame", "sizes", "phase", "stage", "detail", "_kept")
 
     def __init__(self, backend: str, op: str, seq: int, rank: int, world_size: int, root: int,
                  timeout: float, frame: Optional[Frame] = None) -> None:
@@ -102,6 +115,8 @@ class Call:
         self.root = root
         self.timeout = timeout
         self.deadline = time.monotonic() + timeout
+        self.wall_deadline = time.time() + timeout
+        self.phase = "header"
         self.frame = frame
         self.sizes: Sequence[int] = ()
         #: what the call is doing now (``'exchanging headers'``, ...), for messages

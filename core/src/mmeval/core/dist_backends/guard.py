@@ -1,0 +1,224 @@
+"""The group guarantees, kept once for every framed backend.
+
+:class:`GroupGuard` runs one collective of a backend: the group's state
+(looked up by the backend's ``_sequence_key()``), the sequence number, one
+call at a time, poisoning after a failure, the deadline (a :class:`Call`),
+error translation and the single point where hook events are emitted. The
+collectives themselves (:mod:`.framed_backend`, :mod:`.reduction`) run inside
+:meth:`GroupGuard.run` and wrap every transport step in
+:meth:`GroupGuard.transport_step`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, List, Optional
+
+from .. import hook_manager
+from ..errors import (
+    CollectiveFailedError,
+    ConcurrentCollectiveError,
+    DistCommunicationError,
+    GroupPoisonedError,
+)
+from ..wire import DEADLINE_SKEW, Op, SlotHeader
+from .transport import Call, PeerLost
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .framed_backend import FramedDistBackend
+
+__all__ = ["GroupGuard", "GroupState", "group_state"]
+
+
+class GroupState:
+    """What the ranks' collectives on one group share in this process."""
+
+    __slots__ = ("lock", "seq", "poisoned", "running", "interfered")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seq = 0
+        #: the first failure's message once the group is unusable
+        self.poisoned: Optional[str] = None
+        #: (thread name, op name, seq) of the collective running now
+        self.running: Optional[tuple] = None  # type: ignore[type-arg]
+        #: set by a refused concurrent call: the running call must fail too
+        self.interfered: Optional[str] = None
+
+    def poison(self, message: str) -> None:
+        """Mark the group unusable (the first failure is kept)."""
+        if self.poisoned is None:
+            self.poisoned = message
+
+
+_states_lock = threading.Lock()
+#: states of keys that are objects (a backend, a group token): gone with the object, so a new object
+#: born at a freed one's address starts clean (keying by ``id()`` handed it the old fate and sequence)
+_object_states: "weakref.WeakKeyDictionary[Any, GroupState]" = weakref.WeakKeyDictionary()
+#: states of value keys (tuples naming a communicator); such a key must never name two communicators
+_value_states: Dict[Hashable, GroupState] = {}
+
+
+def group_state(key: Hashable) -> GroupState:
+    """The state of the group ``key`` names (a weak-referenceable object, or a value such as a tuple)."""
+    with _states_lock:
+        state: Optional[GroupState]
+        try:
+            table: Any = _object_states
+            state = table.get(key)
+        except TypeError:  # not weak-referenceable: a value key
+            table = _value_states
+            state = table.get(key)
+        if state is None:
+            state = table[key] = GroupState()
+        return state
+
+
+#: words of a transport error that mean a peer is gone
+_LOST_PEER_WORDS = ("connection closed", "connection reset", "broken pipe", "closed by peer", "peer closed",
+                    "connection refused", "end of file", "process failed", "proc_failed", "eof")
+
+
+def _lost_peer(exc: BaseException) -> bool:
+    if isinstance(exc, PeerLost):
+        return True
+    text = str(exc).lower()
+    return any(w in text for w in _LOST_PEER_WORDS)
+
+
+class GroupGuard:
+    """Runs a backend's collectives with every group guarantee (one guard per backend object)."""
+
+    def __init__(self, backend: "FramedDistBackend") -> None:
+        self.backend = backend
+
+    @property
+    def label(self) -> str:
+        return self.backend.name or type(self.backend).__name__
+
+    @property
+    def state(self) -> GroupState:
+        return group_state(self.backend._sequence_key())
+
+    def run(self, op: int, root: int, body: Callable[[Call, List[int]], Any]) -> Any:
+        """Run ``body(call, counters)`` as collective ``op`` of this group; ``counters``: [bytes sent, received].
+
+        Refuses at once on a poisoned group and from a second thread (poisoning
+        the group: the running call fails too); numbers the call, emits the
+        hook events around it.
+        """
+        b, name, op_name = self.backend, self.label, Op.NAMES[op]
+        rank, ws = b.rank, b.world_size
+        state = self.state
+        if state.poisoned is not None:
+            raise GroupPoisonedError(
+                f"{name}: {op_name} refused on rank {rank}: this group is unusable since an earlier collective "
+                f"failed ({state.poisoned}). Build a new group ({b.new_group_hint}) and a new backend over it "
+                "to go on."
+            )
+        thread = threading.current_thread().name
+        if not state.lock.acquire(blocking=False):
+            other = state.running or ("another thread", "a collective", 0)
+            message = (
+                f"{name}: {op_name} called by thread {thread!r} on rank {rank} while thread {other[0]!r} was in "
+                f"{other[1]} (collective #{other[2]}) on the same group. One collective at a time per group: "
+                "call collectives from one thread, or give each thread its own group."
+            )
+            state.interfered = message
+            state.poison(f"concurrent collectives from two threads: {message}")
+            raise ConcurrentCollectiveError(message)
+        try:
+            state.seq += 1
+            seq = state.seq
+            state.running = (thread, op_name, seq)
+            emit = hook_manager.hooks_active()
+            if emit:
+                hook_manager.emit_start(op_name, name, rank, ws)
+            start = time.monotonic()
+            call = Call(name, op_name, seq, rank, ws, root, b.timeout)
+            counters = [0, 0]
+            try:
+                result = body(call, counters)
+                if state.interfered is not None:
+                    raise ConcurrentCollectiveError(
+                        f"{name}: {op_name} (collective #{seq}) cannot be trusted: {state.interfered}"
+                    )
+            except BaseException as exc:
+                if emit:
+                    self._emit(call, counters, start, type(exc).__name__, str(exc))
+                raise
+            if emit:
+                self._emit(call, counters, start, "ok", "")
+            return result
+        finally:
+            state.running = None
+            state.interfered = None
+            state.lock.release()
+
+    def _emit(self, call: Call, counters: List[int], start: float, outcome: str, error: str) -> None:
+        from ..hook_specs import CollectiveEvent
+
+        hook_manager.emit(CollectiveEvent(
+            op=call.op, backend=call.backend, rank=call.rank, world_size=call.world_size,
+            root=None if call.root < 0 else call.root, seq=call.seq, bytes_sent=counters[0],
+            bytes_received=counters[1], seconds=time.monotonic() - start, outcome=outcome, error=error,
+        ))
+
+    def transport_step(self, call: Call, what: str, step: Callable[[], Any]) -> Any:
+        """Run one transport step; on failure keep its buffers, poison the group and raise the translated error."""
+        call.stage, call.detail = what, ""
+        try:
+            return step()
+        except BaseException as exc:
+            call.abandon()
+            error = self.translate(call, exc)
+            self.state.poison(f"{call.op} (collective #{call.seq}) on rank {call.rank}: {error}")
+            if error is exc:
+                raise
+            raise error from exc
+
+    def fail(self, call: Call, error: BaseException) -> BaseException:
+        """A failure the core found between transport steps (bad slots, a stale peer): poison the group, return it."""
+        call.abandon()
+        error = self.translate(call, error)
+        self.state.poison(f"{call.op} (collective #{call.seq}) on rank {call.rank}: {error}")
+        return error
+
+    def check_deadlines(self, call: Call, headers: List[SlotHeader]) -> None:
+        """Fail the call when a peer's deadline passed more than :data:`DEADLINE_SKEW` s before its header arrived.
+
+        That peer has given the call up (timed out, poisoned): this rank's call
+        paired with an abandoned transport operation and must not complete.
+        """
+        now = time.time()
+        stale = [(r, h) for r, h in enumerate(headers) if h.deadline and now > h.deadline + DEADLINE_SKEW]
+        if not stale:
+            return
+        ranks = ", ".join(f"rank {r} ({now - h.deadline:.1f} s ago)" for r, h in stale)
+        raise self.fail(call, CollectiveFailedError(
+            f"{call.backend}: {call.op} (collective #{call.seq} on rank {call.rank} of {call.world_size}) arrived after "
+            f"the deadline of {ranks}: that rank gave this collective up (timed out) and this call paired with "
+            f"its abandoned operation. The group cannot be used for further collectives; every rank must call "
+            f"it within the timeout (timeout=..., MMEVAL_{call.backend.upper()}_TIMEOUT / MMEVAL_TIMEOUT)."
+        ))
+
+    def translate(self, call: Call, exc: BaseException) -> BaseException:
+        """The error to raise for ``exc`` raised by a transport step."""
+        if isinstance(exc, DistCommunicationError) and not isinstance(exc, PeerLost):
+            return exc
+        if isinstance(exc, TimeoutError):
+            return call.timeout_error()
+        if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: raised as they are
+            return exc
+        where = f"{call.backend}: {call.op} (collective #{call.seq} on rank {call.rank} of {call.world_size})"
+        if _lost_peer(exc):
+            return CollectiveFailedError(
+                f"{where} failed while {call.doing}: a peer rank has probably died or closed its connection "
+                f"({type(exc).__name__}: {exc}). The group cannot be used for further collectives."
+            )
+        return CollectiveFailedError(
+            f"{where} failed while {call.doing}: {type(exc).__name__}: {exc}. "
+            "The group cannot be used for further collectives."
+        )

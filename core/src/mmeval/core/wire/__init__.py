@@ -1,0 +1,73 @@
+"""Every byte layout of mmeval's collectives: frames, slots, the question, the reduction descriptor, codec ids.
+
+Every framed collective moves bytes in two stages:
+
+1. A fixed-size *slot* (:data:`SLOT_SIZE` bytes) is exchanged by every rank
+   of the group (one all-gather of equal-sized blocks). The slot carries a
+   small header -- status, operation, sequence number, root, payload size,
+   codec -- then the *question* (a short text the ranks must agree on, see
+   :mod:`mmeval.core.dist_backends.transport`) and, when the encoded object is
+   small enough, the payload itself (*inline*), so small objects need a single
+   collective.
+2. When a payload did not fit, the *frame* is sent by the transport's byte
+   collective (all-gather, gather or broadcast). Sizes are already known from
+   the slots, so no second size exchange is needed.
+
+A frame is an encoded object::
+
+    prefix  <4s magic "MMF1"> <u8 codec> <u8 flags> <u16 reserved> <u32 nbuf> <u64 meta_len>
+    nbuf x <u64 buffer length>
+    meta    (the codec's stream)
+    buffers (each starting at a multiple of 64 bytes from the frame start)
+
+The slot header also carries the sender's deadline (wall clock), so that a
+rank whose call pairs with a peer's abandoned one fails (see
+:data:`DEADLINE_SKEW`). This module knows nothing of codecs beyond their
+one-byte id (:data:`CODEC_IDS`): see :mod:`mmeval.core.codecs` for what the
+meta stream and buffers mean.
+"""
+
+from __future__ import annotations
+
+from .frames import ALIGN, Buffer, Frame, assemble_frame, split_frame
+from .question import canonical_question, encode_question, question_fields
+from .slots import (  # noqa: F401  (the decoder fuzzer forges slots with them)
+    _SLOT_CRC,
+    _SLOT_HEAD,
+    _SLOT_VERSION,
+    CODEC_IDS,
+    DEADLINE_SKEW,
+    HEADER_SIZE,
+    QUESTION_MAX,
+    SLOT_SIZE,
+    Op,
+    SlotHeader,
+    Status,
+    build_slot,
+    encode_reduce_descriptor,
+    parse_reduce_descriptor,
+    parse_slot,
+)
+
+__all__ = [
+    "SLOT_SIZE",
+    "HEADER_SIZE",
+    "QUESTION_MAX",
+    "ALIGN",
+    "CODEC_IDS",
+    "DEADLINE_SKEW",
+    "Buffer",
+    "Op",
+    "Status",
+    "SlotHeader",
+    "Frame",
+    "assemble_frame",
+    "split_frame",
+    "build_slot",
+    "parse_slot",
+    "canonical_question",
+    "encode_question",
+    "question_fields",
+    "encode_reduce_descriptor",
+    "parse_reduce_descriptor",
+]
