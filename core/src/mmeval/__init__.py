@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .version import PLUGIN_API_VERSION, __version__
+from .version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any, List
@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .core import BaseMetric
     from .metrics import Accuracy, AveragePrecision, MeanIoU, MultiLabelMetric, SingleLabelMetric, VOCMeanAP
 
-__all__ = ["__version__", "PLUGIN_API_VERSION", "core", "metrics", "BaseMetric", "Accuracy", "MeanIoU", "VOCMeanAP",
+__all__ = ["__version__", "core", "metrics", "BaseMetric", "Accuracy", "MeanIoU", "VOCMeanAP",
            "SingleLabelMetric", "MultiLabelMetric", "AveragePrecision"]
 
 _LAZY = {

@@ -24,7 +24,7 @@ import subprocess
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .version import PLUGIN_API_VERSION, __version__
+from .version import __version__
 
 __all__ = ["main", "EXIT_OK", "EXIT_BROKEN", "EXIT_UNUSABLE"]
 
@@ -155,10 +155,10 @@ def _backends(args: argparse.Namespace) -> int:
             note = (f"every check timed out: --timeout {args.timeout:g} is likely too short to load a plugin "
                     f"(the default is {_DEFAULT_TIMEOUT:g}s)")
     if args.json:
-        print(json.dumps({"mmeval_core": __version__, "plugin_api": PLUGIN_API_VERSION, "note": note,
+        print(json.dumps({"mmeval_core": __version__, "note": note,
                           "backends": rows}, indent=2))
         return code
-    print(f"mmeval-core {__version__} (plugin API {PLUGIN_API_VERSION}); entry-point group mmeval.dist_backends")
+    print(f"mmeval-core {__version__}; entry-point group mmeval.dist_backends")
     header = ("backend", "status") + (("usable here",) if args.check else ()) + ("distribution", "entry point")
     table = [header + ("requires",)]
     notes: List[str] = []
@@ -191,7 +191,7 @@ def _backends(args: argparse.Namespace) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``mmeval`` console script (and of ``python -m mmeval``)."""
     parser = argparse.ArgumentParser(prog="mmeval", description="mmeval command-line tools")
-    parser.add_argument("--version", action="version", version=f"mmeval-core {__version__} (plugin API {PLUGIN_API_VERSION})",
+    parser.add_argument("--version", action="version", version=f"mmeval-core {__version__}",
                         help="print the version of mmeval-core and exit")
     sub = parser.add_subparsers(dest="command")
     p = sub.add_parser(
