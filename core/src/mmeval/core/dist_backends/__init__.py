@@ -57,3 +57,36 @@ def __getattr__(attr: str) -> Any:
 
 def __dir__() -> List[str]:
     return sorted(set(globals()) | set(LEGACY_CLASS_NAMES) | set(_FRAMED))
+
+
+# -- the plugin API: the one import a backend plugin needs (with mmeval.core.errors) ------------
+# Loaded on first use, like _FRAMED: listing backends imports none of these modules.
+_PLUGIN_API: Dict[str, str] = {
+    **dict.fromkeys(("FramedDistBackend", "DEFAULT_TIMEOUT", "resolve_setting"), ".framed_backend"),
+    **dict.fromkeys(("Call", "PeerLost", "keep_forever", "asking"), ".transport"),
+    **dict.fromkeys(("SLOT_SIZE", "Frame", "ALIGN"), "..wire"),
+    "REDUCE_OPS": "._reduce",
+    "PickleCodec": "..codecs",
+    **{name: ".plugin_kit" for name in (
+        "logger", "align_up", "padded_block_size", "packed_offsets", "split_blocks", "blocks_at", "write_block",
+        "slot_frame", "sent_frame", "seconds_left", "run_on_thread", "keep_until_exit", "GroupToken",
+        "GroupTokens", "not_a_member", "read_setting", "choice", "flag", "mebibytes", "start_up_watchdog")},
+}
+__all__ += [name for name in _PLUGIN_API if name not in __all__]
+_getattr_before_plugin_api = __getattr__
+_dir_before_plugin_api = __dir__
+
+
+def __getattr__(attr: str) -> Any:  # type: ignore[no-redef]  # extends the lookup above
+    module = _PLUGIN_API.get(attr)
+    if module is None:
+        return _getattr_before_plugin_api(attr)
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), attr)
+    globals()[attr] = value
+    return value
+
+
+def __dir__() -> List[str]:  # type: ignore[no-redef]
+    return sorted(set(_dir_before_plugin_api()) | set(_PLUGIN_API))
