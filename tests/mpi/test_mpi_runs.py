@@ -136,6 +136,12 @@ def test_rank_exit_survivors_raise_in_time(mpiexec: str, mpi_impl: MPIImpl, scen
     assert run.seconds < 60, run.describe()
 
 
+def test_large_send_buffers_are_not_kept_after_the_collective(mpiexec: str) -> None:
+    """Issue 20 item 10: a non-root rank kept its whole staged frame (+172 MiB) pooled after compute()."""
+    run = run_program(mpiexec, "send_buffers.py", 2, timeout=120)
+    run.expect_success(2)
+
+
 def test_a_rank_leaving_before_mpi_starts_does_not_hang_the_others(mpiexec: str) -> None:
     """Issue 20 item 12: the last of 3 ranks exits 0 before compute(); MPI_Init waits for it forever.
 

@@ -286,8 +286,14 @@ class MPI4PyDist(FramedDistBackend):
             self._types[unit] = dtype
         return dtype
 
-    def _buffer(self, nbytes: int) -> np.ndarray:
-        """A 64-byte aligned transport buffer, reused from the pool when a large one is free."""
+    def _buffer(self, nbytes: int, send_only: bool = False) -> np.ndarray:
+        """A 64-byte aligned transport buffer, reused from the pool when a large one is free.
+
+        A ``send_only`` buffer of more than :data:`SEND_KEEP_MAX` bytes is never
+        pooled: it is freed as soon as its collective is done.
+        """
+        if send_only and nbytes > SEND_KEEP_MAX:
+            return aligned_empty(nbytes)
         return _POOL.get(nbytes, self.buffer_cache_bytes)
 
     def _plan(self, sizes: Sequence[int]) -> Layout:
@@ -410,7 +416,7 @@ class MPI4PyDist(FramedDistBackend):
             self._wait(call, req, (buf, dtype), f"the payloads (Igatherv to rank {dst})")
             return blocks_at(view, lay.offsets, sizes)
         padded = lay.padded(rank)
-        send = self._buffer(padded)
+        send = self._buffer(padded, send_only=True)
         write_block(send.data[:padded], frame)
         req = comm.Igatherv([send, lay.counts[rank], dtype], None, root=dst)
         self._wait(call, req, (send, dtype), f"the payload (Igatherv to rank {dst})")
@@ -506,7 +512,7 @@ class MPI4PyDist(FramedDistBackend):
             head_buf = aligned_empty(head)
             frame.write_range(head_buf.data, 0)
             return head_buf, rest
-        buf = self._buffer(padded)
+        buf = self._buffer(padded, send_only=True)
         write_block(buf.data[:padded], frame)
         return buf[:head], buf[head:padded]
 
@@ -514,6 +520,10 @@ class MPI4PyDist(FramedDistBackend):
 #: Broadcasts and gathers of a frame of at least this many bytes are split in two
 #: (see ``MPI4PyDist._bcast_split`` and ``MPI4PyDist._gatherv_split``).
 SPLIT_MIN = 1 << 20
+#: Send-only staging buffers larger than this (a frame of several large arrays, copied whole for a gather or a
+#: broadcast: what ``compute()`` sends from a non-root rank) are not kept in the buffer pool after their
+#: collective. Receive buffers, and smaller send buffers, are pooled as before (``MMEVAL_MPI4PY_BUFFER_CACHE_MB``).
+SEND_KEEP_MAX = 64 << 20
 #: Bytes of the first part of a split broadcast or gather: the frame's prefix, pickle stream and first
 #: alignment gap usually fit, so the large array after them is sent from where it lies.
 SPLIT_HEAD = 64 << 10
