@@ -369,7 +369,7 @@ class TFHorovodDist(_HorovodDist):
     sees one fixed name per op type, e.g. ``__wrapped__HorovodAllgather...``),
     so each operation is traced into a one-op ``tf.function`` graph, where the
     node -- and so the Horovod tensor -- gets its unique name. That costs a
-    trace (about 10 ms) per operation, a few per collective.
+    trace per operation, a few per collective (see the README).
 
     Waiting: TensorFlow's Horovod ops have no poll and no timed wait; each op
     runs once on a daemon helper thread, and the caller waits for that thread

@@ -146,7 +146,7 @@ class MPI4PyDist(FramedDistBackend):
         return None
 
     #: Seconds of ``MPI_Test`` alone before a wait starts yielding: on a loaded machine ``sched_yield``
-    #: hands the core to another process, and a 1 KB collective then takes 0.3 ms instead of 0.2.
+    #: hands the core to another process, which slows small collectives (docs/benchmarks.md).
     busy_seconds: float = 100e-6
     #: Seconds of ``MPI_Test`` + ``sched_yield`` (from the start of the wait) before it starts sleeping.
     spin_seconds: float = 0.002
