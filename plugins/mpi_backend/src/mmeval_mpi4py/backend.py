@@ -28,6 +28,7 @@ from mmeval.core.dist_backends import (
     mebibytes,
     read_setting,
     sent_frame,
+    split_blocks,
     start_up_watchdog,
     write_block,
 )
@@ -383,7 +384,7 @@ class MPI4PyDist(FramedDistBackend):
         view[rank * SLOT_SIZE : (rank + 1) * SLOT_SIZE] = slot
         req = comm.Iallgather(mpi.IN_PLACE, [buf, SLOT_SIZE, mpi.BYTE])
         self._wait(call, req, (buf,), "the slot exchange (Iallgather)")
-        return [view[r * SLOT_SIZE : (r + 1) * SLOT_SIZE] for r in range(ws)]
+        return split_blocks(view, SLOT_SIZE, [SLOT_SIZE] * ws)
 
     def _allgatherv(self, call: Call, sizes: Sequence[int], frame: Frame) -> Sequence[memoryview]:
         mpi = _mpi()
