@@ -247,4 +247,3 @@ def test_split_transfers_send_the_rest_from_the_callers_array_only_when_one_segm
     assert bytes(rest) == frame.tobytes()[head:]
     two = encode([np.zeros(3 << 20, np.uint8), np.ones(2 << 20, np.uint8)])
     assert backend_module._segment_bytes(two, head, two.nbytes) is None  # spans two arrays: staged
-    assert backend_module._segment_bytes(lambda view: None, head, 2 * head) is None  # a plain fill callback

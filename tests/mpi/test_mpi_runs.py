@@ -136,6 +136,32 @@ def test_rank_exit_survivors_raise_in_time(mpiexec: str, mpi_impl: MPIImpl, scen
     assert run.seconds < 60, run.describe()
 
 
+def test_large_send_buffers_are_not_kept_after_the_collective(mpiexec: str) -> None:
+    """Issue 20 item 10: a non-root rank kept its whole staged frame (+172 MiB) pooled after compute()."""
+    run = run_program(mpiexec, "send_buffers.py", 2, timeout=120)
+    run.expect_success(2)
+
+
+def test_a_rank_leaving_before_mpi_starts_does_not_hang_the_others(mpiexec: str) -> None:
+    """Issue 20 item 12: the last of 3 ranks exits 0 before compute(); MPI_Init waits for it forever.
+
+    The first use of the backend starts MPI on the others, inside compute():
+    the backend's timeout bounds that start-up too. The first of the other
+    ranks to reach its timeout ends with a message on stderr naming it, its
+    rank and what to do (the launcher then ends the rest of the job, maybe
+    before another rank's own message), and the job ends with an error status.
+    """
+    run = run_program(mpiexec, "leave_before_compute.py", 3, timeout=60,
+                      env={"MMEVAL_MPI4PY_TIMEOUT": str(FAULT_TIMEOUT)})
+    assert "MMEVAL-COMPUTED" not in run.stdout, run.describe()
+    for r in (0, 1):
+        assert f"rank {r}: computing" in run.stdout, run.describe()
+    assert any(f"mmeval mpi4py: rank {r} of 3: starting MPI" in run.stderr for r in (0, 1)), run.describe()
+    assert f"within {FAULT_TIMEOUT:g}s" in run.stderr and "Import mpi4py.MPI at the start" in run.stderr
+    assert run.returncode != 0, run.describe()
+    assert run.seconds < FAULT_TIMEOUT + 20, run.describe()
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("MMEVAL_MPI_BIG") != "1", reason="set MMEVAL_MPI_BIG=1: needs ~10 GB of RAM")
 @pytest.mark.parametrize("large_count", ["auto", "datatype"])

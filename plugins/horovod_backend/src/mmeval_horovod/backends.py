@@ -1,100 +1,46 @@
 """Horovod backends for mmeval: ``torch_horovod`` and ``tf_horovod``.
 
-Both are :class:`~mmeval.core.dist_backends.FramedDistBackend` subclasses:
-mmeval's core does the framing, headers, error propagation and hooks; this
-module supplies the four transport primitives over Horovod's collectives on
-``uint8`` tensors (torch tensors for ``torch_horovod``, TensorFlow tensors for
-``tf_horovod``):
-
-============================  ==============================================
-primitive                     Horovod operation
-============================  ==============================================
-``_exchange_slots``           ``allgather`` of one 4 KiB block per rank
-``_all_gather_bytes``         ``allgather`` (first dims may differ per rank:
-                              no padding)
-``_gather_bytes``             ``alltoall`` with splits that send every byte
-                              to ``dst`` only (Horovod has no gather; the
-                              other ranks receive nothing)
-``_broadcast_bytes``          ``broadcast``
-============================  ==============================================
-
-**Names.** Horovod matches a collective across ranks by its tensor *name*
-(within a process set). Horovod's own ``broadcast_object`` names the op after
-the object's type, so a root broadcasting a ``dict`` while the other ranks pass
-``None`` waits forever. Here the header exchange that starts every collective
-is named ``mmeval.<backend>.ps<id>[.<namespace>].slots`` (constant, so ranks
-that disagree on the collective still meet there and the core raises
-:class:`~mmeval.core.errors.CollectiveMismatchError` on every rank), and each
-payload operation ``mmeval.<backend>.ps<id>[.<namespace>].<seq>.<op>``, where
-``seq`` is the core's sequence number of the collective (:attr:`Call.seq`,
-the same on every rank): unique per call, whatever the objects are.
-
-**Waiting.** Waiting, deadlines, error translation and poisoning are the
-core's (:mod:`mmeval.core.dist_backends.transport`). ``torch_horovod`` starts
-each operation with ``hvd.*_async`` and polls ``hvd.poll(handle)`` through
-:meth:`Call.wait_until` (``hvd.synchronize`` has no timeout, so it is called
-only once the poll says done). ``tf_horovod``'s ops have no poll: each runs
-once on a daemon helper thread that the caller waits for in slices through
-:meth:`Call.wait`. Either way Ctrl-C interrupts a collective within a second,
-and the timeout (``timeout=``, else ``MMEVAL_TORCH_HOROVOD_TIMEOUT`` /
-``MMEVAL_TF_HOROVOD_TIMEOUT``, else ``MMEVAL_TIMEOUT``, else 1800 s; ``inf``
-allowed: Horovod's negotiation waits without limit) is checked between slices.
-An abandoned operation stays queued inside Horovod (it cannot be cancelled);
-its buffers are kept alive (:meth:`Call.keep`), and the core poisons the group:
-every later collective on it raises
-:class:`~mmeval.core.errors.GroupPoisonedError`.
-
-**Groups.** A group is a process set and a *namespace* (a string, default
-``""``). Horovod cannot register a second process set with the ranks of an
-existing one (``hvd.add_process_set`` refuses duplicates, and a removed set's
-id is reused), so the new group to recover on after a failure is the same
-process set under a new ``namespace=``: its operations have names that no
-abandoned operation has, so they can never be matched with one. Backend
-objects with the same process set and namespace share one sequence (and one
-fate). A process set other than the global one may also be removed
-(``hvd.remove_process_set``) and a new one added over the same ranks: the new
-``ProcessSet`` object starts clean even when Horovod gives it the removed
-set's id (the sequence is keyed by the object, not the id).
-``process_set=`` takes a registered ``horovod.<framework>.ProcessSet``;
-``rank`` / ``world_size`` are the process set's, and ``src`` / ``dst`` are
-ranks *within* it (translated to the global ranks Horovod's ``broadcast``
-expects).
-
-Importing this module imports neither Horovod nor a framework: they are
-imported when a backend object is first used.
+The four transport primitives of :class:`~mmeval.core.dist_backends.FramedDistBackend`
+over Horovod's collectives on uint8 tensors, named per collective so that ranks
+always meet in the same operation; the operations, names, waiting, process sets
+and namespaces: plugins/horovod_backend/README.md. Importing this module imports
+neither Horovod nor a framework: they are imported when a backend is first used.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-import threading
 from types import ModuleType
 from typing import Any, Callable, ClassVar, Hashable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from mmeval.core.dist_backends import FramedDistBackend
-from mmeval.core.dist_backends.transport import Call, PeerLost
+from mmeval.core.dist_backends import (
+    SLOT_SIZE,
+    Call,
+    FramedDistBackend,
+    GroupTokens,
+    PeerLost,
+    blocks_at,
+    native_pairs,
+    packed_offsets,
+    run_on_thread,
+    sent_frame,
+)
 from mmeval.core.errors import DistCommunicationError
-from mmeval.core.wire import SLOT_SIZE
 
 __all__ = ["TorchHorovodDist", "TFHorovodDist"]
 
 
 def _split(data: memoryview, sizes: Sequence[int], backend: str, op: str) -> List[memoryview]:
     """Cut ``data`` into consecutive blocks of ``sizes`` bytes (rank order)."""
-    total = sum(sizes)
+    offsets, total = packed_offsets(sizes, alignment=1)
     if data.nbytes != total:
         raise RuntimeError(
             f"{backend}: horovod {op} returned {data.nbytes} bytes, expected {total} (sizes {list(sizes)})"
         )
-    out: List[memoryview] = []
-    pos = 0
-    for n in sizes:
-        out.append(data[pos : pos + n])
-        pos += n
-    return out
+    return blocks_at(data, offsets, sizes)
 
 
 def _byte_view(array: Any) -> memoryview:
@@ -113,19 +59,8 @@ def _peer_lost(backend: str, op: str, name: str, exc: BaseException) -> BaseExce
     return exc
 
 
-class _SetToken:
-    """The key of one Horovod process set's collective sequence (kept on its ``ProcessSet`` object)."""
-
-    __slots__ = ("name", "process_set_id", "namespace", "__weakref__")
-
-    def __init__(self, name: str, process_set_id: int, namespace: str) -> None:
-        self.name, self.process_set_id, self.namespace = name, process_set_id, namespace
-
-    def __repr__(self) -> str:
-        return f"<{self.name} process set {self.process_set_id} namespace {self.namespace!r}>"
-
-
-_TOKEN_LOCK = threading.Lock()
+#: One token per ``ProcessSet`` object, backend name and namespace (see ``_HorovodDist._sequence_key``).
+_SETS = GroupTokens()
 
 
 class _HorovodDist(FramedDistBackend):
@@ -153,8 +88,7 @@ class _HorovodDist(FramedDistBackend):
     _extra: ClassVar[str] = ""
     new_group_hint = "the same process set under a new namespace=..., or a new process set"
     #: reduced natively at any size; the core converts other integers and takes float min / max by bytes
-    native_reductions = frozenset([(d, op) for d in ("int8", "uint8", "int32", "int64") for op in ("sum", "min", "max")]
-                                  + [("float32", "sum"), ("float64", "sum")])
+    native_reductions = native_pairs(ints=("int8", "uint8", "int32", "int64"), float_sums=("float32", "float64"))
     priority = 20  # auto-selection: after torch_cuda / torch_cpu, before mpi4py (Horovod may run under mpiexec)
 
     @classmethod
@@ -270,15 +204,10 @@ class _HorovodDist(FramedDistBackend):
         """
         ps_id = self._process_set_id()
         ps = self.process_set
-        tokens = None if ps is None or ps_id == 0 else getattr(ps, "__dict__", None)
-        if tokens is None:
+        if ps is None or ps_id == 0:
             return (self.name, ps_id, self.namespace)
-        table = tokens.setdefault("_mmeval_sequence_tokens", {})
-        with _TOKEN_LOCK:
-            token = table.get((self.name, self.namespace, ps_id))
-            if token is None:
-                token = table[(self.name, self.namespace, ps_id)] = _SetToken(self.name, ps_id, self.namespace)
-        return token
+        return _SETS.token(ps, self.name, self.namespace, ps_id,
+                           label=f"{self.name} process set {ps_id} namespace {self.namespace!r}")
 
     def _global_rank(self, rank: int) -> int:
         """Horovod's ``broadcast`` takes a *global* root rank, even within a process set."""
@@ -336,8 +265,9 @@ class _HorovodDist(FramedDistBackend):
         return _split(data, [SLOT_SIZE] * call.world_size, self.name, "allgather (headers)")
 
     def _filled(self, call: Call) -> Any:
-        buf, view = self._new_buffer(call.size)
-        call.fill(view)
+        frame = sent_frame(call)
+        buf, view = self._new_buffer(frame.nbytes)
+        frame.write_into(view)
         return buf
 
     def _all_gather_bytes(self, call: Call) -> Sequence[memoryview]:
@@ -346,7 +276,7 @@ class _HorovodDist(FramedDistBackend):
 
     def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
         splits = [0] * call.world_size
-        splits[call.root] = call.size
+        splits[call.root] = sent_frame(call).nbytes
         data = self._alltoall(call, self._filled(call), splits, self._op_name(call, "gather"))
         if call.rank != call.root:
             return None
@@ -361,7 +291,7 @@ class _HorovodDist(FramedDistBackend):
         src = call.root
         buf, view = self._new_buffer(call.sizes[src])
         if call.rank == src:
-            call.fill(view)
+            sent_frame(call).write_into(view)
         data = self._broadcast(call, buf, self._global_rank(src), self._op_name(call, "broadcast"))
         return None if call.rank == src else data
 
@@ -442,7 +372,7 @@ class TFHorovodDist(_HorovodDist):
     sees one fixed name per op type, e.g. ``__wrapped__HorovodAllgather...``),
     so each operation is traced into a one-op ``tf.function`` graph, where the
     node -- and so the Horovod tensor -- gets its unique name. That costs a
-    trace (about 10 ms) per operation, a few per collective.
+    trace per operation, a few per collective (see the README).
 
     Waiting: TensorFlow's Horovod ops have no poll and no timed wait; each op
     runs once on a daemon helper thread, and the caller waits for that thread
@@ -470,7 +400,7 @@ class TFHorovodDist(_HorovodDist):
         return arr, _byte_view(arr)
 
     def _on_thread(self, call: Call, buf: Any, op: str, name: str, run: Callable[[], Any]) -> memoryview:
-        """Run a TensorFlow op (no poll, no timed wait) through :meth:`Call.run_blocking`; its bytes as a view."""
+        """Run a TensorFlow op (no poll, no timed wait) on a helper thread (:func:`run_on_thread`); its bytes."""
 
         def target() -> Any:
             out = run()
@@ -481,7 +411,7 @@ class TFHorovodDist(_HorovodDist):
 
         call.keep(buf)
         try:
-            arr = call.run_blocking(target, f"horovod {op} {name!r}")
+            arr = run_on_thread(call, target, f"horovod {op} {name!r}")
         except DistCommunicationError:  # the core's timeout: raised as it is
             raise
         except Exception as exc:

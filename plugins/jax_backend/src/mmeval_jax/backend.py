@@ -1,65 +1,40 @@
 """The ``jax`` backend: mmeval's object collectives over multi-process JAX.
 
-Multi-process JAX (one Python process per host or per rank, each started with
-``jax.distributed.initialize(...)``) has no byte or object collectives of its
-own, only XLA computations over a mesh of devices that span the processes. This
-backend runs the four transport primitives of
-:class:`~mmeval.core.dist_backends.FramedDistBackend` as tiny jitted XLA
-programs over a one-dimensional mesh with **one device per process** (the
-process's first local device, in process order):
-
-* all-gather: every process contributes a ``uint8`` block padded to a common
-  size (:func:`bucket_size` of the largest frame, so few shapes are ever
-  compiled); the program returns the global ``(world_size, block)`` array
-  replicated on every process (what ``multihost_utils.process_allgather``
-  does), and each rank's bytes are views of it;
-* gather to one rank: the same all-gather, kept on ``dst`` only (XLA has no
-  gather-to-one collective: the other ranks receive and drop the blocks);
-* broadcast: a ``psum`` (all-reduce) in which only ``src`` contributes
-  non-zero bytes (what ``multihost_utils.broadcast_one_to_all`` does).
-
-On CPU the processes need cross-process collectives: gloo (the default of
-``jax_cpu_collectives_implementation`` since jax 0.4.3x; set it with
-``jax.config.update("jax_cpu_collectives_implementation", "gloo")`` before
-``jax.distributed.initialize`` on older versions) or MPI.
-
-**Waiting.** A JAX collective blocks inside XLA's C++ runtime and cannot be
-interrupted or cancelled. Every transfer of a group therefore runs on that
-group's daemon worker thread (:class:`_Worker`), and the calling thread waits
-for it through the core's :meth:`~mmeval.core.dist_backends.transport.Call.wait`
-(in slices: Ctrl-C surfaces within a second; the deadline is the core's). A
-transfer abandoned at the deadline stays on its worker, with its buffers handed
-to ``call.keep``; the core poisons the group, so later calls on it raise
-:class:`~mmeval.core.errors.GroupPoisonedError` at once (a transfer on that
-group would otherwise queue behind the stuck one). **Recover with a new group**:
-the same processes over another local device (``device=1``; on CPU, start JAX
-with ``jax.config.update("jax_num_cpu_devices", N)``): XLA runs a group's
-collectives apart from another device's stuck one. The workers are daemon
-threads, so they never hold up the interpreter's exit.
-
-This module does not import jax; the methods do (``detect()`` only looks at
-``sys.modules``).
+The four transport primitives of :class:`~mmeval.core.dist_backends.FramedDistBackend`
+as tiny jitted XLA programs over a mesh of one device per process, each run on a
+helper thread (an XLA collective cannot be interrupted); what each moves, the
+CPU collectives setting and how to recover after a failure:
+plugins/jax_backend/README.md. This module does not import jax; the methods do.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import queue
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Hashable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, Hashable, List, Optional, Sequence, Tuple
 
-from mmeval.core.dist_backends.framed_backend import FramedDistBackend
-from mmeval.core.dist_backends.transport import Call
-from mmeval.core.wire import SLOT_SIZE
+from mmeval.core.dist_backends import (
+    ALIGN,
+    SLOT_SIZE,
+    Call,
+    Frame,
+    FramedDistBackend,
+    align_up,
+    not_a_member,
+    run_on_thread,
+    sent_frame,
+    slot_frame,
+    split_blocks,
+    write_block,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
 __all__ = ["JaxDist", "bucket_size", "jax_distributed_active"]
 
-#: Blocks are at least this many bytes and a multiple of it.
-BLOCK_ALIGN = 64
+#: Blocks are at least this many bytes and a multiple of it (the core's ``ALIGN``).
+BLOCK_ALIGN = ALIGN
 
 
 def bucket_size(n: int) -> int:
@@ -73,9 +48,8 @@ def bucket_size(n: int) -> int:
     n = int(n)
     if n < 0:
         raise ValueError(f"negative block size {n}")
-    n = max(BLOCK_ALIGN, -(-n // BLOCK_ALIGN) * BLOCK_ALIGN)
-    step = max(BLOCK_ALIGN, 1 << max(0, n.bit_length() - 4))
-    return -(-n // step) * step
+    n = max(BLOCK_ALIGN, align_up(n))
+    return align_up(n, max(BLOCK_ALIGN, 1 << max(0, n.bit_length() - 4)))
 
 
 def jax_distributed_active() -> bool:
@@ -85,57 +59,8 @@ def jax_distributed_active() -> bool:
     return state is not None and getattr(state, "client", None) is not None
 
 
-class _Worker:
-    """One daemon thread that runs one group's JAX transfers, one at a time, in call order.
-
-    A transfer stuck in XLA's runtime (a dead or late peer) keeps the thread;
-    the core has poisoned its group by then, so nothing queues behind it. The
-    thread is a daemon: it never delays the interpreter's exit.
-    """
-
-    def __init__(self) -> None:
-        self._jobs: "queue.Queue[Tuple[concurrent.futures.Future[Any], Callable[[], Any]]]" = queue.Queue()
-        self._thread: Optional[threading.Thread] = None
-        self._lock = threading.Lock()
-
-    def submit(self, fn: Callable[[], Any]) -> "concurrent.futures.Future[Any]":
-        """Queue ``fn``; the future is running once the worker has started it."""
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="mmeval-jax-transport", daemon=True)
-                self._thread.start()
-            self._jobs.put((future, fn))
-        return future
-
-    def _loop(self) -> None:
-        while True:
-            future, fn = self._jobs.get()
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                result = fn()
-            except BaseException as exc:  # handed to the waiting caller
-                future.set_exception(exc)
-            else:
-                future.set_result(result)
-
-
 #: A group: its process indices in rank order and the local device index it runs on.
 GroupKey = Tuple[Tuple[int, ...], int]
-
-_workers_lock = threading.Lock()
-#: one worker per group, kept for the process's life
-_workers: Dict[GroupKey, _Worker] = {}
-
-
-def _worker(group: GroupKey) -> _Worker:
-    with _workers_lock:
-        worker = _workers.get(group)
-        if worker is None:
-            worker = _workers[group] = _Worker()
-        return worker
-
 
 _programs_lock = threading.Lock()
 #: (group, kind) -> (mesh, jitted program); one per group and kind, kept for the process's life.
@@ -299,9 +224,7 @@ class JaxDist(FramedDistBackend):
         if self.group is None:
             return int(me)
         if me not in self.group:
-            raise ValueError(
-                f"jax: process {me} is not a member of group {list(self.group)}; only members may use this backend"
-            )
+            raise not_a_member(self.name, f"process {me}", f"group {list(self.group)}")
         return self.group.index(me)
 
     @property
@@ -321,54 +244,43 @@ class JaxDist(FramedDistBackend):
 
     # -- transport ---------------------------------------------------------------
 
-    def _collect(self, call: Call, kind: str, block: int, size: int, fill: Optional[Callable[[memoryview], None]],
-                 what: str) -> "np.ndarray":
-        """Run ``kind`` with this rank's first ``size`` of ``block`` bytes written by ``fill`` (zeros without).
+    def _collect(self, call: Call, kind: str, block: int, frame: Optional[Frame], what: str) -> "np.ndarray":
+        """Run ``kind`` with this rank's ``block`` bytes: ``frame``, then zeros (all zeros without a frame).
 
-        The transfer runs on the group's worker; this thread waits for it
-        through ``call.wait`` (a wait that returns after its slice and cancels
-        nothing). The transfer cannot be cancelled: when the wait is abandoned
-        it stays on the worker, its buffer kept by ``call.keep``.
+        The transfer runs on a helper thread (:func:`run_on_thread`); it cannot
+        be cancelled: when the wait is abandoned it stays there, its buffer
+        kept by ``call.keep``, and the core poisons the group.
         """
         import numpy as np
 
-        buf = np.zeros((1, block), dtype=np.uint8)
-        if fill is not None and size:
-            fill(buf.reshape(-1)[:size].data)
+        buf = np.empty((1, block), dtype=np.uint8)
+        write_block(buf.reshape(-1).data, frame)
         group = self._group_key()
         call.keep(buf)
-        work = _worker(group).submit(lambda: _run_program(group, kind, buf))
-        call.wait(lambda seconds: bool(concurrent.futures.wait([work], timeout=seconds).done), what)
-        return work.result()  # type: ignore[no-any-return]  # done: returns at once, or raises the transfer's error
+        return run_on_thread(call, lambda: _run_program(group, kind, buf), what)
 
-    def _gathered(self, call: Call, sizes: Sequence[int], fill: Callable[[memoryview], None],
-                  what: str) -> List[memoryview]:
+    def _gathered(self, call: Call, sizes: Sequence[int], frame: Frame, what: str) -> List[memoryview]:
         block = bucket_size(max(int(s) for s in sizes))
-        out = self._collect(call, "all_gather", block, int(sizes[call.rank]), fill, what)
-        view = out.reshape(-1).data
-        return [view[r * block : r * block + int(n)] for r, n in enumerate(sizes)]
+        out = self._collect(call, "all_gather", block, frame, what)
+        return split_blocks(out.reshape(-1).data, block, sizes)
 
     def _exchange_slots(self, call: Call, slot: memoryview) -> Sequence[memoryview]:
         """All-gather ``SLOT_SIZE`` bytes per rank (the headers of a collective)."""
-
-        def fill(out: memoryview) -> None:
-            out[: slot.nbytes] = slot
-
-        return self._gathered(call, [SLOT_SIZE] * call.world_size, fill, "the header all-gather")
+        return self._gathered(call, [SLOT_SIZE] * call.world_size, slot_frame(slot), "the header all-gather")
 
     def _all_gather_bytes(self, call: Call) -> Sequence[memoryview]:
         """All-gather blocks padded to :func:`bucket_size` of the largest; views of exactly ``sizes[r]`` bytes."""
-        return self._gathered(call, call.sizes, call.fill, "the payload all-gather")
+        return self._gathered(call, call.sizes, sent_frame(call), "the payload all-gather")
 
     def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
         """The all-gather of :meth:`_all_gather_bytes`, kept on ``call.root`` only (JAX has no gather to one process)."""
-        blocks = self._gathered(call, call.sizes, call.fill, "the payload gather")
+        blocks = self._gathered(call, call.sizes, sent_frame(call), "the payload gather")
         return blocks if call.rank == call.root else None
 
     def _broadcast_bytes(self, call: Call) -> Optional[memoryview]:
         """Broadcast ``call.sizes[root]`` bytes from ``call.root`` as an all-reduce (sum) only the root feeds."""
         rank, src = call.rank, call.root
         size = int(call.sizes[src])
-        out = self._collect(call, "broadcast", bucket_size(size), size if rank == src else 0,
-                            call.fill if rank == src else None, "the payload broadcast")
+        out = self._collect(call, "broadcast", bucket_size(size), sent_frame(call) if rank == src else None,
+                            "the payload broadcast")
         return None if rank == src else out.reshape(-1).data[:size]

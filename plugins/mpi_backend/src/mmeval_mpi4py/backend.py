@@ -1,44 +1,38 @@
 """The ``mpi4py`` backend: mmeval's frame protocol over non-blocking MPI collectives.
 
-Importing this module, listing backends, building an :class:`MPI4PyDist` and
-calling :meth:`MPI4PyDist.detect` never import ``mpi4py.MPI`` (that import runs
-``MPI_Init``). MPI is imported on the first call that needs the communicator
-(``rank``, ``world_size``, a collective) -- and only then.
-
-Transport (see :class:`~mmeval.core.dist_backends.FramedDistBackend` for the
-protocol above it):
-
-* the slot exchange is one ``Iallgather`` in place, the payloads one
-  ``Iallgatherv`` (in place), ``Igatherv`` (in place at the root) or
-  ``Ibcast`` of ``uint8`` numpy buffers;
-* the frame is written straight into the buffer MPI sends from (one copy of
-  the out-of-band data on the sending side), and the received blocks are
-  returned as views of the receive buffer (no copy), each starting at a
-  64-byte boundary;
-* large buffers are reused between collectives once nothing refers to them
-  any more (:mod:`mmeval_mpi4py.buffers`), so their pages are not faulted in
-  again on every call;
-* each request is polled with ``MPI_Test`` until a deadline (busy for 100 us,
-  spinning with ``sched_yield`` for a moment, then sleeping with a growing backoff so that
-  oversubscribed ranks leave their cores to the peers doing work); on expiry
-  a builtin ``TimeoutError`` is raised, which the core turns into a
-  :class:`~mmeval.core.errors.CollectiveTimeoutError` naming the operation and
-  the backend;
-* blocks over 2 GiB use MPI-4 large counts when the MPI library has them,
-  else a contiguous derived datatype (:mod:`mmeval_mpi4py.layout`).
+Nothing here imports ``mpi4py.MPI`` (whose import runs ``MPI_Init``) before a
+collective, ``rank`` or ``world_size`` needs the communicator; that first
+import is bounded by the backend's timeout. How each primitive moves its bytes,
+large counts, the buffer pool and the settings: plugins/mpi_backend/README.md.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
-from mmeval.core.dist_backends.framed_backend import Fill, FramedDistBackend, resolve_setting
-from mmeval.core.dist_backends.transport import Call
-from mmeval.core.wire import SLOT_SIZE, Frame
+from mmeval.core.dist_backends import (
+    SLOT_SIZE,
+    Call,
+    Frame,
+    FramedDistBackend,
+    GroupToken,
+    blocks_at,
+    choice,
+    flag,
+    mebibytes,
+    native_pairs,
+    read_setting,
+    sent_frame,
+    split_blocks,
+    start_up_watchdog,
+    write_block,
+)
 
 from .buffers import DEFAULT_CACHE_BYTES, BufferPool, aligned_empty
 from .launcher import launch_info
@@ -60,26 +54,32 @@ _T = TypeVar("_T")
 _POOL = BufferPool()
 
 
-class _CommToken:
-    """The key of one communicator's collective sequence (cached on it as an MPI attribute)."""
-
-    __slots__ = ("handle", "__weakref__")
-
-    def __init__(self, handle: int) -> None:
-        self.handle = handle
-
-    def __repr__(self) -> str:
-        return f"<communicator {self.handle:#x}>"
-
-
 _TOKEN_LOCK = threading.Lock()
 _KEYVAL: Optional[int] = None
 
 
-def _mpi() -> Any:
-    """``mpi4py.MPI``, imported on first use (this runs ``MPI_Init`` unless mpi4py.rc says not to)."""
-    from mpi4py import MPI
+def _mpi(timeout: float = math.inf) -> Any:
+    """``mpi4py.MPI``, imported on first use (this runs ``MPI_Init`` unless mpi4py.rc says not to).
 
+    ``MPI_Init`` waits for every rank of the job and cannot be interrupted (it
+    holds the interpreter): the first import runs under a watchdog that ends
+    this process, with a message on stderr, when it has not finished within
+    ``timeout`` seconds -- a peer that exited or never reaches its first
+    collective would otherwise hang this rank forever.
+    """
+    mpi = _mpi_if_imported()
+    if mpi is not None:
+        return mpi
+    rank = next((os.environ[v] for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK") if v in os.environ), "?")
+    size = launch_info().world_size
+    message = (
+        f"mmeval mpi4py: rank {rank}{f' of {size}' if size else ''}: starting MPI (MPI_Init, run when the backend "
+        f"is first used) did not finish within {timeout:g}s: a peer rank exited or has not reached its first "
+        "collective. MPI_Init cannot be interrupted, so this process is ended. Import mpi4py.MPI at the start of "
+        "the script on every rank, or set the limit with timeout=... / MMEVAL_MPI4PY_TIMEOUT / MMEVAL_TIMEOUT."
+    )
+    with start_up_watchdog(timeout, message):
+        from mpi4py import MPI
     return MPI
 
 
@@ -130,8 +130,8 @@ class MPI4PyDist(FramedDistBackend):
     name = "mpi4py"
     new_group_hint = "comm.Dup() on every rank of comm"
     #: reduced natively at any size; the core converts other integers and takes float min / max by bytes
-    native_reductions = frozenset([(f"{s}int{n}", op) for s in ("", "u") for n in (8, 16, 32, 64) for op in ("sum", "min", "max")]
-                                  + [("float32", "sum"), ("float64", "sum")])
+    native_reductions = native_pairs(ints=[f"{s}int{n}" for s in ("", "u") for n in (8, 16, 32, 64)],
+                                     float_sums=("float32", "float64"))
     priority = 10  # auto-selection: last of the in-tree backends (torch or Horovod may run under mpiexec)
 
     @classmethod
@@ -151,7 +151,7 @@ class MPI4PyDist(FramedDistBackend):
         return None
 
     #: Seconds of ``MPI_Test`` alone before a wait starts yielding: on a loaded machine ``sched_yield``
-    #: hands the core to another process, and a 1 KB collective then takes 0.3 ms instead of 0.2.
+    #: hands the core to another process, which slows small collectives (docs/benchmarks.md).
     busy_seconds: float = 100e-6
     #: Seconds of ``MPI_Test`` + ``sched_yield`` (from the start of the wait) before it starts sleeping.
     spin_seconds: float = 0.002
@@ -171,20 +171,13 @@ class MPI4PyDist(FramedDistBackend):
             if is_inter is not None and is_inter():
                 raise TypeError(f"{self.name}: comm must be an intracommunicator, got an intercommunicator")
         self._comm: Optional[MPI.Comm] = comm
-        mode = resolve_setting(self.name, "LARGE_COUNT", None) or "auto"
-        if mode not in LARGE_COUNT_MODES:
-            raise ValueError(f"{self.name}: MMEVAL_MPI4PY_LARGE_COUNT={mode!r}; choose one of {LARGE_COUNT_MODES}")
-        self.large_count: str = mode
-        cache = resolve_setting(self.name, "BUFFER_CACHE_MB", None)
-        try:
-            cache_bytes = DEFAULT_CACHE_BYTES if cache is None else int(float(cache) * 2**20)
-        except ValueError:
-            raise ValueError(f"{self.name}: MMEVAL_MPI4PY_BUFFER_CACHE_MB={cache!r} is not a number of MiB") from None
+        self.large_count: str = read_setting(self.name, "LARGE_COUNT", choice(*LARGE_COUNT_MODES), "auto",
+                                             f"one of {LARGE_COUNT_MODES}")
         #: Bytes of large transport buffers kept for reuse between collectives (0: none).
-        self.buffer_cache_bytes: int = max(cache_bytes, 0)
-        abort = resolve_setting(self.name, "ABORT_AT_EXIT", None) or "1"
+        self.buffer_cache_bytes: int = read_setting(self.name, "BUFFER_CACHE_MB", mebibytes, DEFAULT_CACHE_BYTES,
+                                                    "a number of MiB")
         #: Call ``MPI_Abort`` at exit after a collective timed out or failed (see :meth:`_guarded`).
-        self.abort_at_exit: bool = abort.strip().lower() not in ("0", "false", "no", "off")
+        self.abort_at_exit: bool = read_setting(self.name, "ABORT_AT_EXIT", flag, True, "1 or 0")
         self._big_count: Optional[bool] = None
         self._types: Dict[int, Any] = {}
 
@@ -229,7 +222,7 @@ class MPI4PyDist(FramedDistBackend):
     def comm(self) -> MPI.Comm:
         """The communicator (``MPI.COMM_WORLD`` unless one was given); imports mpi4py.MPI if needed."""
         if self._comm is None:
-            mpi = _mpi()
+            mpi = _mpi(self.timeout)
             if not _mpi_running(mpi):
                 raise RuntimeError(
                     f"{self.name}: MPI is not initialized (or already finalized): call MPI.Init() "
@@ -268,7 +261,7 @@ class MPI4PyDist(FramedDistBackend):
                 _KEYVAL = comm.Create_keyval()  # (MPI.Comm's classmethod) no copy function: a Dup() gets no token
             token = comm.Get_attr(_KEYVAL)
             if token is None:
-                token = _CommToken(int(comm.py2f()))
+                token = GroupToken(f"communicator {int(comm.py2f()):#x}")
                 comm.Set_attr(_KEYVAL, token)
         return token
 
@@ -298,8 +291,14 @@ class MPI4PyDist(FramedDistBackend):
             self._types[unit] = dtype
         return dtype
 
-    def _buffer(self, nbytes: int) -> np.ndarray:
-        """A 64-byte aligned transport buffer, reused from the pool when a large one is free."""
+    def _buffer(self, nbytes: int, send_only: bool = False) -> np.ndarray:
+        """A 64-byte aligned transport buffer, reused from the pool when a large one is free.
+
+        A ``send_only`` buffer of more than :data:`SEND_KEEP_MAX` bytes is never
+        pooled: it is freed as soon as its collective is done.
+        """
+        if send_only and nbytes > SEND_KEEP_MAX:
+            return aligned_empty(nbytes)
         return _POOL.get(nbytes, self.buffer_cache_bytes)
 
     def _plan(self, sizes: Sequence[int]) -> Layout:
@@ -340,17 +339,17 @@ class MPI4PyDist(FramedDistBackend):
 
     def _all_gather_bytes(self, call: Call) -> Sequence[memoryview]:
         """``Iallgatherv`` in place: this rank's frame is written at its own offset of the receive buffer."""
-        return self._guarded(lambda: self._allgatherv(call, call.sizes, _frame(call)))
+        return self._guarded(lambda: self._allgatherv(call, call.sizes, sent_frame(call)))
 
     def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
         """``Igatherv`` to ``call.root`` (in place there); other ranks send from a buffer of their own size."""
-        return self._guarded(lambda: self._gatherv(call, call.sizes, _frame(call), call.root))
+        return self._guarded(lambda: self._gatherv(call, call.sizes, sent_frame(call), call.root))
 
     def _broadcast_bytes(self, call: Call) -> Optional[memoryview]:
         """``Ibcast`` of the root's frame size from ``call.root``."""
         src = call.root
-        fill = _frame(call) if call.rank == src else None
-        return self._guarded(lambda: self._bcast(call, int(call.sizes[src]), fill, src))
+        frame = sent_frame(call) if call.rank == src else None
+        return self._guarded(lambda: self._bcast(call, int(call.sizes[src]), frame, src))
 
     def _all_reduce_array(self, call: Call, array: np.ndarray, op: str) -> np.ndarray:
         """Native ``Iallreduce`` (SUM / MIN / MAX on the array's MPI datatype), polled with ``MPI_Test``.
@@ -389,9 +388,9 @@ class MPI4PyDist(FramedDistBackend):
         view[rank * SLOT_SIZE : (rank + 1) * SLOT_SIZE] = slot
         req = comm.Iallgather(mpi.IN_PLACE, [buf, SLOT_SIZE, mpi.BYTE])
         self._wait(call, req, (buf,), "the slot exchange (Iallgather)")
-        return [view[r * SLOT_SIZE : (r + 1) * SLOT_SIZE] for r in range(ws)]
+        return split_blocks(view, SLOT_SIZE, [SLOT_SIZE] * ws)
 
-    def _allgatherv(self, call: Call, sizes: Sequence[int], fill: Fill) -> Sequence[memoryview]:
+    def _allgatherv(self, call: Call, sizes: Sequence[int], frame: Frame) -> Sequence[memoryview]:
         mpi = _mpi()
         comm = self.comm
         rank = comm.Get_rank()
@@ -399,39 +398,36 @@ class MPI4PyDist(FramedDistBackend):
         buf = self._buffer(lay.nbytes)
         view = buf.data
         start = lay.offsets[rank]
-        fill(view[start : start + sizes[rank]])
-        _zero(view, start + sizes[rank], start + lay.padded(rank))
+        write_block(view[start : start + lay.padded(rank)], frame)
         dtype = self._datatype(lay.unit)
         req = comm.Iallgatherv(mpi.IN_PLACE, [buf, (list(lay.counts), list(lay.displs)), dtype])
         self._wait(call, req, (buf, dtype), "the payloads (Iallgatherv)")
-        return [view[off : off + size] for off, size in zip(lay.offsets, sizes)]
+        return blocks_at(view, lay.offsets, sizes)
 
-    def _gatherv(self, call: Call, sizes: Sequence[int], fill: Fill, dst: int) -> Optional[Sequence[memoryview]]:
+    def _gatherv(self, call: Call, sizes: Sequence[int], frame: Frame, dst: int) -> Optional[Sequence[memoryview]]:
         mpi = _mpi()
         comm = self.comm
         rank = comm.Get_rank()
         lay = self._plan(sizes)
         if lay.unit == 1 and max(sizes) >= SPLIT_MIN:
-            return self._gatherv_split(call, lay, fill, dst)
+            return self._gatherv_split(call, lay, frame, dst)
         dtype = self._datatype(lay.unit)
         if rank == dst:
             buf = self._buffer(lay.nbytes)
             view = buf.data
             start = lay.offsets[rank]
-            fill(view[start : start + sizes[rank]])
+            frame.write_into(view[start : start + sizes[rank]])
             req = comm.Igatherv(mpi.IN_PLACE, [buf, (list(lay.counts), list(lay.displs)), dtype], root=dst)
             self._wait(call, req, (buf, dtype), f"the payloads (Igatherv to rank {dst})")
-            return [view[off : off + size] for off, size in zip(lay.offsets, sizes)]
+            return blocks_at(view, lay.offsets, sizes)
         padded = lay.padded(rank)
-        send = self._buffer(padded)
-        sview = send.data
-        fill(sview[: sizes[rank]])
-        _zero(sview, sizes[rank], padded)
+        send = self._buffer(padded, send_only=True)
+        write_block(send.data[:padded], frame)
         req = comm.Igatherv([send, lay.counts[rank], dtype], None, root=dst)
         self._wait(call, req, (send, dtype), f"the payload (Igatherv to rank {dst})")
         return None
 
-    def _gatherv_split(self, call: Call, lay: Layout, fill: Fill, dst: int) -> Optional[Sequence[memoryview]]:
+    def _gatherv_split(self, call: Call, lay: Layout, frame: Frame, dst: int) -> Optional[Sequence[memoryview]]:
         """Two ``Igatherv`` (byte counts): each block's first :data:`SPLIT_HEAD` bytes, then the rest.
 
         Every rank derives the split from the sizes. A sender sends the rest of
@@ -449,14 +445,14 @@ class MPI4PyDist(FramedDistBackend):
             buf = self._buffer(lay.nbytes)
             view = buf.data
             start = lay.offsets[rank]
-            fill(view[start : start + sizes[rank]])
+            frame.write_into(view[start : start + sizes[rank]])
             first = (heads, list(lay.offsets))
             second = (rests, [o + h for o, h in zip(lay.offsets, heads)])
             reqs = [comm.Igatherv(mpi.IN_PLACE, [buf, part, mpi.BYTE], root=dst) for part in (first, second)]
             keep: Tuple[Any, ...] = (buf,)
         else:
             size, head = sizes[rank], heads[rank]
-            head_buf, rest = self._split_send_buffers(fill, size, head, size)
+            head_buf, rest = self._split_send_buffers(frame, head, size)
             reqs = [comm.Igatherv([head_buf, head, mpi.BYTE], None, root=dst),
                     comm.Igatherv([rest, size - head, mpi.BYTE], None, root=dst)]
             keep = (head_buf, rest)
@@ -464,24 +460,23 @@ class MPI4PyDist(FramedDistBackend):
             self._wait(call, req, keep, what)
         if rank != dst:
             return None
-        return [view[off : off + n] for off, n in zip(lay.offsets, sizes)]
+        return blocks_at(view, lay.offsets, sizes)
 
-    def _bcast(self, call: Call, size: int, fill: Optional[Fill], src: int) -> Optional[memoryview]:
+    def _bcast(self, call: Call, size: int, frame: Optional[Frame], src: int) -> Optional[memoryview]:
         if size >= SPLIT_MIN:
-            return self._bcast_split(call, size, fill, src)
+            return self._bcast_split(call, size, frame, src)
         comm = self.comm
         unit, count = plan_block(size, big_count=self._uses_big_count(), max_count=self.max_count)
         dtype = self._datatype(unit)
         buf = self._buffer(count * unit)
         view = buf.data
-        if fill is not None:
-            fill(view[:size])
-            _zero(view, size, count * unit)
+        if frame is not None:
+            write_block(view[: count * unit], frame)
         req = comm.Ibcast([buf, count, dtype], root=src)
         self._wait(call, req, (buf, dtype), f"the payload (Ibcast from rank {src})")
-        return None if fill is not None else view[:size]
+        return None if frame is not None else view[:size]
 
-    def _bcast_split(self, call: Call, size: int, fill: Optional[Fill], src: int) -> Optional[memoryview]:
+    def _bcast_split(self, call: Call, size: int, frame: Optional[Frame], src: int) -> Optional[memoryview]:
         """Two ``Ibcast``: the frame's first :data:`SPLIT_HEAD` bytes, then the rest.
 
         Every rank derives the split from ``size``. The root sends the rest
@@ -497,8 +492,8 @@ class MPI4PyDist(FramedDistBackend):
         dtype = self._datatype(unit)
         padded = SPLIT_HEAD + count * unit
         buf: Optional[np.ndarray] = None
-        if fill is not None:
-            head_buf, tail_buf = self._split_send_buffers(fill, size, SPLIT_HEAD, padded)
+        if frame is not None:
+            head_buf, tail_buf = self._split_send_buffers(frame, SPLIT_HEAD, padded)
         else:
             buf = self._buffer(padded)
             head_buf, tail_buf = buf[:SPLIT_HEAD], buf[SPLIT_HEAD:]
@@ -508,7 +503,7 @@ class MPI4PyDist(FramedDistBackend):
             self._wait(call, req, (head_buf, tail_buf, dtype), what)
         return None if buf is None else buf.data[:size]
 
-    def _split_send_buffers(self, fill: Fill, size: int, head: int, padded: int) -> Tuple[np.ndarray, np.ndarray]:
+    def _split_send_buffers(self, frame: Frame, head: int, padded: int) -> Tuple[np.ndarray, np.ndarray]:
         """The two send buffers of a split transfer: the frame's first ``head`` bytes, then the rest.
 
         The rest is the caller's memory itself when one segment of the frame
@@ -516,37 +511,32 @@ class MPI4PyDist(FramedDistBackend):
         copied then. Otherwise the frame is written into one buffer of
         ``padded`` bytes (zero-padded) and sent in two slices.
         """
-        rest = _segment_bytes(fill, head, size) if padded == size else None
+        size = frame.nbytes
+        rest = _segment_bytes(frame, head, size) if padded == size else None
         if rest is not None:
             head_buf = aligned_empty(head)
-            fill.write_range(head_buf.data, 0)  # type: ignore[attr-defined]
+            frame.write_range(head_buf.data, 0)
             return head_buf, rest
-        buf = self._buffer(padded)
-        fill(buf.data[:size])
-        _zero(buf.data, size, padded)
+        buf = self._buffer(padded, send_only=True)
+        write_block(buf.data[:padded], frame)
         return buf[:head], buf[head:padded]
 
 
 #: Broadcasts and gathers of a frame of at least this many bytes are split in two
 #: (see ``MPI4PyDist._bcast_split`` and ``MPI4PyDist._gatherv_split``).
 SPLIT_MIN = 1 << 20
+#: Send-only staging buffers larger than this (a frame of several large arrays, copied whole for a gather or a
+#: broadcast: what ``compute()`` sends from a non-root rank) are not kept in the buffer pool after their
+#: collective. Receive buffers, and smaller send buffers, are pooled as before (``MMEVAL_MPI4PY_BUFFER_CACHE_MB``).
+SEND_KEEP_MAX = 64 << 20
 #: Bytes of the first part of a split broadcast or gather: the frame's prefix, pickle stream and first
 #: alignment gap usually fit, so the large array after them is sent from where it lies.
 SPLIT_HEAD = 64 << 10
 
 
-def _frame(call: Call) -> Frame:
-    """This rank's frame (every rank that sends has one)."""
-    assert call.frame is not None, "the core gives a frame to every rank that sends"
-    return call.frame
-
-
-def _segment_bytes(fill: Fill, start: int, stop: int) -> Optional[np.ndarray]:
-    """Bytes ``start:stop`` of the frame ``fill`` as a read-only view of the caller's memory, if one segment holds them."""
-    segment_view = getattr(fill, "segment_view", None)
-    if segment_view is None or not hasattr(fill, "write_range"):  # the core's Frame has both; a plain callback neither
-        return None
-    view = segment_view(start, stop)
+def _segment_bytes(frame: Frame, start: int, stop: int) -> Optional[np.ndarray]:
+    """Bytes ``start:stop`` of ``frame`` as a read-only view of the caller's memory, if one segment holds them."""
+    view = frame.segment_view(start, stop)
     return None if view is None else np.frombuffer(view, dtype=np.uint8)
 
 
@@ -562,8 +552,3 @@ def _abort_at_exit() -> None:
         if setter is not None:
             setter(1)
 
-
-def _zero(view: memoryview, start: int, end: int) -> None:
-    """Zero the unit padding after a block: no stale memory is ever sent."""
-    if end > start:
-        view[start:end] = bytes(end - start)

@@ -1,8 +1,7 @@
 """64-byte aligned ``uint8`` buffers, and a small cache of large ones reused between collectives.
 
-A fresh buffer of 100+ MB costs more than the transfer into it: every page is
-faulted in (and zeroed by the kernel) on first touch -- an all-gather of 64 MB
-at world size 2 spends ~18 ms on that, against ~26 ms of MPI transfer.
+A fresh buffer of 100+ MB can cost more than the transfer into it: every page
+is faulted in (and zeroed by the kernel) on first touch (docs/benchmarks.md).
 :class:`BufferPool` keeps large buffers after a collective and hands one out
 again once nothing refers to it any more.
 
@@ -23,7 +22,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from mmeval.core.serialization import ALIGN
+from mmeval.core.dist_backends import ALIGN
 
 __all__ = ["aligned_empty", "BufferPool", "POOL_MIN_BYTES", "DEFAULT_CACHE_BYTES"]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence, Tuple
 
-from mmeval.core.serialization import ALIGN
+from mmeval.core.dist_backends import ALIGN, align_up
 
 __all__ = ["INT_MAX", "MAX_UNIT", "Layout", "plan_blocks", "plan_block", "align_up"]
 
@@ -32,11 +32,6 @@ __all__ = ["INT_MAX", "MAX_UNIT", "Layout", "plan_blocks", "plan_block", "align_
 INT_MAX = 2**31 - 1
 #: Largest unit tried (1 GiB): beyond, even 2**31 units of it would not fit in memory.
 MAX_UNIT = 2**30
-
-
-def align_up(n: int, alignment: int) -> int:
-    """``n`` rounded up to a multiple of ``alignment`` (> 0)."""
-    return -(-n // alignment) * alignment
 
 
 @dataclass(frozen=True)

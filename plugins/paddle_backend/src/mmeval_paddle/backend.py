@@ -1,64 +1,39 @@
-"""The ``paddle_dist`` backend: mmeval's object collectives over ``paddle.distributed``.
+"""The ``paddle_dist`` backend: mmeval's object collectives over ``paddle.distributed`` (gloo, CPU).
 
-:class:`PaddleDist` implements the four transport primitives of
-:class:`~mmeval.core.dist_backends.FramedDistBackend`; the core does the rest
-(serialization, per-rank headers, error propagation, timeouts, hooks). The
-bytes move as uint8 tensors through the group's ``ProcessGroup`` (gloo on CPU,
-as ``PADDLE_DISTRI_BACKEND=gloo python -m paddle.distributed.launch`` sets up;
-NCCL groups are not supported here):
-
-* header exchange and all-gather: one ``all_gather_into_tensor`` of per-rank
-  blocks padded to the largest frame (a 64-byte multiple), in place (this
-  rank's block of the receive buffer is the send tensor);
-* gather: one ``gather`` of the same padded blocks, straight into the
-  destination's receive buffer (only the destination allocates);
-* broadcast: ``broadcast`` of exactly the frame's bytes.
-
-Buffers are numpy arrays shared with paddle through DLPack (no copy): the
-frame is written once into the send buffer, and received objects are rebuilt
-from views of the receive buffer. Zero-byte tensors are never handed to gloo
-(paddle 3.3's gloo all-gather dies of SIGFPE on them).
-
-Paddle's gloo collectives block the calling thread (``sync_op=False`` returns
-a task that is already complete) until gloo's own timeout (``PADDLE_PG_TIMEOUT``
-milliseconds, 1800 s by default), so each one runs on a daemon thread and the
-calling thread waits for that thread through the core's
-:meth:`~mmeval.core.dist_backends.transport.Call.wait` (in slices: Ctrl-C
-surfaces within a second; the deadline is the core's). A peer that died makes
-gloo raise at once (reported by the core as ``CollectiveFailedError``); a peer
-that hangs is reported as ``CollectiveTimeoutError`` at the deadline. An
-abandoned gloo call stays blocked on its thread; its buffers are handed to
-``call.keep`` and the core poisons the group: recover with a new group
-(:func:`mmeval_paddle.new_group`: paddle's own ``dist.new_group`` races in its
-gloo rendezvous when called repeatedly) and a new backend over it.
-
-This module does not import paddle; the methods do.
+The four transport primitives of :class:`~mmeval.core.dist_backends.FramedDistBackend`
+over a paddle group's ``ProcessGroup``, each blocking gloo call run on a helper
+thread; what each moves and how to recover after a failure:
+plugins/paddle_backend/README.md. This module does not import paddle; the methods do.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, ClassVar, Hashable, List, Optional, Sequence
+from typing import Any, ClassVar, Hashable, List, Optional, Sequence
 
-from mmeval.core.dist_backends.framed_backend import FramedDistBackend
-from mmeval.core.dist_backends.transport import Call
-from mmeval.core.wire import SLOT_SIZE
+from mmeval.core.dist_backends import (
+    ALIGN,
+    SLOT_SIZE,
+    Call,
+    Frame,
+    FramedDistBackend,
+    GroupTokens,
+    not_a_member,
+    padded_block_size,
+    run_on_thread,
+    sent_frame,
+    slot_frame,
+    split_blocks,
+    write_block,
+)
 
 __all__ = ["PaddleDist", "BLOCK_ALIGN", "padded_block_size"]
 
-#: Writes this rank's bytes into a send buffer (``Call.fill``, or a copy of the header slot).
-Fill = Callable[[memoryview], None]
+#: Per-rank blocks of a padded all-gather are a multiple of this many bytes (the core's ``ALIGN``).
+BLOCK_ALIGN = ALIGN
 
-#: Per-rank blocks of a padded all-gather are a multiple of this many bytes.
-BLOCK_ALIGN = 64
-
-
-def padded_block_size(sizes: Sequence[int]) -> int:
-    """The largest of ``sizes`` rounded up to :data:`BLOCK_ALIGN` (Python ints: no 2 GiB overflow)."""
-    largest = max((int(s) for s in sizes), default=0)
-    if largest < 0:
-        raise ValueError(f"negative block size in {list(sizes)!r}")
-    return -(-largest // BLOCK_ALIGN) * BLOCK_ALIGN
+#: One token per paddle group object: backends over one group share its collective sequence.
+_GROUPS = GroupTokens()
 
 
 def _array(nbytes: int) -> Any:
@@ -73,24 +48,6 @@ def _tensor(array: Any) -> Any:
     import paddle
 
     return paddle.utils.dlpack.from_dlpack(array)
-
-
-def _fill_block(block: memoryview, size: int, fill: Fill) -> None:
-    """Write the frame into ``block[:size]`` and zero the rest (no stale memory on the wire)."""
-    fill(block[:size])
-    block[size:] = bytes(block.nbytes - size)
-
-
-def _run_on_thread(call: Call, blocking: Callable[[], Any], what: str) -> None:
-    """Run the blocking paddle call ``blocking`` on a helper thread through :meth:`Call.run_blocking`.
-
-    Past the call's deadline the core raises ``CollectiveTimeoutError`` and the
-    gloo call stays blocked on its thread. What the call raised (gloo's error
-    when a peer died) is re-raised here.
-    """
-    task = call.run_blocking(blocking, what)
-    if task is not None and hasattr(task, "wait"):
-        task.wait()  # an already completed gloo task: returns at once; raises its error if it has one
 
 
 class PaddleDist(FramedDistBackend):
@@ -185,15 +142,14 @@ class PaddleDist(FramedDistBackend):
     def _not_member(self) -> RuntimeError:
         import paddle.distributed as dist
 
-        return RuntimeError(
-            f"{self.name}: this process (global rank {dist.get_rank()}) is not a member of the group given to the "
-            "backend; only the group's members may use it"
-        )
+        return not_a_member(self.name, f"global rank {dist.get_rank()}", "the group")
 
     def _sequence_key(self) -> Hashable:
-        """One key per paddle group: backends over the same group share a collective sequence."""
+        """One key per paddle group object: backends over the same group share a collective sequence."""
         group = self._group()
-        return ("paddle_dist", 0 if group is None else int(group.id))
+        if group is None:  # one process without a parallel environment
+            return ("paddle_dist", 0)
+        return _GROUPS.token(group, label=f"paddle group {int(group.id)}")
 
     def _process_group(self) -> Any:
         group = self._group()
@@ -204,7 +160,7 @@ class PaddleDist(FramedDistBackend):
 
     # -- transport primitives --------------------------------------------------
 
-    def _all_gather_blocks(self, call: Call, block: int, sizes: Sequence[int], fill: Fill,
+    def _all_gather_blocks(self, call: Call, block: int, sizes: Sequence[int], frame: Frame,
                            what: str) -> List[memoryview]:
         """All-gather one ``block``-byte buffer per rank; views of the first ``sizes[r]`` bytes of each.
 
@@ -213,23 +169,18 @@ class PaddleDist(FramedDistBackend):
         itself), so no separate send buffer is allocated and filled.
         """
         rank, ws = call.rank, call.world_size
-        size = int(sizes[rank])
         array = _array(block * ws)
         recv, recv_view = _tensor(array), memoryview(array)
         send = _tensor(array[rank * block : (rank + 1) * block])
-        _fill_block(recv_view[rank * block : (rank + 1) * block], size, fill)
+        write_block(recv_view[rank * block : (rank + 1) * block], frame)
         pg = self._process_group()
         call.keep(array, recv, send)  # gloo may still write into them after an abandoned wait
-        _run_on_thread(call, lambda: pg.all_gather_into_tensor(recv, send, True), what)
-        return [recv_view[r * block : r * block + int(n)] for r, n in enumerate(sizes)]
+        run_on_thread(call, lambda: pg.all_gather_into_tensor(recv, send, True), what)
+        return split_blocks(recv_view, block, sizes)
 
     def _exchange_slots(self, call: Call, slot: memoryview) -> Sequence[memoryview]:
         """All-gather ``SLOT_SIZE`` bytes per rank (the headers of a collective)."""
-
-        def fill(out: memoryview) -> None:
-            out[: slot.nbytes] = slot
-
-        return self._all_gather_blocks(call, SLOT_SIZE, [SLOT_SIZE] * call.world_size, fill,
+        return self._all_gather_blocks(call, SLOT_SIZE, [SLOT_SIZE] * call.world_size, slot_frame(slot),
                                        "the header all-gather")
 
     def _all_gather_bytes(self, call: Call) -> Sequence[memoryview]:
@@ -238,7 +189,7 @@ class PaddleDist(FramedDistBackend):
         block = padded_block_size(sizes)
         if block == 0:
             return [memoryview(b"") for _ in sizes]
-        return self._all_gather_blocks(call, block, sizes, call.fill, "the payload all-gather")
+        return self._all_gather_blocks(call, block, sizes, sent_frame(call), "the payload all-gather")
 
     def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
         """Gather blocks padded to :func:`padded_block_size` to ``call.root``; only it allocates receive memory.
@@ -253,24 +204,24 @@ class PaddleDist(FramedDistBackend):
         block = padded_block_size(sizes)
         if block == 0:
             return [memoryview(b"") for _ in sizes] if rank == dst else None
-        size = int(sizes[rank])
+        frame = sent_frame(call)
         if rank == dst:
             array = _array(block * ws)
             view = memoryview(array)
             blocks = [_tensor(array[r * block : (r + 1) * block]) for r in range(ws)]
             send = blocks[rank]
-            _fill_block(view[rank * block : (rank + 1) * block], size, call.fill)
+            write_block(view[rank * block : (rank + 1) * block], frame)
         else:
             array = _array(block)
             send, view = _tensor(array), memoryview(array)
-            _fill_block(view, size, call.fill)
+            write_block(view, frame)
             blocks = [send] * ws  # ignored off the destination (what paddle.distributed.gather passes)
         pg = self._process_group()
         call.keep(array, send, blocks)
-        _run_on_thread(call, lambda: pg.gather(send, blocks, dst, True, False), "the payload gather")
+        run_on_thread(call, lambda: pg.gather(send, blocks, dst, True, False), "the payload gather")
         if rank != dst:
             return None
-        return [view[r * block : r * block + int(n)] for r, n in enumerate(sizes)]
+        return split_blocks(view, block, sizes)
 
     def _broadcast_bytes(self, call: Call) -> Optional[memoryview]:
         """Broadcast exactly ``call.sizes[call.root]`` bytes from ``call.root`` (a rank in the group)."""
@@ -281,10 +232,10 @@ class PaddleDist(FramedDistBackend):
         array = _array(size)
         buf, view = _tensor(array), memoryview(array)
         if rank == src:
-            call.fill(view)
+            sent_frame(call).write_into(view)
         pg = self._process_group()
         call.keep(array, buf)
-        _run_on_thread(call, lambda: pg.broadcast(buf, src, True), "the payload broadcast")
+        run_on_thread(call, lambda: pg.broadcast(buf, src, True), "the payload broadcast")
         return None if rank == src else view
 
 

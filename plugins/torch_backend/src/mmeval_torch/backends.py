@@ -1,58 +1,40 @@
 """torch.distributed backends for mmeval: ``torch_cpu`` and ``torch_cuda``.
 
-Both implement the four transport primitives of
-:class:`~mmeval.core.dist_backends.FramedDistBackend`; the core does the rest
-(serialization, per-rank headers, error propagation, timeouts, hooks). Every
-object collective costs one small all-gather of fixed-size slots (objects of up
-to ~4 KB ride in it) plus, for larger objects, the payload's transfer:
-
-* all-gather: one ``all_gather_into_tensor`` of blocks padded to the largest
-  frame (rounded up to 64 bytes), in place on gloo and NCCL (this rank's block
-  of the receive tensor is the send buffer); every rank gets zero-copy views of
-  the received tensor. On gloo, once the largest frame reaches ``CHUNKED_MIN``
-  bytes, one chunked ``broadcast`` per rank instead, straight into each rank's
-  place (gloo's all-gather receives into a temporary and copies out of it, and
-  moves bytes several times slower than its broadcast);
-* gather: on gloo, one message per rank straight into its place in the
-  destination's receive buffer (``dist.gather`` on gloo receives into a
-  temporary and copies out); elsewhere one padded ``dist.gather``; only the
-  destination allocates receive buffers;
-* broadcast: ``broadcast`` of exactly the frame's bytes.
-
-Frames of at least ``CHUNKED_MIN`` bytes move on CPU in chunks (see
-:func:`_chunks`): a sender sends a chunk that lies inside one segment of the
-frame (an out-of-band array) straight from the caller's memory, and copies
-only the others (the header) into a staging buffer. Smaller frames are written
-into a uint8 buffer's numpy view (the one copy of the payload on the sending
-side). Sizes are Python ints throughout, so objects over 2 GiB work.
-
-Waiting, deadlines, error translation and poisoning are the core's (see
-:mod:`mmeval.core.dist_backends.transport`): every wait here goes through the
-call's sliced wait, so Ctrl-C interrupts a collective within a second, and the
-deadline (``timeout=`` of the constructor, else ``MMEVAL_TORCH_CPU_TIMEOUT`` /
-``MMEVAL_TORCH_CUDA_TIMEOUT``, else ``MMEVAL_TIMEOUT``, else 1800 s) is checked
-between slices. A timeout cannot be unlimited: gloo and NCCL end every
-operation at the process group's own timeout (``init_process_group(timeout=...)``).
-After a failure the group is poisoned by the core and kept alive to the end of
-the process (:func:`_keep_alive`).
-
-This module does not import torch; the methods do.
+The four transport primitives of :class:`~mmeval.core.dist_backends.FramedDistBackend`
+over a process group's collectives on uint8 tensors: how each moves its bytes,
+and the settings, are in plugins/torch_backend/README.md. This module does not
+import torch; the methods do.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
-import threading
-import time
-import weakref
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Hashable, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Hashable, List, Optional, Sequence, Tuple
 
-from mmeval.core.dist_backends.framed_backend import Fill, FramedDistBackend
-from mmeval.core.dist_backends.transport import Call
-from mmeval.core.wire import SLOT_SIZE
+from mmeval.core.dist_backends import (
+    ALIGN,
+    SLOT_SIZE,
+    Call,
+    Frame,
+    FramedDistBackend,
+    GroupToken,
+    GroupTokens,
+    blocks_at,
+    keep_until_exit,
+    logger,
+    native_pairs,
+    not_a_member,
+    packed_offsets,
+    padded_block_size,
+    run_on_thread,
+    seconds_left,
+    sent_frame,
+    slot_frame,
+    split_blocks,
+    write_block,
+)
 
 from .tensors import tensor_reducers
 
@@ -63,11 +45,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["TorchCPUDist", "TorchCUDADist", "BLOCK_ALIGN", "padded_block_size", "split_blocks", "backend_map"]
 
-logger = logging.getLogger("mmeval")
-
-
-#: Per-rank blocks of a payload all-gather / gather are padded to a multiple of this.
-BLOCK_ALIGN = 64
+#: Per-rank blocks of a payload all-gather / gather are padded to a multiple of this (the core's ``ALIGN``).
+BLOCK_ALIGN = ALIGN
 
 #: torch backends whose all-gather accepts this rank's block of the output as its input.
 _IN_PLACE_ALL_GATHER = ("gloo", "nccl")
@@ -79,7 +58,7 @@ _GATHER_TAG = 0x6D6D65
 #: ``CHUNKED_MIN`` bytes as :func:`_chunks` of at most ``CHUNK_BYTES``: a chunk inside one segment of
 #: the frame is sent from the frame's own memory, the others are copied into one of two small staging
 #: buffers while the previous chunk is on the wire, instead of first copying the whole frame into a
-#: fresh buffer (faulting in a 256 MB buffer costs more than sending it on this kind of machine).
+#: fresh buffer (see docs/benchmarks.md).
 #: Every rank derives the same chunks from the size.
 CHUNK_BYTES = 16 << 20
 CHUNKED_MIN = 32 << 20
@@ -107,19 +86,15 @@ def _chunks(size: int) -> List[Tuple[int, int]]:
     return out
 
 
-def _direct_chunks(fill: Optional[Fill], chunks: Sequence[Tuple[int, int]]) -> List[Optional["torch.Tensor"]]:
+def _direct_chunks(frame: Frame, chunks: Sequence[Tuple[int, int]]) -> List[Optional["torch.Tensor"]]:
     """Per chunk, a uint8 tensor over the frame's own memory, or ``None`` where the chunk must be staged.
 
-    With the core's frame as ``fill`` (``Frame.segment_view``), a chunk that
-    lies inside one segment (an out-of-band array: the caller's memory) is
-    sent from there, without a copy; chunks that straddle segments or gaps,
-    and every chunk of any other callback, are ``None``. The tensors are
+    A chunk that lies inside one segment of the frame (an out-of-band array:
+    the caller's memory, ``Frame.segment_view``) is sent from there, without a
+    copy; chunks that straddle segments or gaps are ``None``. The tensors are
     read-only views (the transport only reads them; torch's warning about
     that is silenced here) and keep the memory alive.
     """
-    segment_view = getattr(fill, "segment_view", None)
-    if segment_view is None:
-        return [None] * len(chunks)
     import warnings
 
     import numpy as np
@@ -129,51 +104,9 @@ def _direct_chunks(fill: Optional[Fill], chunks: Sequence[Tuple[int, int]]) -> L
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
         for off, n in chunks:
-            view = segment_view(off, off + n)
+            view = frame.segment_view(off, off + n)
             out.append(None if view is None else torch.from_numpy(np.frombuffer(view, dtype=np.uint8)))
     return out
-
-
-def padded_block_size(sizes: Sequence[int]) -> int:
-    """The per-rank block size for a padded all-gather of blocks of ``sizes`` bytes.
-
-    The largest size rounded up to :data:`BLOCK_ALIGN` (Python ints: no
-    overflow for payloads over 2 or 4 GiB). Rank ``r``'s bytes then start at
-    ``r * padded_block_size(sizes)`` of the receive buffer, 64-byte aligned.
-    """
-    largest = max((int(s) for s in sizes), default=0)
-    if largest < 0:
-        raise ValueError(f"negative block size in {list(sizes)!r}")
-    return (largest + BLOCK_ALIGN - 1) // BLOCK_ALIGN * BLOCK_ALIGN
-
-
-def split_blocks(buffer: memoryview, block: int, sizes: Sequence[int]) -> List[memoryview]:
-    """Views of rank ``r``'s bytes in a receive buffer of ``len(sizes)`` blocks of ``block`` bytes.
-
-    View ``r`` starts at ``r * block`` and is exactly ``sizes[r]`` bytes long;
-    nothing is copied.
-    """
-    if buffer.nbytes < block * len(sizes):
-        raise ValueError(f"receive buffer of {buffer.nbytes} bytes is smaller than {len(sizes)} x {block}")
-    out = []
-    for r, n in enumerate(sizes):
-        n = int(n)
-        if not 0 <= n <= block:
-            raise ValueError(f"block {r} claims {n} bytes, more than the {block}-byte block")
-        out.append(buffer[r * block : r * block + n])
-    return out
-
-
-def _packed_offsets(sizes: Sequence[int]) -> Tuple[List[int], int]:
-    """Where each rank's block starts in a receive buffer of blocks packed one after another, and its size.
-
-    Each block starts 64-byte aligned (:data:`BLOCK_ALIGN`); no padding to the largest block.
-    """
-    offsets, total = [], 0
-    for n in sizes:
-        offsets.append(total)
-        total += padded_block_size([n])
-    return offsets, total
 
 
 #: CPU staging buffers of at least this many bytes come from numpy (see :func:`_empty`).
@@ -185,9 +118,9 @@ def _empty(nbytes: int, device: Optional["torch.device"] = None) -> "torch.Tenso
 
     Large CPU buffers are numpy arrays wrapped without a copy: numpy asks the
     kernel for transparent huge pages (``madvise``), torch's CPU allocator does
-    not (unless ``THP_MEM_ALLOC_ENABLE=1``), and faulting in a fresh 128 MiB
-    receive buffer 4 KiB at a time cost more than copying the payload into it
-    (54 ms vs 16 ms here). The tensor keeps the array alive.
+    not (unless ``THP_MEM_ALLOC_ENABLE=1``), and faulting in a fresh large
+    receive buffer 4 KiB at a time costs more than copying the payload into it
+    (docs/benchmarks.md). The tensor keeps the array alive.
     """
     import torch
 
@@ -247,61 +180,8 @@ def _torch_dist_initialized() -> bool:
         return False
 
 
-def _is_timeout(exc: BaseException) -> bool:
-    text = str(exc).lower()
-    return isinstance(exc, TimeoutError) or "timed out" in text or "timeout" in text
-
-
-_kept: Set[int] = set()
-
-
-def _keep_alive(group: Any) -> None:
-    """Keep ``group`` until the process exits: never destroyed, its worker threads are never joined.
-
-    After a collective failed or timed out, gloo's worker thread may still be
-    blocked reading from a peer that is unreachable (a cut link) or alive but
-    elsewhere. Destroying the group -- ``destroy_process_group()``, or the
-    interpreter's exit -- joins that thread, so the process would hang for the
-    group's own timeout (30 minutes by default) after mmeval had raised. The
-    group cannot be used any more anyway; one reference that is never released
-    keeps it (``Py_IncRef``: module globals are cleared at exit, this is not).
-    """
-    with _tokens_lock:
-        if id(group) in _kept:
-            return
-        _kept.add(id(group))
-    try:
-        import ctypes
-
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(group))
-    except Exception:  # not CPython: the exit may wait for gloo's timeout
-        logger.debug("mmeval: could not keep the failed process group alive", exc_info=True)
-
-
-def _wait_on_thread(call: Call, work: Any, what: str) -> None:
-    """Wait for ``work`` once, up to the call's deadline, on a helper thread (:meth:`Call.run_blocking`)."""
-    done = call.run_blocking(
-        lambda: work.wait(timeout=timedelta(seconds=min(max(call.deadline - time.monotonic(), 0.001), 1e9))), what)
-    if done is False:
-        raise TimeoutError(f"{what} did not complete in time")
-
-
-class _GroupToken:
-    """The sequence key of one process group (holds no reference to the group), and what is known of it."""
-
-    __slots__ = ("label", "transports", "__weakref__")
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        #: device type -> torch backend name serving it in this group
-        self.transports: Dict[str, str] = {}
-
-    def __repr__(self) -> str:
-        return f"<process group {self.label}>"
-
-
-_tokens_lock = threading.Lock()
-_tokens: "weakref.WeakKeyDictionary[Any, _GroupToken]" = weakref.WeakKeyDictionary()
+#: One token per process group object: the group's collective sequence, and which transport serves which device.
+_GROUPS = GroupTokens()
 
 
 class _TorchDist(FramedDistBackend):
@@ -314,8 +194,7 @@ class _TorchDist(FramedDistBackend):
     max_timeout: ClassVar[float] = 1e9
     new_group_hint: ClassVar[str] = "torch.distributed.new_group(ranks) on every rank"
     #: reduced natively at any size; the core converts other integers and takes float min / max by bytes
-    native_reductions = frozenset([(d, op) for d in ("int8", "uint8", "int32", "int64") for op in ("sum", "min", "max")]
-                                  + [("float32", "sum"), ("float64", "sum")])
+    native_reductions = native_pairs(ints=("int8", "uint8", "int32", "int64"), float_sums=("float32", "float64"))
 
     def __init__(
         self,
@@ -372,23 +251,17 @@ class _TorchDist(FramedDistBackend):
     def _not_member(self) -> RuntimeError:
         import torch.distributed as dist
 
-        return RuntimeError(
-            f"{self.name}: this process (global rank {dist.get_rank()}) is not a member of the process group "
-            "given to the backend; only the group's members may use it"
-        )
+        return not_a_member(self.name, f"global rank {dist.get_rank()}", "the process group")
 
     def _process_group(self) -> Any:
         return self.group if self.group is not None else self._dist().group.WORLD
 
     def _sequence_key(self) -> Hashable:
         """One key per process group: backends over the same group share a collective sequence."""
-        group = self._process_group()
-        with _tokens_lock:
-            token = _tokens.get(group)
-            if token is None:
-                label = "WORLD" if self.group is None else f"{id(group):#x}"
-                token = _tokens[group] = _GroupToken(label)
-        return token
+        return self._token()
+
+    def _token(self) -> GroupToken:
+        return _GROUPS.token(self._process_group(), label="WORLD" if self.group is None else None)
 
     def _global_rank(self, group_rank: int) -> int:
         """The global rank of ``group_rank`` in :attr:`group` (what ``src`` / ``dst`` of torch take)."""
@@ -431,52 +304,41 @@ class _TorchDist(FramedDistBackend):
         as its error): it is waited once, up to the deadline, on a helper
         thread, while this thread waits for that one in slices. A wait that
         fails keeps the process group alive to the end of the process (see
-        :func:`_keep_alive`).
+        :func:`~mmeval.core.dist_backends.keep_until_exit`).
         """
         try:
             if p2p:
-                _wait_on_thread(call, work, what)
+                run_on_thread(call, lambda: work.wait(timeout=timedelta(seconds=seconds_left(call))), what)
             else:
                 call.wait_until(work.is_completed, what)
                 work.wait()
         except BaseException:
-            _keep_alive(self._process_group())
+            keep_until_exit(self._process_group())
             raise
 
     # -- transport primitives --------------------------------------------------
 
     def _transport_name(self, device: "torch.device") -> str:
         """The torch.distributed backend (``'gloo'``, ``'nccl'``, ``'mpi'``, ...) serving ``device`` in the group."""
-        token = self._sequence_key()
-        assert isinstance(token, _GroupToken)
-        name = token.transports.get(device.type)
+        transports: Dict[str, str] = self._token().state.setdefault("transports", {})
+        name = transports.get(device.type)
         if name is None:
             dist = self._dist()
             getter = getattr(dist, "get_backend_config", None)  # torch >= 2.1
             config = str(getter(self.group)) if getter is not None else str(dist.get_backend(self.group))
             # "" when the group has no backend for the device; "unknown" when torch does not say
             name = backend_map(config).get(device.type, "") if config != "undefined" else "unknown"
-            token.transports[device.type] = name
+            transports[device.type] = name
         return name
 
-    def _fill_block(self, block: memoryview, size: int, fill: Optional[Fill]) -> None:
-        """Write the frame into ``block[:size]`` (``fill``) and zero the rest: no stale memory is sent."""
-        if fill is not None and size:
-            fill(block[:size])
-        if size < block.nbytes:
-            import numpy as np
-
-            np.frombuffer(block, dtype=np.uint8)[size:] = 0
-
-    def _filled_send_buffer(self, block: int, size: int, fill: Optional[Fill]) -> "torch.Tensor":
-        """A CPU uint8 tensor of ``block`` bytes: ``fill`` writes the first ``size``, the rest is zeroed."""
-
+    def _filled_send_buffer(self, block: int, frame: Optional[Frame]) -> "torch.Tensor":
+        """A CPU uint8 tensor of ``block`` bytes: the frame, then zeros (:func:`write_block`)."""
         send = _empty(block)
         if block:
-            self._fill_block(_byte_view(send), size, fill)
+            write_block(_byte_view(send), frame)
         return send
 
-    def _all_gather_blocks(self, call: Call, block: int, sizes: Sequence[int], fill: Fill,
+    def _all_gather_blocks(self, call: Call, block: int, sizes: Sequence[int], frame: Frame,
                            what: str) -> List[memoryview]:
         """All-gather one ``block``-byte buffer per rank; return views of ``sizes[r]`` bytes of each.
 
@@ -487,38 +349,35 @@ class _TorchDist(FramedDistBackend):
 
         dist = self._dist()
         rank, ws = self.rank, self.world_size
-        size = int(sizes[rank])
         device = self._device()
         recv = _empty(block * ws, device)
         mine = recv[rank * block : (rank + 1) * block]
         if self._transport_name(device) in _IN_PLACE_ALL_GATHER:
             if device.type == "cpu":
-                self._fill_block(_byte_view(mine), size, fill)
+                write_block(_byte_view(mine), frame)
             else:
-                mine.copy_(self._filled_send_buffer(block, size, fill))
+                mine.copy_(self._filled_send_buffer(block, frame))
             send = mine
         else:  # e.g. MPI, which refuses aliased send and receive buffers
-            send = self._to_device(self._filled_send_buffer(block, size, fill), device)
+            send = self._to_device(self._filled_send_buffer(block, frame), device)
         gather_into = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
         work = gather_into(recv, send, group=self.group, async_op=True)
         call.keep(recv, send)
         self._wait(call, work, what)
         return split_blocks(_byte_view(self._to_host(recv)), block, sizes)
 
-    def _send_chunks(self, call: Call, size: int, fill: Optional[Fill], start: Callable[["torch.Tensor"], Any],
+    def _send_chunks(self, call: Call, frame: Frame, start: Callable[["torch.Tensor"], Any],
                      what: str, p2p: bool = False) -> None:
-        """Send a ``size``-byte frame as :func:`_chunks`, each through ``start(tensor) -> work`` (CPU only).
+        """Send ``frame`` as :func:`_chunks`, each through ``start(tensor) -> work`` (CPU only).
 
-        With the core's frame as ``fill``, a chunk inside one of its segments is
-        sent from the frame's own memory (:func:`_direct_chunks`); the others
-        (the header) go through two staging buffers of ``CHUNK_BYTES``, the copy
-        of one overlapping the transfer of the other. Any other callback fills
-        one buffer of the whole size, sent in slices.
+        A chunk inside one of the frame's segments is sent from the frame's own
+        memory (:func:`_direct_chunks`); the others (the header) go through two
+        staging buffers of ``CHUNK_BYTES``, the copy of one overlapping the
+        transfer of the other. A frame of one chunk is written into one buffer.
         """
-        chunks = _chunks(size)
-        write_range = getattr(fill, "write_range", None)
-        if write_range is None or len(chunks) == 1:
-            whole = self._filled_send_buffer(size, size, fill)
+        chunks = _chunks(frame.nbytes)
+        if len(chunks) == 1:
+            whole = self._filled_send_buffer(frame.nbytes, frame)
             works = [start(whole[off : off + n]) for off, n in chunks]
             call.keep(whole)
             for work in works:
@@ -528,7 +387,7 @@ class _TorchDist(FramedDistBackend):
         pending: List[Any] = [None, None]
         direct: List[Tuple[Any, torch.Tensor]] = []  # (work, tensor): the tensor lives until the work is done
         k = 0
-        for (off, n), tensor in zip(chunks, _direct_chunks(fill, chunks)):
+        for (off, n), tensor in zip(chunks, _direct_chunks(frame, chunks)):
             if tensor is not None:
                 direct.append((start(tensor), tensor))
                 call.keep(tensor)
@@ -540,7 +399,7 @@ class _TorchDist(FramedDistBackend):
                 stage = stages[k] = _empty(CHUNK_BYTES)
                 call.keep(stage)
             buf = stage[:n]
-            write_range(_byte_view(buf), off)
+            frame.write_range(_byte_view(buf), off)
             pending[k] = start(buf)
             k ^= 1
         for work in pending + [work for work, _ in direct]:
@@ -549,27 +408,22 @@ class _TorchDist(FramedDistBackend):
 
     def _exchange_slots(self, call: Call, slot: memoryview) -> Sequence[memoryview]:
         """All-gather ``SLOT_SIZE`` bytes per rank (the headers of a collective)."""
-        sizes = [SLOT_SIZE] * call.world_size
-
-        def fill(out: memoryview) -> None:
-            out[:SLOT_SIZE] = slot
-
-        return self._all_gather_blocks(call, SLOT_SIZE, sizes, fill, "the header all-gather")
+        return self._all_gather_blocks(call, SLOT_SIZE, [SLOT_SIZE] * call.world_size, slot_frame(slot),
+                                       "the header all-gather")
 
     def _all_gather_bytes(self, call: Call) -> Sequence[memoryview]:
         """All-gather blocks padded to :func:`padded_block_size`; views of exactly ``sizes[r]`` bytes."""
-        sizes, fill = call.sizes, call.frame
-        assert fill is not None
+        sizes, frame = call.sizes, sent_frame(call)
         block = padded_block_size(sizes)
         if block == 0:
             return [memoryview(b"") for _ in sizes]
         if block >= CHUNKED_MIN:
             device = self._device()
             if device.type == "cpu" and self._transport_name(device) == "gloo":
-                return self._all_gather_by_broadcasts(call, sizes, fill)
-        return self._all_gather_blocks(call, block, sizes, fill, "the payload all-gather")
+                return self._all_gather_by_broadcasts(call, sizes, frame)
+        return self._all_gather_blocks(call, block, sizes, frame, "the payload all-gather")
 
-    def _all_gather_by_broadcasts(self, call: Call, sizes: Sequence[int], fill: Fill) -> Sequence[memoryview]:
+    def _all_gather_by_broadcasts(self, call: Call, sizes: Sequence[int], frame: Frame) -> Sequence[memoryview]:
         """All-gather on gloo as one chunked broadcast per rank, in place in one receive buffer.
 
         Each rank's block lands straight in its place (no padding to the largest;
@@ -580,17 +434,13 @@ class _TorchDist(FramedDistBackend):
         dist = self._dist()
         rank = self.rank
         what = "the payload all-gather"
-        offsets, total = _packed_offsets(sizes)
+        offsets, total = packed_offsets(sizes)
         recv = _empty(total)
         call.keep(recv)
         view = _byte_view(recv)
         own, base = int(sizes[rank]), offsets[rank]
-        mine = view[base : base + own]
-        write_range = getattr(fill, "write_range", None)
         own_chunks = _chunks(own)
-        direct = _direct_chunks(fill, own_chunks) if write_range is not None else [None] * len(own_chunks)
-        if write_range is None and own:  # a plain callback: the whole block first, sent from there
-            fill(mine)
+        direct = _direct_chunks(frame, own_chunks)
         works: List[Tuple[int, Any, Any]] = []  # (rank, work, tensor): the tensor lives until the work is done
         for r, n in enumerate(sizes):
             if not n:
@@ -600,8 +450,8 @@ class _TorchDist(FramedDistBackend):
                 for (off, length), tensor in zip(own_chunks, direct):
                     if tensor is None:
                         tensor = recv[base + off : base + off + length]
-                        if write_range is not None:  # straddles the frame's segments: staged in this rank's block
-                            write_range(view[base + off : base + off + length], off)
+                        # straddles the frame's segments: staged in this rank's block
+                        frame.write_range(view[base + off : base + off + length], off)
                     works.append((r, dist.broadcast(tensor, src=root, group=self.group, async_op=True), tensor))
             else:
                 for off, length in _chunks(int(n)):
@@ -609,11 +459,11 @@ class _TorchDist(FramedDistBackend):
                     works.append((r, dist.broadcast(tensor, src=root, group=self.group, async_op=True), tensor))
         for (off, length), tensor in zip(own_chunks, direct):
             if tensor is not None:  # the rest of this rank's block, while the others' arrive
-                write_range(view[base + off : base + off + length], off)  # type: ignore[misc]
+                frame.write_range(view[base + off : base + off + length], off)
         call.keep([tensor for _, _, tensor in works])
         for r, work, _ in works:
             self._wait(call, work, f"{what} (rank {r}'s block)")
-        return [view[o : o + int(n)] for o, n in zip(offsets, sizes)]
+        return blocks_at(view, offsets, sizes)
 
     def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
         """Gather every rank's block to ``call.root`` (group rank); only the root allocates the receive buffer.
@@ -623,29 +473,27 @@ class _TorchDist(FramedDistBackend):
         temporary and copies out of it); elsewhere one ``dist.gather`` of
         blocks padded to :func:`padded_block_size`.
         """
-        sizes, fill, dst = call.sizes, call.frame, call.root
-        assert fill is not None
+        sizes, frame, dst = call.sizes, sent_frame(call), call.root
         if padded_block_size(sizes) == 0:
             return [memoryview(b"") for _ in sizes] if self.rank == dst else None
         device = self._device()
         if device.type == "cpu" and self._transport_name(device) == "gloo":
-            return self._gather_point_to_point(call, sizes, fill, dst)
-        return self._gather_collective(call, sizes, fill, dst, device)
+            return self._gather_point_to_point(call, sizes, frame, dst)
+        return self._gather_collective(call, sizes, frame, dst, device)
 
     def _gather_point_to_point(
-        self, call: Call, sizes: Sequence[int], fill: Fill, dst: int
+        self, call: Call, sizes: Sequence[int], frame: Frame, dst: int
     ) -> Optional[Sequence[memoryview]]:
         dist = self._dist()
         rank = self.rank
         if rank != dst:
-            size = int(sizes[rank])
-            if size:
+            if frame.nbytes:
                 peer = self._global_rank(dst)
-                self._send_chunks(call, size, fill,
+                self._send_chunks(call, frame,
                                   lambda t: dist.isend(t, dst=peer, group=self.group, tag=_GATHER_TAG),
                                   f"sending this rank's payload to rank {dst} (gather)", p2p=True)
             return None
-        offsets, total = _packed_offsets(sizes)
+        offsets, total = packed_offsets(sizes)
         recv = _empty(total)
         call.keep(recv)
         view = _byte_view(recv)
@@ -656,20 +504,18 @@ class _TorchDist(FramedDistBackend):
                 for off, length in _chunks(int(n)):  # the sender's chunks, in order (same peer and tag: FIFO)
                     part = recv[offsets[r] + off : offsets[r] + off + length]
                     works.append((r, dist.irecv(part, src=peer, group=self.group, tag=_GATHER_TAG)))
-        own = int(sizes[rank])
-        fill(view[offsets[rank] : offsets[rank] + own])  # while the peers' blocks arrive
+        frame.write_into(view[offsets[rank] : offsets[rank] + frame.nbytes])  # while the peers' blocks arrive
         for r, work in works:
             self._wait(call, work, f"receiving rank {r}'s payload (gather)", p2p=True)
-        return [view[o : o + int(n)] for o, n in zip(offsets, sizes)]
+        return blocks_at(view, offsets, sizes)
 
     def _gather_collective(
-        self, call: Call, sizes: Sequence[int], fill: Fill, dst: int, device: "torch.device"
+        self, call: Call, sizes: Sequence[int], frame: Frame, dst: int, device: "torch.device"
     ) -> Optional[Sequence[memoryview]]:
-
         dist = self._dist()
         rank, ws = self.rank, self.world_size
         block = padded_block_size(sizes)
-        send = self._to_device(self._filled_send_buffer(block, int(sizes[rank]), fill), device)
+        send = self._to_device(self._filled_send_buffer(block, frame), device)
         recv: Optional[torch.Tensor] = None
         gather_list: Optional[List[torch.Tensor]] = None
         if rank == dst:
@@ -687,7 +533,7 @@ class _TorchDist(FramedDistBackend):
         dist = self._dist()
         rank, src = self.rank, call.root
         size = int(call.sizes[src])
-        fill: Optional[Fill] = call.frame if rank == src else None
+        frame = sent_frame(call) if rank == src else None
         if size == 0:
             return None if rank == src else memoryview(b"")
         device = self._device()
@@ -697,8 +543,8 @@ class _TorchDist(FramedDistBackend):
             def bcast(t: "torch.Tensor") -> Any:
                 return dist.broadcast(t, src=root, group=self.group, async_op=True)
 
-            if rank == src:
-                self._send_chunks(call, size, fill, bcast, "the payload broadcast")
+            if frame is not None:
+                self._send_chunks(call, frame, bcast, "the payload broadcast")
                 return None
             buf = _empty(size)
             call.keep(buf)
@@ -706,8 +552,8 @@ class _TorchDist(FramedDistBackend):
             for work in works:
                 self._wait(call, work, "the payload broadcast")
             return _byte_view(buf)
-        if rank == src:
-            buf = self._to_device(self._filled_send_buffer(size, size, fill), device)
+        if frame is not None:
+            buf = self._to_device(self._filled_send_buffer(size, frame), device)
         else:
             buf = _empty(size, device)
         work = dist.broadcast(buf, src=root, group=self.group, async_op=True)
@@ -893,6 +739,6 @@ class TorchCUDADist(_TorchDist):
         try:
             call.wait_until(work.is_completed, what, busy=0.0, spin=0.0, min_sleep=1e-5, max_sleep=1e-3)
         except BaseException:
-            _keep_alive(self._process_group())
+            keep_until_exit(self._process_group())
             raise
         work.wait()

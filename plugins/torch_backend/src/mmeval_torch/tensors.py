@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Dict, Tuple, Union
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from mmeval.core.codecs import PickleCodec
+    from mmeval.core.dist_backends import PickleCodec
 
 __all__ = ["tensor_reducers", "tensor_codec", "reduce_tensor", "rebuild_tensor", "INBAND_MAX", "FORMAT_VERSION"]
 
@@ -65,7 +65,7 @@ def tensor_reducers() -> Dict[type, Any]:
 
 def tensor_codec() -> "PickleCodec":
     """A pickle codec that sends tensors out-of-band (what the torch backends encode with)."""
-    from mmeval.core.codecs import PickleCodec
+    from mmeval.core.dist_backends import PickleCodec
 
     return PickleCodec(tensor_reducers())
 

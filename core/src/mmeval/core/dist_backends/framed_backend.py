@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import os
 from abc import abstractmethod
-from typing import TYPE_CHECKING, AbstractSet, Any, Callable, ClassVar, Hashable, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Any, ClassVar, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 from ..codecs import Codec, Reducer, codec_id, make_codec
 from ..errors import RemoteSerializationError
@@ -349,7 +349,3 @@ def _check_root(backend: FramedDistBackend, op: str, arg: str, root: int) -> Non
     if not isinstance(root, int) or not 0 <= root < ws:
         raise ValueError(f"{backend.name}.{op}: {arg}={root!r} is not a rank of this group (0..{ws - 1})")
 
-
-#: The previous contract's transport callback type (writes this rank's bytes into a send buffer).
-#: Removed once plugins stop importing it (mmeval-torch and mmeval-mpi4py still do).
-Fill = Callable[[memoryview], None]

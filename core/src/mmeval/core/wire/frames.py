@@ -68,9 +68,6 @@ class Frame:
                 return part[start - offset : stop - offset].toreadonly()
         return None
 
-    # removed once plugins stop importing it: the torch and mpi4py plugins still call a frame as a fill callback
-    __call__ = write_into
-
     def write_range(self, out: memoryview, start: int) -> None:
         """Write bytes ``start .. start + out.nbytes`` of the frame (clipped to its end) to ``out``.
 
