@@ -11,8 +11,10 @@ import pytest
 from hub_backend import run_ranks
 
 from mmeval import Accuracy
-from mmeval.core.base_metric import ArrayResults, _collect, _truncate
-from mmeval.core.sample_index import ShardingWarning, kept_by_size
+from mmeval.core.errors import ShardingWarning
+from mmeval.core.gather import collect, truncate
+from mmeval.core.ordering import kept_by_size
+from mmeval.core.results import ArrayResults
 from mmeval.metrics.average_precision import AveragePrecision
 
 N_ISSUE = 1003
@@ -43,7 +45,7 @@ def test_kept_by_size_matches_collect_then_truncate(mode):
                  for r, c in enumerate(counts)]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            want = {tuple(t) for t in _truncate(_collect(parts, mode, "m"), size, "m")["tag"]}
+            want = {tuple(t) for t in truncate(collect(parts, mode, "m"), size, "m")["tag"]}
         got = set()
         for r, c in enumerate(counts):
             mask = kept_by_size(counts, r, mode, size)
