@@ -8,29 +8,25 @@
 
 from __future__ import annotations
 
-import difflib
-import functools
-import inspect
 import logging
 from abc import ABCMeta, abstractmethod
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from .dist import _validate_name, get_default_dist_backend, get_dist_backend, launcher_environment
+from .add_indices import accepting_indices
+from .dist import get_dist_backend
 from .dist_backends.base_backend import BaseDistBackend
 from .dist_backends.transport import asking
 from .errors import RemoteMetricError, ShardingWarning
-from .gather import ArrayBatches, assemble, collect, gather_and_compute, pack_exception, refuse, truncate, warn_short
-from .inputs import as_indices
-from .ordering import check_layout, first_occurrences, kept_by_size, kept_samples, round_robin_order, warn_sharding
+from .gather import ArrayBatches, assemble, collect, gather_and_compute, pack_exception, truncate
+from .ordering import kept_in_one_process, kept_samples, round_robin_order
+from .refusals import check_arguments, check_runtime, refusal, refuse
 from .results import ArrayResults, RankResults, select
-from .state import MetricState, StateSpec, combine, reduce_rows
+from .state import MetricState, StateSpec, check_rows, declared, reduce_rows
 from .state_sync import compute_state
 
 __all__ = ["BaseMetric", "ArrayResults", "MetricState", "RemoteMetricError", "ShardingWarning"]
-
-_COLLECT_MODES = ("unzip", "cat")
 
 # former private names, kept importable from here (they live in the modules named above)
 _ArrayBatches, _assemble, _collect, _truncate, _select = ArrayBatches, assemble, collect, truncate, select
@@ -93,20 +89,7 @@ class BaseMetric(metaclass=ABCMeta):
         logger: Optional[logging.Logger] = None,
         **unexpected: Any,
     ) -> None:
-        if unexpected:
-            raise TypeError(_unexpected_arguments(type(self), unexpected))
-        if dist_collect_mode not in _COLLECT_MODES:
-            raise ValueError(
-                f"dist_collect_mode={dist_collect_mode!r} is not supported; use one of {list(_COLLECT_MODES)}"
-            )
-        if isinstance(dist_backend, str) and dist_backend != "auto":
-            _validate_name(dist_backend)
-        elif dist_backend is None:
-            get_default_dist_backend()  # a bad MMEVAL_DIST_BACKEND raises here, naming the variable
-        elif dist_backend is not None and not isinstance(dist_backend, (str, BaseDistBackend)):
-            raise TypeError(
-                f"dist_backend must be a backend name, a BaseDistBackend instance or None, got {dist_backend!r}"
-            )
+        check_arguments(type(self), dist_collect_mode, dist_backend, unexpected)
         self.dataset_meta = dataset_meta
         self.dist_collect_mode = dist_collect_mode
         self.dist_backend = dist_backend
@@ -121,7 +104,7 @@ class BaseMetric(metaclass=ABCMeta):
         add = cls.__dict__.get("add")
         if callable(add) and not getattr(add, "__isabstractmethod__", False) \
                 and not getattr(add, "_mmeval_indices", False):
-            cls.add = _accepting_indices(add)  # type: ignore[method-assign]
+            cls.add = accepting_indices(add)  # type: ignore[method-assign]
 
     # -- state metrics ---------------------------------------------------------
 
@@ -133,9 +116,7 @@ class BaseMetric(metaclass=ABCMeta):
         (exact) or ``'float64'`` (sums exact up to reordering, see
         :mod:`mmeval.core.state`), ``reduction`` ``'sum'``, ``'min'`` or ``'max'``.
         """
-        if any(s.name == name for s in self._state_specs):
-            raise ValueError(f"{self.name}: state {name!r} is declared twice")
-        self._state_specs.append(StateSpec(name, tuple(int(d) for d in shape), dtype, reduction))
+        self._state_specs.append(declared(self._state_specs, name, shape, dtype, reduction, self.name))
 
     def _add_rows(self, **rows: Any) -> None:
         """Keep one row per sample of every declared statistic (arrays of shape (N, *shape); any numeric dtype).
@@ -143,14 +124,7 @@ class BaseMetric(metaclass=ABCMeta):
         Rows stay on this rank until :meth:`compute`, which drops the padding
         and duplicates among them, reduces them and moves only the result.
         """
-        specs = {s.name: s for s in self._state_specs}
-        if set(rows) != set(specs):
-            raise ValueError(f"{self.name}._add_rows() needs exactly the declared states {sorted(specs)}, "
-                             f"got {sorted(rows)}")
-        for k, v in rows.items():
-            if np.shape(v)[1:] != specs[k].shape:
-                raise ValueError(f"{self.name}: rows of state {k!r} have per-sample shape {np.shape(v)[1:]}, "
-                                 f"declared {specs[k].shape}")
+        check_rows(self._state_specs, rows, self.name)
         self._add_batch(**rows)
 
     # -- backend -----------------------------------------------------------
@@ -203,30 +177,7 @@ class BaseMetric(metaclass=ABCMeta):
         shapes and dtype kinds as earlier batches. Validate before calling:
         a rejected batch leaves the state unchanged.
         """
-        kept = self._kept
-        if kept.objects:
-            raise TypeError(f"{self.name}: do not mix self._results.append(...) with _add_batch(...)")
-        arrays = {k: np.asarray(v) for k, v in columns.items()}
-        if not arrays:
-            raise ValueError(f"{self.name}._add_batch() needs at least one column")
-        lengths = {k: (a.shape[0] if a.ndim else None) for k, a in arrays.items()}
-        if len(set(lengths.values())) != 1 or None in lengths.values():
-            raise ValueError(f"{self.name}: columns must share their first (sample) axis, got lengths {lengths}")
-        if kept.batches:
-            first = kept.batches[0]
-            if set(first) != set(arrays):
-                raise ValueError(f"{self.name}: batch columns {sorted(arrays)} differ from earlier {sorted(first)}")
-            for k, a in arrays.items():
-                if a.shape[1:] != first[k].shape[1:]:
-                    raise ValueError(
-                        f"{self.name}: column {k!r} has per-sample shape {a.shape[1:]}, earlier batches "
-                        f"{first[k].shape[1:]}"
-                    )
-        if self._state_specs:
-            batch_state = self._reduce_state(ArrayResults(arrays), None)
-            kept.running = batch_state if kept.running is None else \
-                combine(self._state_specs, kept.running, batch_state)
-        kept.batches.append(arrays)
+        self._kept.add_batch(columns, self.name, self._state_specs, lambda rows: self._reduce_state(rows, None))
 
     def _local_results(self) -> Union[List[Any], ArrayResults]:
         return self._kept.merged()
@@ -248,16 +199,6 @@ class BaseMetric(metaclass=ABCMeta):
             return self._compute_here(None)
         finally:
             self._kept = saved
-
-    def _adding_rank(self) -> Optional[Tuple[int, int]]:
-        """``(rank, world_size)`` of the backend now, when it runs across ranks (else ``None``)."""
-        try:
-            backend = self.dist_comm
-            if backend.is_initialized and backend.world_size > 1:
-                return (backend.rank, backend.world_size)
-        except Exception:  # no backend usable yet: compute() will say why
-            pass
-        return None
 
     # -- indices ---------------------------------------------------------------
 
@@ -323,62 +264,41 @@ class BaseMetric(metaclass=ABCMeta):
     def compute(self, size: Optional[int] = None) -> Dict[str, Any]:
         """Compute the metric over every rank's results; every rank gets the result.
 
-        First the ranks learn each other's sample counts, whether they passed
-        ``indices=`` and their largest index (state metrics: inside their
-        first ``all_reduce``; per-sample metrics: one tiny all-gather). Every
-        collective carries the question the ranks must agree on
-        (:meth:`_question`). Each rank then drops, from its own samples, those
-        it must not count:
+        Every collective carries the question the ranks must agree on
+        (:meth:`_question`). Each rank drops, from its own samples, those it
+        must not count (:mod:`mmeval.core.ordering`): with ``indices=`` on every
+        rank each dataset index counts once (``size`` is then not used), at a
+        cost that follows the number ``n`` of samples in the world, never the
+        largest index (at most ``8 n + 4 KiB`` bytes a rank; see
+        :func:`~mmeval.core.ordering.owned_positions`); else the samples past
+        ``size`` in dataset order (``dist_collect_mode``).
 
-        * with indices (on every rank; ``size`` is then not used): every
-          dataset index is counted once, by the lowest rank holding it, at its
-          first occurrence there. The cost follows the number ``n`` of samples
-          in the world, never the largest index: a dense int32 owner array
-          (``all_reduce(min)``, at most ``8 n + 4 KiB`` bytes) while the
-          largest index is below ``2 n + 1024``, else an all-gather of each
-          rank's distinct indices (8 bytes each; see
-          :func:`~mmeval.core.ordering.owned_positions`). Indices are int64:
-          larger ones (a uint64 past ``2**63 - 1``) are refused at ``add()``;
-        * else with ``size``: the samples lying past ``size`` in dataset order,
-          from the per-rank counts and ``dist_collect_mode`` (``'unzip'``:
-          round-robin, as ``DistributedSampler`` deals; ``'cat'``: contiguous
-          shards).
+        A state metric combines its counts with ``all_reduce``
+        (:mod:`mmeval.core.state_sync`) and every rank calls
+        :meth:`compute_metric` on the same state. A per-sample metric gathers
+        its results to rank 0 (:mod:`mmeval.core.gather`), which orders them,
+        calls :meth:`compute_metric` and sends the result, or the exception it
+        raised, to every rank.
 
-        State metrics reduce the rows they keep and combine the states with
-        ``all_reduce`` (see :meth:`_compute_state`: one reduction when every
-        statistic is an int64 sum and at most ``world_size - 1`` samples a
-        rank are padding; with indices three: the layout, the owner array, the
-        state); every rank calls :meth:`compute_metric` on the same reduced
-        state, so an exception there is raised on every rank. Per-sample
-        metrics gather what they kept to rank 0 (with their indices), which
-        orders it (by index, else by ``dist_collect_mode``), calls
-        :meth:`compute_metric` and broadcasts the result; if it raises, every
-        rank raises the same exception type and message.
-
-        Warns (:class:`ShardingWarning`, on every rank) on more than one rank
-        with ``'unzip'`` and neither ``size`` nor indices, and when more samples
-        were added than ``size + world_size - 1`` without indices (one process
-        included: results of an earlier evaluation not ``reset()``, a ``size``
-        that is not ``len(dataset)``, batch-level sharding).
-
-        Refusals reach every rank at once: a ``size`` that is not a positive
-        int, an ``add()`` refused since the last :meth:`reset` (its batch is
-        missing), or results restored from another rank's pickle make this
-        rank raise ``ValueError`` and its peers
-        :class:`~mmeval.core.errors.CollectiveMismatchError`, both naming the
-        rank and the argument, in their first collective. A backend named
-        explicitly whose runtime is not active while a launcher's variables say
-        several processes run raises ``RuntimeError`` on every rank.
+        Warns (:class:`ShardingWarning`) with ``'unzip'`` on several ranks and
+        neither ``size`` nor indices, and when more than ``size + world_size -
+        1`` samples were added (one process included), with the likely causes.
+        Refusals reach every rank at once, naming the rank and the argument
+        (:mod:`mmeval.core.refusals`): a ``size`` that is not a positive int, an
+        ``add()`` refused since :meth:`reset`, results restored from another
+        rank's pickle (``ValueError`` here, ``CollectiveMismatchError`` on the
+        peers); a backend named explicitly that is not running while a
+        launcher's variables say several processes run (``RuntimeError``).
         """
         backend = self.dist_comm
-        self._check_runtime(backend)
-        refusal = self._refusal(size, backend)
+        check_runtime(self, backend)
+        refused = refusal(self, size, backend)
         if not backend.is_initialized or backend.world_size == 1:
-            if refusal is not None:
-                raise ValueError(refusal)
+            if refused is not None:
+                raise ValueError(refused)
             return self._compute_here(None if size is None else int(size))
-        if refusal is not None:
-            refuse(backend, f"rank {backend.rank}: {refusal}", reduction=self._is_state_metric)
+        if refused is not None:
+            refuse(backend, f"rank {backend.rank}: {refused}", reduction=self._is_state_metric)
         size = None if size is None else int(size)
         question = self._question(size)
         flag = self._kept.index_flag()
@@ -393,128 +313,15 @@ class BaseMetric(metaclass=ABCMeta):
         keep, indices = kept_samples(backend, question, layout, indices, self.dist_collect_mode, size, self.name)
         return gather_and_compute(self, backend, question, size, keep, indices)
 
-    def _refusal(self, size: Any, backend: BaseDistBackend) -> Optional[str]:
-        """Why this rank cannot take part in :meth:`compute` (``None``: it can), naming the argument."""
-        if size is not None and (isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size <= 0):
-            return f"{self.name}.compute(size={size!r}): size must be positive: an int, len(dataset), or None"
-        if self._kept.refusals:
-            return f"{self.name}.add() was refused since reset(): {self._kept.refusals[0]}"
-        origin = self._kept.origin
-        if origin is not None and backend.is_initialized and origin != (backend.rank, backend.world_size):
-            return (f"{self.name} holds results added on rank {origin[0]} of {origin[1]}, restored from a pickle "
-                    f"here (rank {backend.rank} of {backend.world_size}): they would count twice; reset() first")
-        return None
-
-    def _check_runtime(self, backend: BaseDistBackend) -> None:
-        """Raise when a backend named explicitly is not running while a launcher started several processes."""
-        named = self.dist_backend if self.dist_backend is not None else get_default_dist_backend()
-        label = named if isinstance(named, str) else (backend.name or type(backend).__name__)
-        if label in ("auto", "non_dist") or backend.is_initialized:
-            return
-        seen = launcher_environment()
-        if not seen:
-            return
-        how = "dist_backend=" if self.dist_backend is not None else "the default backend (MMEVAL_DIST_BACKEND)"
-        variables = ", ".join(f"{k}={v}" for k, v in seen.items())
-        raise RuntimeError(
-            f"{self.name}.compute(): {how} names the dist backend {label!r}, whose runtime is not active in "
-            f"this process, while a launcher's variables say several processes run ({variables}): each rank would "
-            f"answer on its own shard. Initialise that runtime in every process before compute() (e.g. "
-            f"torch.distributed.init_process_group for torch_cpu, the launcher's MPI for mpi4py, hvd.init() for "
-            f"Horovod), name the backend of the launcher you use, or dist_backend='non_dist' for one answer per process"
-        )
-
     def _compute_here(self, size: Optional[int]) -> Dict[str, Any]:
         """:meth:`compute` in one process: duplicates of an index dropped (results in index order), or ``size``."""
         kept = self._kept
-        check_layout([(self.num_results, kept.index_flag(), -1)], self.name)
-        if kept.index_flag() == "all":
-            indices = kept.indices()
-            keep = first_occurrences(indices)
-            keep = keep[np.argsort(indices[keep], kind="stable")]
-            if self._is_state_metric:
-                return self.compute_metric(self._reduce_state(self._local_rows(), keep))
-            return self.compute_metric(select(self._local_results(), keep))
-        n = self.num_results
-        warn_sharding([n], self.dist_collect_mode, size, self.name)
+        keep = kept_in_one_process(kept.num_results, kept.index_flag(), kept.indices(), self.dist_collect_mode,
+                                   size, self.name)
         if self._is_state_metric:
-            if size is not None and size > n:
-                warn_short(self.name, size, n)
-            sel = kept_by_size([n], 0, self.dist_collect_mode, size)
-            return self.compute_metric(self._reduce_state(self._local_rows(), sel))
-        return self.compute_metric(truncate(self._local_results(), size, self.name))
-
-
-def _accepting_indices(add: Callable[..., None]) -> Callable[..., None]:
-    """``add`` that also takes ``indices=`` (one dataset index per sample it adds), checked and kept.
-
-    The wrapper's signature (``inspect.signature``, ``help()``) is ``add``'s
-    with a keyword-only ``indices=None``. A refused batch keeps nothing of it,
-    and a refusal of its indices is remembered until :meth:`BaseMetric.reset`:
-    :meth:`BaseMetric.compute` then fails on every rank instead of answering
-    without the batch.
-    """
-
-    @functools.wraps(add)
-    def add_with_indices(self: BaseMetric, *args: Any, indices: Any = None, **kwargs: Any) -> None:
-        if self._adding:  # a subclass's add() calling super().add(): the outermost call keeps the indices
-            add(self, *args, **kwargs)
-            return
-        kept = self._kept
-        try:
-            idx = None if indices is None else as_indices(indices, f"{self.name}.add(indices=...)")
-        except ValueError as exc:
-            kept.refusals.append(str(exc))
-            raise
-        nb, nr, before, running = len(kept.batches), len(kept.objects), kept.num_results, kept.running
-        self._adding = True
-        try:
-            add(self, *args, **kwargs)
-        finally:
-            self._adding = False
-        added = kept.num_results - before
-        if idx is not None and idx.shape[0] != added:
-            kept.truncate(nb, nr)  # keep nothing of it
-            kept.running = running
-            message = (f"{self.name}.add(): indices= has {idx.shape[0]} dataset indices for a batch of "
-                       f"{added} samples; pass one index per sample")
-            kept.refusals.append(message)
-            raise ValueError(message)
-        if added:
-            if kept.origin is None and not kept.index_parts:
-                kept.origin = self._adding_rank()
-            kept.index_parts.append((added, idx))
-
-    add_with_indices._mmeval_indices = True  # type: ignore[attr-defined]
-    add_with_indices.__signature__ = _with_indices(add)  # type: ignore[attr-defined]
-    return add_with_indices
-
-
-def _with_indices(add: Callable[..., None]) -> inspect.Signature:
-    """``add``'s signature with a keyword-only ``indices=None`` (before ``**kwargs``, if any)."""
-    sig = inspect.signature(add)
-    if "indices" in sig.parameters:
-        return sig
-    params = list(sig.parameters.values())
-    new = inspect.Parameter("indices", inspect.Parameter.KEYWORD_ONLY, default=None)
-    at = len(params) - 1 if params and params[-1].kind is inspect.Parameter.VAR_KEYWORD else len(params)
-    return sig.replace(parameters=[*params[:at], new, *params[at:]])
-
-
-def _unexpected_arguments(cls: type, unexpected: Dict[str, Any]) -> str:
-    """``Accuracy() got an unexpected keyword argument 'top_k'; did you mean 'topk'?``"""
-    known: List[str] = []
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is not None and klass is not object:
-            known += [p.name for p in inspect.signature(init).parameters.values()
-                      if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"]
-    lines = []
-    for key in unexpected:
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]!r}?" if close else f"; it takes {sorted(set(known))}"
-        lines.append(f"{cls.__name__}() got an unexpected keyword argument {key!r}{hint}")
-    return " ".join(lines)
+            return self.compute_metric(self._reduce_state(self._local_rows(), keep))
+        results = self._local_results()
+        return self.compute_metric(results if keep is None else select(results, keep))
 
 
 def _plain(value: Any, depth: int = 0) -> bool:

@@ -24,8 +24,7 @@ from .errors import (
     RemoteMetricError,
     RemoteSerializationError,
 )
-from .inputs import warn_user
-from .ordering import round_robin_order, round_robin_spans
+from .ordering import round_robin_order, round_robin_spans, warn_short
 from .results import ArrayResults, select
 
 if TYPE_CHECKING:
@@ -33,15 +32,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ArrayBatches", "MAX_SENT_BATCHES", "Placement", "assemble", "broadcast_failure", "collect", "gather_and_compute",
-    "pack_exception", "plain_data_only", "refuse", "truncate", "unpack_exception", "warn_short",
+    "pack_exception", "plain_data_only", "truncate", "unpack_exception", "warn_short",
 ]
 
 logger = logging.getLogger("mmeval")
-
-
-def warn_short(name: str, size: int, n: int) -> None:
-    """Warn that ``size`` asks for more results than the ranks hold (every one is then counted)."""
-    warn_user(f"{name}.compute(size={size}): only {n} results were collected; computing on all {n}", RuntimeWarning)
 
 
 #: Ranks that only send their array results send up to this many batches unmerged.
@@ -386,23 +380,3 @@ def unpack_exception(packed: Mapping[str, Any], name: str, trusted: bool = True)
         f"{packed['type']}: {packed['message']} ({note})", packed["type"], packed["message"]
     )
 
-
-def refuse(backend: BaseDistBackend, reason: str, reduction: bool) -> None:
-    """Raise ``ValueError(reason)`` here and make every peer raise at once, in its first collective.
-
-    The refusing rank enters the collective its peers start ``compute()`` with
-    (a reduction for a state metric, an all-gather otherwise), asking only
-    ``{'refused': reason}``: the question differs, so every peer raises
-    :class:`~mmeval.core.errors.CollectiveMismatchError` naming the reason,
-    instead of waiting for the timeout. ``reason`` names the rank and the
-    argument (at most ~140 characters are shown to the peers).
-    """
-    try:
-        with asking({"refused": reason}):
-            if reduction:
-                backend.all_reduce(np.zeros(1, dtype=np.int64), op="sum")
-            else:
-                backend.all_gather_object(None)
-    except (CollectiveMismatchError, CollectiveTimeoutError, CollectiveFailedError) as exc:
-        raise ValueError(reason) from exc
-    raise ValueError(reason)  # every rank refused alike

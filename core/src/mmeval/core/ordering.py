@@ -20,7 +20,8 @@ from .inputs import warn_user
 
 __all__ = [
     "DENSE_CLAIMS_SLACK", "check_layout", "first_occurrences", "kept_by_size", "kept_count", "owned_positions",
-    "kept_samples", "round_robin_order", "round_robin_positions", "round_robin_spans", "warn_sharding",
+    "kept_in_one_process", "kept_samples", "round_robin_order", "round_robin_positions", "round_robin_spans",
+    "warn_sharding", "warn_short",
 ]
 
 #: Dataset indices up to ``2 * samples + DENSE_CLAIMS_SLACK`` are deduplicated with one dense owner array
@@ -172,6 +173,29 @@ def warn_sharding(counts: Sequence[int], mode: str, size: Optional[int], name: s
             f"pass indices= (the dataset indices) to add()",
             ShardingWarning,
         )
+
+
+def kept_in_one_process(n: int, flag: str, indices: np.ndarray, mode: str, size: Optional[int], name: str
+                        ) -> Optional[np.ndarray]:
+    """One process's samples to count, as positions in the order ``compute_metric`` sees them (``None``: all).
+
+    With indices (``flag == 'all'``): the first occurrence of each, in index
+    order; else the first ``size`` (warning when ``size`` is more than ``n``,
+    or when less: see :func:`warn_sharding`).
+    """
+    check_layout([(n, flag, -1)], name)
+    if flag == "all":
+        keep = first_occurrences(indices)
+        return keep[np.argsort(indices[keep], kind="stable")]
+    warn_sharding([n], mode, size, name)
+    if size is not None and size > n:
+        warn_short(name, size, n)
+    return kept_by_size([n], 0, mode, size)
+
+
+def warn_short(name: str, size: int, n: int) -> None:
+    """Warn that ``size`` asks for more results than the ranks hold (every one is then counted)."""
+    warn_user(f"{name}.compute(size={size}): only {n} results were collected; computing on all {n}", RuntimeWarning)
 
 
 def kept_samples(backend: BaseDistBackend, question: Dict[str, Any], layout: List[Tuple[int, str, int]],

@@ -7,11 +7,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .state import MetricState
+from .state import MetricState, StateSpec, combine
 
 __all__ = ["ArrayResults", "RankResults", "select"]
 
@@ -84,6 +84,36 @@ class RankResults:
         if self.batches:
             return sum(_rows(b) for b in self.batches)
         return len(self.objects)
+
+    def add_batch(self, columns: Dict[str, Any], name: str, specs: Sequence[StateSpec],
+                  reduce: Callable[[ArrayResults], MetricState]) -> None:
+        """Keep one batch of array results (first axis: the sample), folding a state metric's state in.
+
+        Every column must have the same length, and the same names and
+        trailing shapes as earlier batches; a refused batch changes nothing.
+        ``reduce`` gives the batch's state when ``specs`` (the declared
+        statistics) are not empty.
+        """
+        if self.objects:
+            raise TypeError(f"{name}: do not mix self._results.append(...) with _add_batch(...)")
+        arrays = {k: np.asarray(v) for k, v in columns.items()}
+        if not arrays:
+            raise ValueError(f"{name}._add_batch() needs at least one column")
+        lengths = {k: (a.shape[0] if a.ndim else None) for k, a in arrays.items()}
+        if len(set(lengths.values())) != 1 or None in lengths.values():
+            raise ValueError(f"{name}: columns must share their first (sample) axis, got lengths {lengths}")
+        if self.batches:
+            first = self.batches[0]
+            if set(first) != set(arrays):
+                raise ValueError(f"{name}: batch columns {sorted(arrays)} differ from earlier {sorted(first)}")
+            for k, a in arrays.items():
+                if a.shape[1:] != first[k].shape[1:]:
+                    raise ValueError(f"{name}: column {k!r} has per-sample shape {a.shape[1:]}, earlier batches "
+                                     f"{first[k].shape[1:]}")
+        if specs:
+            batch_state = reduce(ArrayResults(arrays))
+            self.running = batch_state if self.running is None else combine(specs, self.running, batch_state)
+        self.batches.append(arrays)
 
     def merged(self) -> Union[List[Any], ArrayResults]:
         """The results: the object list, or the batches as one :class:`ArrayResults` (kept merged)."""

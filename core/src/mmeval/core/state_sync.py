@@ -14,8 +14,7 @@ import numpy as np
 
 from .dist_backends.base_backend import BaseDistBackend
 from .dist_backends.transport import asking
-from .gather import warn_short
-from .ordering import check_layout, kept_count, kept_samples, warn_sharding
+from .ordering import check_layout, kept_count, kept_samples, warn_sharding, warn_short
 from .state import pack, unpack
 
 if TYPE_CHECKING:
