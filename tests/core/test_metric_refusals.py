@@ -224,7 +224,7 @@ def test_results_past_size_in_one_process_warn_with_the_likely_causes():
         with pytest.warns(UserWarning) as caught:
             metric.compute(size=2)
         text = " ".join(str(w.message) for w in caught)
-        assert "4 results" in text and "reset()" in text and "len(dataset)" in text and "indices=" in text, text
+        assert "4 samples were added" in text and "reset()" in text and "len(dataset)" in text and "indices=" in text, text
 
 
 def _too_many_worker(backend: Any) -> List[str]:

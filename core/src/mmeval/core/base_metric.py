@@ -298,7 +298,7 @@ class BaseMetric(metaclass=ABCMeta):
                 raise ValueError(refused)
             return self._compute_here(None if size is None else int(size))
         if refused is not None:
-            refuse(backend, f"rank {backend.rank}: {refused}", reduction=self._is_state_metric)
+            refuse(backend, f"rank {backend.rank}: {refused}", self._is_state_metric, self._question(size))
         size = None if size is None else int(size)
         question = self._question(size)
         flag = self._kept.index_flag()

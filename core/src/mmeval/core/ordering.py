@@ -166,7 +166,7 @@ def warn_sharding(counts: Sequence[int], mode: str, size: Optional[int], name: s
     elif size is not None and total > size + ws - 1:
         where = f" on {ws} ranks, more than a per-sample sampler pads ({size} + {ws - 1})" if ws > 1 else ""
         warn_user(
-            f"{name}.compute(size={size}): {total} results were added{where}; only {size} are counted. "
+            f"{name}.compute(size={size}): {total} samples were added{where}; only {size} are counted. "
             f"Likely causes: results of an earlier evaluation are still held (call reset() after each "
             f"compute()); a size= that is not the dataset's (pass size=len(dataset)); "
             f"a batch-level sharding (HF accelerate) repeats whole batches, which size= cannot drop exactly: "

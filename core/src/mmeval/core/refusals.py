@@ -101,18 +101,18 @@ def check_runtime(metric: "BaseMetric", backend: BaseDistBackend) -> None:
     )
 
 
-def refuse(backend: BaseDistBackend, reason: str, reduction: bool) -> None:
+def refuse(backend: BaseDistBackend, reason: str, reduction: bool, question: Dict[str, Any]) -> None:
     """Raise ``ValueError(reason)`` here and make every peer raise at once, in its first collective.
 
     The refusing rank enters the collective its peers start ``compute()`` with
-    (a reduction for a state metric, an all-gather otherwise), asking only
-    ``{'refused': reason}``: the question differs, so every peer raises
+    (a reduction for a state metric, an all-gather otherwise), asking its
+    ``question`` plus ``refused=reason``: the questions differ, so every peer raises
     :class:`~mmeval.core.errors.CollectiveMismatchError` naming the reason,
     instead of waiting for the timeout. ``reason`` names the rank and the
     argument (at most ~140 characters are shown to the peers).
     """
     try:
-        with asking({"refused": reason}):
+        with asking({**question, "refused": reason}):
             if reduction:
                 backend.all_reduce(np.zeros(1, dtype=np.int64), op="sum")
             else:
