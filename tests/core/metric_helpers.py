@@ -7,6 +7,37 @@ from typing import Any, Callable, Dict, List
 
 import numpy as np
 
+from mmeval.core import BaseMetric
+
+
+def class_scores(n: int, c: int, seed: int) -> Any:
+    """``n`` samples' scores (n, c), their true class a unit above the noise, and the labels (n,)."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, c, n)
+    scores = rng.normal(size=(n, c))
+    scores[np.arange(n), labels] += 1.0
+    return scores, labels
+
+
+class Ids(BaseMetric):
+    """A per-sample metric reporting the sample ids it was given, in the order compute_metric sees them."""
+
+    def add(self, ids: Any) -> None:  # type: ignore[override]
+        self._add_batch(id=np.asarray(ids, dtype=np.int64))
+
+    def compute_metric(self, results: Any) -> Dict[str, Any]:
+        return {"ids": results["id"].tolist()}
+
+
+class ObjectIds(BaseMetric):
+    """The same with one Python object per sample (MMEval style)."""
+
+    def add(self, ids: Any) -> None:  # type: ignore[override]
+        self._results.extend(int(i) for i in ids)
+
+    def compute_metric(self, results: Any) -> Dict[str, Any]:
+        return {"ids": list(results)}
+
 
 def same(a: Any, b: Any) -> bool:
     """Exact equality, NaN equal to NaN, through dicts and lists."""

@@ -8,9 +8,9 @@ from typing import Any, Dict, List
 import numpy as np
 import pytest
 from hub_backend import run_ranks
+from metric_helpers import Ids, ObjectIds, class_scores
 
 from mmeval import Accuracy
-from mmeval.core import BaseMetric
 from mmeval.metrics import MeanIoU, MultiLabelMetric, SingleLabelMetric
 from mmeval.metrics.average_precision import AveragePrecision
 
@@ -18,31 +18,7 @@ N, C = 101, 5
 
 
 def data(n: int = N):
-    rng = np.random.default_rng(7)
-    labels = rng.integers(0, C, n)
-    scores = rng.normal(size=(n, C))
-    scores[np.arange(n), labels] += 1.0
-    return scores, labels
-
-
-class Ids(BaseMetric):
-    """A per-sample metric reporting the sample ids it was given, in the order compute_metric sees them."""
-
-    def add(self, ids: Any) -> None:  # type: ignore[override]
-        self._add_batch(id=np.asarray(ids, dtype=np.int64))
-
-    def compute_metric(self, results: Any) -> Dict[str, Any]:
-        return {"ids": results["id"].tolist()}
-
-
-class ObjectIds(BaseMetric):
-    """The same with one Python object per sample (MMEval style)."""
-
-    def add(self, ids: Any) -> None:  # type: ignore[override]
-        self._results.extend(int(i) for i in ids)
-
-    def compute_metric(self, results: Any) -> Dict[str, Any]:
-        return {"ids": list(results)}
+    return class_scores(n, C, 7)
 
 
 class FakeTensor:

@@ -10,7 +10,9 @@ import pytest
 import mmeval
 from mmeval import Accuracy
 from mmeval.core import BaseMetric
-from mmeval.core.base_metric import ArrayResults, _collect, _unzip_permutation
+from mmeval.core.gather import collect
+from mmeval.core.ordering import round_robin_order
+from mmeval.core.results import ArrayResults
 
 
 def reference_accuracy(scores, labels, k, thr):
@@ -160,18 +162,18 @@ def test_compute_metric_accepts_mmeval_style_list():
 
 def test_unzip_uneven_ranks_keep_every_result():
     parts = [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
-    assert _collect(parts, "unzip", "m") == list(range(10))
-    assert _collect(parts, "cat", "m") == [0, 3, 6, 9, 1, 4, 7, 2, 5, 8]
-    assert _collect([[0, 2], [], [1]], "unzip", "m") == [0, 1, 2]
+    assert collect(parts, "unzip", "m") == list(range(10))
+    assert collect(parts, "cat", "m") == [0, 3, 6, 9, 1, 4, 7, 2, 5, 8]
+    assert collect([[0, 2], [], [1]], "unzip", "m") == [0, 1, 2]
     arrays = [ArrayResults({"x": np.array(p, dtype=float)}) for p in parts]
-    np.testing.assert_array_equal(_collect(arrays, "unzip", "m")["x"], np.arange(10))
+    np.testing.assert_array_equal(collect(arrays, "unzip", "m")["x"], np.arange(10))
     mixed = [ArrayResults({"x": np.array([0.0, 2.0])}), [], ArrayResults({"x": np.array([1.0])})]
-    np.testing.assert_array_equal(_collect(mixed, "unzip", "m")["x"], [0, 1, 2])
+    np.testing.assert_array_equal(collect(mixed, "unzip", "m")["x"], [0, 1, 2])
 
 
 @pytest.mark.parametrize("counts", [[5, 5, 5], [6, 5, 5], [1, 0, 0], [100, 1], [0, 3], [7, 7, 6, 6]])
 def test_unzip_permutation_is_round_robin(counts):
-    perm = _unzip_permutation(counts)
+    perm = round_robin_order(counts)
     offsets = np.cumsum([0] + counts[:-1])
     expected = [offsets[r] + j for j in range(max(counts)) for r in range(len(counts)) if j < counts[r]]
     np.testing.assert_array_equal(perm, expected)

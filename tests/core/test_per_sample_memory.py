@@ -7,7 +7,7 @@ output (1.5x the world's results on 2 ranks), where gathering, joining,
 concatenating and permuting used to cost about 4x. Measured with
 ``tracemalloc`` (numpy reports its array allocations to it) inside real
 processes over the hub backend; the results are checked against the same
-data put in order by the reference path (:func:`_collect`, :func:`_truncate`).
+data put in order by the reference path (:func:`~mmeval.core.gather.collect`, :func:`~mmeval.core.gather.truncate`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import pytest
 from hub_backend import run_ranks
 
 from mmeval.core import BaseMetric
-from mmeval.core.base_metric import ArrayResults, _ArrayBatches, _assemble, _collect, _truncate
+from mmeval.core.gather import ArrayBatches, assemble, collect, truncate
+from mmeval.core.results import ArrayResults
 
 ROWS = 20_000  # per rank
 BATCH = 500
@@ -81,9 +82,9 @@ def _expected(ws: int, mode: str, size: int, by_index: bool) -> Dict[str, Any]:
     if by_index:
         every = np.concatenate([_indices(r, ws, size) for r in range(ws)])
         _, first = np.unique(every, return_index=True)  # the lowest rank's first occurrence of each index
-        joined = _collect(parts, "cat", "m").take(first[np.argsort(every[first], kind="stable")])
+        joined = collect(parts, "cat", "m").take(first[np.argsort(every[first], kind="stable")])
     else:
-        joined = _truncate(_collect(parts, mode, "m"), size, "m")
+        joined = truncate(collect(parts, mode, "m"), size, "m")
     return {"rows": len(joined), "digest": _digest(joined)}
 
 
@@ -134,18 +135,18 @@ def test_assemble_equals_collect_then_select(mode: str) -> None:
         cuts = np.sort(rng.integers(0, counts[0] + 1, int(rng.integers(0, 4))))
         bounds = [0, *cuts.tolist(), counts[0]]
         batches = [full[0].take(slice(a, b)) for a, b in zip(bounds, bounds[1:])]
-        parts: List[Any] = [_ArrayBatches(batches)] + [p if len(p) else [] for p in full[1:]]
+        parts: List[Any] = [ArrayBatches(batches)] + [p if len(p) else [] for p in full[1:]]
         ref_parts: List[Any] = [full[0] if keep is None else full[0].take(keep)] + parts[1:]
         by_index = None
         if trial % 4 == 3:  # distinct dataset indices, in any order
             every = rng.permutation(sum(len(p) for p in ref_parts) * 2)[: sum(len(p) for p in ref_parts)]
             split = np.cumsum([len(p) for p in ref_parts])[:-1]
             by_index = list(np.split(every, split))
-        got = _assemble(parts, keep, by_index, mode, "m")
+        got = assemble(parts, keep, by_index, mode, "m")
         if by_index is None:
-            want = _collect(ref_parts, mode, "m")
+            want = collect(ref_parts, mode, "m")
         else:
-            want = _collect(ref_parts, "cat", "m").take(np.argsort(np.concatenate(by_index), kind="stable"))
+            want = collect(ref_parts, "cat", "m").take(np.argsort(np.concatenate(by_index), kind="stable"))
         assert got is not None and list(got) == list(want)
         for k in want:
             assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, (trial, k)
@@ -154,10 +155,10 @@ def test_assemble_equals_collect_then_select(mode: str) -> None:
 
 def test_assemble_refuses_what_collect_refuses() -> None:
     a = ArrayResults({"x": np.arange(3)})
-    assert _assemble([[1], [2]], None, None, "unzip", "m") is None  # object results: _collect's job
+    assert assemble([[1], [2]], None, None, "unzip", "m") is None  # object results: collect's job
     with pytest.raises(TypeError, match="array results and others object results"):
-        _assemble([a, [1, 2]], None, None, "unzip", "m")
+        assemble([a, [1, 2]], None, None, "unzip", "m")
     with pytest.raises(ValueError, match="different result columns"):
-        _assemble([a, ArrayResults({"z": np.arange(2)})], None, None, "unzip", "m")
+        assemble([a, ArrayResults({"z": np.arange(2)})], None, None, "unzip", "m")
     with pytest.raises(ValueError, match="per-sample shapes"):
-        _assemble([a, ArrayResults({"x": np.zeros((2, 2))})], None, None, "cat", "m")
+        assemble([a, ArrayResults({"x": np.zeros((2, 2))})], None, None, "cat", "m")

@@ -547,7 +547,7 @@ def _safe_codec_metrics(ctx: Ctx, marker: str) -> Dict[str, Any]:
        (type and message only) and the marker is never created.
     """
     from mmeval import Accuracy
-    from mmeval.core import base_metric
+    from mmeval.core import gather
 
     info: Dict[str, Any] = {}
     scores, labels = dataset()
@@ -574,14 +574,14 @@ def _safe_codec_metrics(ctx: Ctx, marker: str) -> Dict[str, Any]:
         def __reduce__(self) -> Any:
             return (os.mkdir, (marker,))
 
-    real_pack = base_metric._pack_exception
+    real_pack = gather.pack_exception
     if ctx.rank == 0:  # a hostile computing rank: its error report would run code where it is unpickled
         import pickle
 
         def hostile_pack(exc: BaseException) -> Dict[str, Any]:
             return {"type": "builtins.KeyError", "message": str(exc), "pickled": pickle.dumps(Payload())}
 
-        base_metric._pack_exception = hostile_pack  # type: ignore[assignment]
+        gather.pack_exception = hostile_pack  # type: ignore[assignment]
     try:
         failing = Failing(topk=(1,), dist_backend=ctx.backend)
         failing.add(scores[idx[:5]], labels[idx[:5]])
@@ -589,7 +589,7 @@ def _safe_codec_metrics(ctx: Ctx, marker: str) -> Dict[str, Any]:
         info["hostile_error_report"] = ctx.expect_error("compute_metric error report", failing.compute, kinds,
                                                         "compute_metric failed on rank 0")
     finally:
-        base_metric._pack_exception = real_pack
+        gather.pack_exception = real_pack
     ctx.check("the error report ran nothing", not os.path.exists(marker), marker)
     return info
 

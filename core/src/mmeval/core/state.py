@@ -20,11 +20,11 @@ exact.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-__all__ = ["REDUCTIONS", "MetricState", "StateSpec", "pack", "reduce_rows", "unpack"]
+__all__ = ["REDUCTIONS", "MetricState", "StateSpec", "check_rows", "combine", "declared", "pack", "reduce_rows", "unpack"]
 
 #: The reductions a statistic may declare (the backends' ``all_reduce`` ops).
 REDUCTIONS = ("sum", "min", "max")
@@ -76,6 +76,25 @@ class MetricState(Dict[str, np.ndarray]):
     def __len__(self) -> int:
         """The number of samples counted, like :class:`~mmeval.core.base_metric.ArrayResults` (not the keys)."""
         return self.num_samples
+
+
+def declared(specs: Iterable[StateSpec], name: str, shape: Tuple[int, ...], dtype: str, reduction: str,
+             metric: str) -> StateSpec:
+    """A new statistic's spec, refused when ``specs`` already declare ``name`` (or its fields are invalid)."""
+    if any(s.name == name for s in specs):
+        raise ValueError(f"{metric}: state {name!r} is declared twice")
+    return StateSpec(name, tuple(int(d) for d in shape), dtype, reduction)
+
+
+def check_rows(specs: Iterable[StateSpec], rows: Mapping[str, Any], metric: str) -> None:
+    """Refuse per-sample ``rows`` that are not exactly the declared statistics, each of its declared shape."""
+    by_name = {s.name: s for s in specs}
+    if set(rows) != set(by_name):
+        raise ValueError(f"{metric}._add_rows() needs exactly the declared states {sorted(by_name)}, got {sorted(rows)}")
+    for k, v in rows.items():
+        if np.shape(v)[1:] != by_name[k].shape:
+            raise ValueError(f"{metric}: rows of state {k!r} have per-sample shape {np.shape(v)[1:]}, "
+                             f"declared {by_name[k].shape}")
 
 
 def reduce_rows(specs: Iterable[StateSpec], rows: Optional[Mapping[str, np.ndarray]],

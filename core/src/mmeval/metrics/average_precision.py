@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
-from .accuracy import to_numpy
+from ..core.inputs import to_numpy
 from .multi_label import dense_rows
 
 __all__ = ["AveragePrecision", "average_precision"]
@@ -76,6 +76,9 @@ class AveragePrecision(BaseMetric):
 
     Result keys: ``mAP`` (``average='macro'``) or ``AP_classwise`` (a list of
     C values): percentages, rounded to 4 decimals.
+
+    Units: ``mAP`` and ``AP_classwise`` are percentages in [0, 100] (91.82 is 91.82 %). These are MMEval's
+    scales, kept as they are for compatibility with MMEval: one result dict may mix fractions and percentages.
     """
 
     def __init__(self, average: Optional[str] = "macro", **kwargs: Any) -> None:

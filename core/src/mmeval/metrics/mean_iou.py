@@ -8,8 +8,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
+from ..core.inputs import to_numpy
 from ..core.state import MetricState
-from .accuracy import to_numpy
 
 __all__ = ["MeanIoU"]
 
@@ -60,6 +60,9 @@ class MeanIoU(BaseMetric):
     ``IoU``, ``Acc``, ``Dice``, ``Precision``, ``Recall``, ``Fscore``, each a
     list of ``C`` floats (NaN where undefined). MMEval returns numpy arrays
     there; lists carry the same values over every codec.
+
+    Units: every value is a fraction in [0, 1] (``kappa`` in [-1, 1]). These are MMEval's scales, kept as they
+    are for compatibility with MMEval: one result dict may mix fractions and percentages.
     """
 
     def __init__(

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import numbers
-import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
+from ..core.inputs import class_indices, to_numpy, warn_user
 from ..core.state import MetricState
-from .accuracy import _class_indices, to_numpy
 from .single_label import check_items_and_average, format_prf, prf_support
 
 __all__ = ["MultiLabelMetric", "MultiLabelPrecisionRecallF1score", "dense_rows"]
@@ -61,7 +60,7 @@ def dense_rows(value: Any, what: str, num_classes: int, scores: bool) -> np.ndar
                 continue
         hint = "; score rows must be C values in [0, 1]" if scores else "; one-hot rows must be C values of 0 or 1"
         try:
-            idx = _class_indices(np.atleast_1d(row), name, num_classes)
+            idx = class_indices(np.atleast_1d(row), name, num_classes)
         except ValueError as exc:
             raise ValueError(f"{exc} (label format){hint}") from None
         out[i, idx] = 1
@@ -113,6 +112,10 @@ class MultiLabelMetric(BaseMetric):
     rounded to 4 decimals) and ``support`` (an int), per ``items``; with a
     suffix ``_thr-{thr:.2f}`` when ``thr`` is not 0.5, ``_top{k}`` with
     ``topk``, then ``_micro`` / ``_classwise`` by ``average``.
+
+    Units: ``precision``, ``recall`` and ``f1-score`` are percentages in [0, 100]; ``support`` is a count of
+    samples. These are MMEval's scales, kept as they are for compatibility with MMEval: one result dict may
+    mix fractions and percentages.
     """
 
     def __init__(
@@ -136,7 +139,7 @@ class MultiLabelMetric(BaseMetric):
         if thr is None and topk is None:
             thr = 0.5
         elif thr is not None and topk is not None:
-            warnings.warn(f"MultiLabelMetric: both thr={thr} and topk={topk} are given; thr is used", stacklevel=2)
+            warn_user(f"MultiLabelMetric: both thr={thr} and topk={topk} are given; thr is used", UserWarning)
         self.num_classes: int = int(num_classes)
         self.thr: Optional[float] = None if thr is None else float(thr)
         self.topk: Optional[int] = None if topk is None else int(topk)

@@ -8,8 +8,8 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
+from ..core.inputs import check_batch_shapes, class_indices, to_numpy
 from ..core.state import MetricState
-from .accuracy import _class_indices, check_batch_shapes, to_numpy
 
 __all__ = ["SingleLabelMetric", "SingleLabelPrecisionRecallF1score"]
 
@@ -125,6 +125,10 @@ class SingleLabelMetric(BaseMetric):
     [0, 100], rounded to 4 decimals) and ``support`` (an int), as selected by
     ``items``; the threshold suffix (several ``thrs`` and score predictions
     only) comes before the ``_micro`` / ``_classwise`` suffix.
+
+    Units: ``precision``, ``recall`` and ``f1-score`` are percentages in [0, 100]; ``support`` is a count of
+    samples. These are MMEval's scales, kept as they are for compatibility with MMEval: one result dict may
+    mix fractions and percentages.
     """
 
     def __init__(
@@ -183,7 +187,7 @@ class SingleLabelMetric(BaseMetric):
                     f"unknown: pass num_classes=C, or give scores of shape (N, C)"
                 )
             c = self.num_classes
-            pred = _class_indices(preds, "predictions (labels)", c)
+            pred = class_indices(preds, "predictions (labels)", c)
             score = np.full(n, np.nan)
         else:
             if not np.issubdtype(preds.dtype, np.number) or np.issubdtype(preds.dtype, np.complexfloating):
@@ -199,7 +203,7 @@ class SingleLabelMetric(BaseMetric):
                 raise ValueError("predictions contain NaN scores")
             pred = scores.argmax(axis=1).astype(np.int64)
             score = scores[np.arange(n), pred]
-        label = _class_indices(labs, "labels", c)
+        label = class_indices(labs, "labels", c)
         return {"pred": pred, "score": score, "label": label, "num_classes": np.full(n, c, dtype=np.int64)}
 
     # -- compute -------------------------------------------------------------

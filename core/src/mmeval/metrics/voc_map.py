@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.base_metric import BaseMetric
-from .accuracy import to_numpy
+from ..core.inputs import to_numpy
 
 __all__ = ["VOCMeanAP"]
 
@@ -68,6 +68,9 @@ class VOCMeanAP(BaseMetric):
     mean over no class is NaN. APs are computed in float64 (MMEval keeps them
     in float32 and its IoUs in float32, so its values may differ in the last
     digits).
+
+    Units: ``AP..`` and ``mAP..`` are fractions in [0, 1]. These are MMEval's scales, kept as they are for
+    compatibility with MMEval: one result dict may mix fractions and percentages.
     """
 
     def __init__(

@@ -1,0 +1,122 @@
+"""What makes a metric refuse: bad constructor arguments, a bad ``compute()`` argument, a refused ``add()``,
+results restored from another rank, a named backend that is not running; and how a refusal on one rank
+reaches every rank at once (:func:`refuse`), instead of leaving the peers waiting for the timeout.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from .dist import _validate_name, get_default_dist_backend, launcher_environment
+from .dist_backends.base_backend import BaseDistBackend
+from .dist_backends.transport import asking
+from .errors import CollectiveFailedError, CollectiveMismatchError, CollectiveTimeoutError
+
+if TYPE_CHECKING:
+    from .base_metric import BaseMetric
+
+__all__ = ["adding_rank", "check_arguments", "check_runtime", "refusal", "refuse"]
+
+COLLECT_MODES = ("unzip", "cat")
+
+
+def check_arguments(cls: type, dist_collect_mode: str, dist_backend: Any, unexpected: Dict[str, Any]) -> None:
+    """Refuse :class:`~mmeval.core.BaseMetric` arguments, naming the metric (with a "did you mean")."""
+    if unexpected:
+        raise TypeError(_unexpected_arguments(cls, unexpected))
+    if dist_collect_mode not in COLLECT_MODES:
+        raise ValueError(f"dist_collect_mode={dist_collect_mode!r} is not supported; use one of {list(COLLECT_MODES)}")
+    if isinstance(dist_backend, str) and dist_backend != "auto":
+        _validate_name(dist_backend)
+    elif dist_backend is None:
+        get_default_dist_backend()  # a bad MMEVAL_DIST_BACKEND raises here, naming the variable
+    elif not isinstance(dist_backend, (str, BaseDistBackend)):
+        raise TypeError(
+            f"dist_backend must be a backend name, a BaseDistBackend instance or None, got {dist_backend!r}"
+        )
+
+
+def _unexpected_arguments(cls: type, unexpected: Dict[str, Any]) -> str:
+    """``Accuracy() got an unexpected keyword argument 'top_k'; did you mean 'topk'?``"""
+    known: List[str] = []
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is not None and klass is not object:
+            known += [p.name for p in inspect.signature(init).parameters.values()
+                      if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"]
+    lines = []
+    for key in unexpected:
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; it takes {sorted(set(known))}"
+        lines.append(f"{cls.__name__}() got an unexpected keyword argument {key!r}{hint}")
+    return " ".join(lines)
+
+
+def refusal(metric: "BaseMetric", size: Any, backend: BaseDistBackend) -> Optional[str]:
+    """Why this rank cannot take part in ``metric.compute(size)`` (``None``: it can), naming the argument."""
+    name, kept = metric.name, metric._kept
+    if size is not None and (isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size <= 0):
+        return f"{name}.compute(size={size!r}): size must be positive: an int, len(dataset), or None"
+    if kept.refusals:
+        return f"{name}.add() was refused since reset(): {kept.refusals[0]}"
+    origin = kept.origin
+    if origin is not None and backend.is_initialized and origin != (backend.rank, backend.world_size):
+        return (f"{name} holds results added on rank {origin[0]} of {origin[1]}, restored from a pickle "
+                f"here (rank {backend.rank} of {backend.world_size}): they would count twice; reset() first")
+    return None
+
+
+def adding_rank(metric: "BaseMetric") -> Optional[Tuple[int, int]]:
+    """``(rank, world_size)`` of the metric's backend now, when it runs across ranks (else ``None``)."""
+    try:
+        backend = metric.dist_comm
+        if backend.is_initialized and backend.world_size > 1:
+            return (backend.rank, backend.world_size)
+    except Exception:  # no backend usable yet: compute() will say why
+        pass
+    return None
+
+
+def check_runtime(metric: "BaseMetric", backend: BaseDistBackend) -> None:
+    """Raise when a backend named explicitly is not running while a launcher started several processes."""
+    named = metric.dist_backend if metric.dist_backend is not None else get_default_dist_backend()
+    label = named if isinstance(named, str) else (backend.name or type(backend).__name__)
+    if label in ("auto", "non_dist") or backend.is_initialized:
+        return
+    seen = launcher_environment()
+    if not seen:
+        return
+    how = "dist_backend=" if metric.dist_backend is not None else "the default backend (MMEVAL_DIST_BACKEND)"
+    variables = ", ".join(f"{k}={v}" for k, v in seen.items())
+    raise RuntimeError(
+        f"{metric.name}.compute(): {how} names the dist backend {label!r}, whose runtime is not active in "
+        f"this process, while a launcher's variables say several processes run ({variables}): each rank would "
+        f"answer on its own shard. Initialise that runtime in every process before compute() (e.g. "
+        f"torch.distributed.init_process_group for torch_cpu, the launcher's MPI for mpi4py, hvd.init() for "
+        f"Horovod), name the backend of the launcher you use, or dist_backend='non_dist' for one answer per process"
+    )
+
+
+def refuse(backend: BaseDistBackend, reason: str, reduction: bool, question: Dict[str, Any]) -> None:
+    """Raise ``ValueError(reason)`` here and make every peer raise at once, in its first collective.
+
+    The refusing rank enters the collective its peers start ``compute()`` with
+    (a reduction for a state metric, an all-gather otherwise), asking its
+    ``question`` plus ``refused=reason``: the questions differ, so every peer raises
+    :class:`~mmeval.core.errors.CollectiveMismatchError` naming the reason,
+    instead of waiting for the timeout. ``reason`` names the rank and the
+    argument (at most ~140 characters are shown to the peers).
+    """
+    try:
+        with asking({**question, "refused": reason}):
+            if reduction:
+                backend.all_reduce(np.zeros(1, dtype=np.int64), op="sum")
+            else:
+                backend.all_gather_object(None)
+    except (CollectiveMismatchError, CollectiveTimeoutError, CollectiveFailedError) as exc:
+        raise ValueError(reason) from exc
+    raise ValueError(reason)  # every rank refused alike

@@ -1,0 +1,160 @@
+"""What one rank kept between ``reset()`` calls: its per-sample results, their dataset indices, a running state.
+
+:class:`RankResults` is the one place a metric's accumulated data lives
+(``BaseMetric`` holds one); :class:`ArrayResults` is how array results reach
+``compute_metric``. Nothing here talks to other ranks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from .state import MetricState, StateSpec, combine
+
+__all__ = ["ArrayResults", "RankResults", "select"]
+
+
+class ArrayResults(Dict[str, np.ndarray]):
+    """Per-sample results kept as arrays: name -> array whose first axis is the sample.
+
+    ``len()`` is the number of samples. Metrics that call
+    :meth:`BaseMetric._add_batch` receive one of these in ``compute_metric``.
+    """
+
+    def __len__(self) -> int:
+        for value in self.values():
+            return int(value.shape[0])
+        return 0
+
+    @property
+    def num_samples(self) -> int:
+        return len(self)
+
+    def take(self, index: Any) -> "ArrayResults":
+        """Select samples (a slice or an index array) from every column."""
+        return ArrayResults({k: v[index] for k, v in self.items()})
+
+
+def select(results: Any, keep: np.ndarray) -> Any:
+    """The results at ``keep`` (a boolean mask or positions), arrays or a list."""
+    if isinstance(results, ArrayResults):
+        return results.take(keep)
+    positions = np.flatnonzero(keep) if keep.dtype == bool else keep
+    return [results[int(i)] for i in positions]
+
+
+def _rows(batch: Dict[str, np.ndarray]) -> int:
+    return int(next(iter(batch.values())).shape[0])
+
+
+class RankResults:
+    """One rank's accumulated data: exactly one of object results (``objects``) or array batches (``batches``).
+
+    Attributes:
+        objects: one Python object per sample (MMEval's ``self._results``).
+        batches: array results, a dict of same-length columns per ``add()``.
+        index_parts: ``(samples added, their dataset indices or None)`` per ``add()``.
+        running: a state metric's state over every sample added, folded in at each
+            ``add()`` (``None``: nothing folded yet), so ``compute()`` costs the
+            same at a hundred samples and at a million.
+        origin: ``(rank, world_size)`` of the process that added the first result
+            (``None``: not known, or a single process). A metric pickled on one
+            rank and restored on another carries it; ``compute()`` refuses to
+            count such results a second time.
+        refusals: why ``add()`` calls were refused since the last ``reset()``: a
+            batch left out makes ``compute()`` fail on every rank instead of
+            answering on fewer samples.
+    """
+
+    __slots__ = ("objects", "batches", "index_parts", "running", "origin", "refusals")
+
+    def __init__(self) -> None:
+        self.objects: List[Any] = []
+        self.batches: List[Dict[str, np.ndarray]] = []
+        self.index_parts: List[Tuple[int, Optional[np.ndarray]]] = []
+        self.running: Optional[MetricState] = None
+        self.origin: Optional[Tuple[int, int]] = None
+        self.refusals: List[str] = []
+
+    @property
+    def num_results(self) -> int:
+        """How many per-sample results this rank holds."""
+        if self.batches:
+            return sum(_rows(b) for b in self.batches)
+        return len(self.objects)
+
+    def add_batch(self, columns: Dict[str, Any], name: str, specs: Sequence[StateSpec],
+                  reduce: Callable[[ArrayResults], MetricState]) -> None:
+        """Keep one batch of array results (first axis: the sample), folding a state metric's state in.
+
+        Every column must have the same length, and the same names and
+        trailing shapes as earlier batches; a refused batch changes nothing.
+        ``reduce`` gives the batch's state when ``specs`` (the declared
+        statistics) are not empty.
+        """
+        if self.objects:
+            raise TypeError(f"{name}: do not mix self._results.append(...) with _add_batch(...)")
+        arrays = {k: np.asarray(v) for k, v in columns.items()}
+        if not arrays:
+            raise ValueError(f"{name}._add_batch() needs at least one column")
+        lengths = {k: (a.shape[0] if a.ndim else None) for k, a in arrays.items()}
+        if len(set(lengths.values())) != 1 or None in lengths.values():
+            raise ValueError(f"{name}: columns must share their first (sample) axis, got lengths {lengths}")
+        if self.batches:
+            first = self.batches[0]
+            if set(first) != set(arrays):
+                raise ValueError(f"{name}: batch columns {sorted(arrays)} differ from earlier {sorted(first)}")
+            for k, a in arrays.items():
+                if a.shape[1:] != first[k].shape[1:]:
+                    raise ValueError(f"{name}: column {k!r} has per-sample shape {a.shape[1:]}, earlier batches "
+                                     f"{first[k].shape[1:]}")
+        if specs:
+            batch_state = reduce(ArrayResults(arrays))
+            self.running = batch_state if self.running is None else combine(specs, self.running, batch_state)
+        self.batches.append(arrays)
+
+    def merged(self) -> Union[List[Any], ArrayResults]:
+        """The results: the object list, or the batches as one :class:`ArrayResults` (kept merged)."""
+        if not self.batches:
+            return self.objects
+        if len(self.batches) == 1:
+            return ArrayResults(self.batches[0])
+        keys = list(self.batches[0])
+        merged = ArrayResults({k: np.concatenate([b[k] for b in self.batches]) for k in keys})
+        self.batches = [dict(merged)]  # keep the concatenation: compute() may be called again
+        return merged
+
+    def last_rows(self, m: int) -> ArrayResults:
+        """The last ``m`` samples' rows (``0 < m <=`` :attr:`num_results`), read from the last batches only."""
+        taken: List[Dict[str, np.ndarray]] = []
+        need = m
+        for batch in reversed(self.batches):
+            if need <= 0:
+                break
+            n = _rows(batch)
+            take = min(n, need)
+            taken.append({k: v[n - take :] for k, v in batch.items()})
+            need -= take
+        taken.reverse()
+        return ArrayResults({k: np.concatenate([b[k] for b in taken]) for k in taken[0]})
+
+    def index_flag(self) -> str:
+        """``'all'``, ``'none'``, ``'mixed'`` (indices on some add() calls only) or ``'empty'`` (nothing added)."""
+        n = self.num_results
+        if n == 0:
+            return "empty"
+        given = [idx is not None for _, idx in self.index_parts]
+        if all(given) and sum(c for c, _ in self.index_parts) == n:
+            return "all"
+        return "none" if not any(given) else "mixed"
+
+    def indices(self) -> np.ndarray:
+        """Every dataset index given to ``add()``, in the order the samples were added."""
+        parts = [idx for _, idx in self.index_parts if idx is not None]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def truncate(self, batches: int, objects: int) -> None:
+        """Forget what was added after there were ``batches`` batches and ``objects`` objects (a refused add)."""
+        self.batches, self.objects = self.batches[:batches], self.objects[:objects]
