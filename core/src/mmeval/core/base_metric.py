@@ -247,9 +247,12 @@ class BaseMetric(metaclass=ABCMeta):
     def _question(self, size: Optional[int]) -> Dict[str, Any]:
         """What every rank's :meth:`compute` must agree on: the metric, its configuration, the mode and ``size``.
 
-        The configuration is every public attribute holding plain data (numbers,
-        strings, None, and tuples / lists / dicts of them): ``topk``, ``thrs``,
-        ``average``, ... Subclasses may extend it.
+        The configuration is every public attribute but ``dataset_meta``,
+        ``logger`` and ``dist_backend`` (``topk``, ``thrs``, ``average``, ...),
+        whatever its type or size: the transport compares a digest of a
+        canonical encoding of each field (:func:`mmeval.core.wire.canonical_question`),
+        so numpy scalars, long lists and nested values all count. Subclasses may
+        extend it.
         """
         question: Dict[str, Any] = {
             "metric": f"{type(self).__module__}.{type(self).__qualname__}",
@@ -257,7 +260,7 @@ class BaseMetric(metaclass=ABCMeta):
             "size": size,
         }
         for key, value in vars(self).items():
-            if not key.startswith("_") and key not in self._NOT_ASKED and _plain(value):
+            if not key.startswith("_") and key not in self._NOT_ASKED:
                 question[key] = value
         return question
 
@@ -322,16 +325,3 @@ class BaseMetric(metaclass=ABCMeta):
             return self.compute_metric(self._reduce_state(self._local_rows(), keep))
         results = self._local_results()
         return self.compute_metric(results if keep is None else select(results, keep))
-
-
-def _plain(value: Any, depth: int = 0) -> bool:
-    """Whether ``value`` is small plain data whose ``repr`` is the same on every rank."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return True
-    if depth < 2 and isinstance(value, (tuple, list)) and len(value) <= 64:
-        return all(_plain(v, depth + 1) for v in value)
-    if depth < 2 and isinstance(value, dict) and len(value) <= 64:
-        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
-    return False
-
-

@@ -222,9 +222,6 @@ def resolve_backend_name(name: Optional[str] = None) -> str:
     return _registry.resolve(name)
 
 
-#: The name ``base_metric`` imported before :func:`validate_backend_name` was public.
-_validate_name = validate_backend_name
-
 _compat.bind_class_lookup(get_dist_backend_class)
 
 

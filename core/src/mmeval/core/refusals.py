@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .dist import _validate_name, get_default_dist_backend, launcher_environment
+from .dist import get_default_dist_backend, launcher_environment, validate_backend_name
 from .dist_backends.base_backend import BaseDistBackend
 from .dist_backends.transport import asking
 from .errors import CollectiveFailedError, CollectiveMismatchError, CollectiveTimeoutError
@@ -31,7 +31,7 @@ def check_arguments(cls: type, dist_collect_mode: str, dist_backend: Any, unexpe
     if dist_collect_mode not in COLLECT_MODES:
         raise ValueError(f"dist_collect_mode={dist_collect_mode!r} is not supported; use one of {list(COLLECT_MODES)}")
     if isinstance(dist_backend, str) and dist_backend != "auto":
-        _validate_name(dist_backend)
+        validate_backend_name(dist_backend)
     elif dist_backend is None:
         get_default_dist_backend()  # a bad MMEVAL_DIST_BACKEND raises here, naming the variable
     elif not isinstance(dist_backend, (str, BaseDistBackend)):
