@@ -11,8 +11,9 @@ from .slots import QUESTION_MAX
 
 __all__ = ["canonical_question", "encode_question", "question_fields"]
 
-#: A question field's value is shown in full in the slot (and in messages) up to this many characters.
-_SHOWN = 60
+#: A question field's value is shown in full in the slot (and in messages) up to the first of these
+#: lengths at which the whole question fits in :data:`QUESTION_MAX` bytes (a refusal's sentence fits whole).
+_SHOWN = (240, 60)
 _LEN = struct.Struct("<Q")
 
 
@@ -116,19 +117,24 @@ def _digest(data: bytes, n: int = 12) -> str:
 def encode_question(question: Optional[Mapping[str, Any]], thread: str) -> bytes:
     """The question's bytes in the slot (at most :data:`QUESTION_MAX`).
 
-    Each field travels as its readable text (in full up to 60 characters,
-    else shortened) and a digest of its :func:`canonical_question` encoding,
-    so a difference anywhere in a value is caught, and named by field; when
-    the fields do not fit, only the digests travel, and past that one digest
-    of the whole question (with the thread's name).
+    Each field travels as its readable text (in full up to 240 characters
+    when the whole question fits so, else up to 60, else shortened) and a
+    digest of its :func:`canonical_question` encoding, so a difference
+    anywhere in a value is caught, and named by field; when the fields do not
+    fit, only the digests travel, and past that one digest of the whole
+    question (with the thread's name).
     """
-    shown: Dict[str, List[str]] = {"thread": [thread[:64], ""]}
+    fields = []
     for key, value in (question or {}).items():
         text = value if isinstance(value, str) else _stable_repr(value) if callable(value) else repr(value)
-        if len(text) > _SHOWN:
-            text = f"{text[:_SHOWN - 20]}...(len {len(text)})"
-        shown[str(key)[:64]] = [text, _digest(canonical_question({"": value}))]
-    data = json.dumps(shown, sort_keys=True, separators=(",", ":")).encode()
+        fields.append((str(key)[:64], text, _digest(canonical_question({"": value}))))
+    for limit in _SHOWN:
+        shown: Dict[str, List[str]] = {"thread": [thread[:64], ""]}
+        for key, text, digest in fields:
+            shown[key] = [text if len(text) <= limit else f"{text[:limit - 20]}...(len {len(text)})", digest]
+        data = json.dumps(shown, sort_keys=True, separators=(",", ":")).encode()
+        if len(data) <= QUESTION_MAX:
+            break
     if len(data) > QUESTION_MAX:
         shown = {k: ["(long)" if k != "thread" else v[0], v[1]] for k, v in shown.items()}
         data = json.dumps(shown, sort_keys=True, separators=(",", ":")).encode()
