@@ -23,7 +23,7 @@ class Unpicklable:
 
 
 def _echo(rank: int, world_size: int, *args: object) -> tuple:
-    return rank, world_size, args, os.environ.get("MMEVAL_RANKS_TEST", "")
+    return rank, world_size, args, os.environ.get("MMEVAL_RANKS_TEST", ""), os.environ.get("MMEVAL_RANKS_GONE")
 
 
 def _rank1_raises(rank: int, world_size: int) -> int:
@@ -69,10 +69,11 @@ def test_free_port_can_be_bound() -> None:
         s.bind(("127.0.0.1", port))
 
 
-def test_each_rank_returns_in_rank_order_with_its_args_and_env() -> None:
-    out = run_ranks(_echo, 3, "a", 1, env={"MMEVAL_RANKS_TEST": "set"}, timeout=120)
+def test_each_rank_returns_in_rank_order_with_its_args_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MMEVAL_RANKS_GONE", "inherited")  # the ranks inherit it; env=None removes it there
+    out = run_ranks(_echo, 3, "a", 1, env={"MMEVAL_RANKS_TEST": "set", "MMEVAL_RANKS_GONE": None}, timeout=120)
     assert [o.status for o in out] == ["ok"] * 3
-    assert values(out) == [(r, 3, ("a", 1), "set") for r in range(3)]
+    assert values(out) == [(r, 3, ("a", 1), "set", None) for r in range(3)]
     assert all(o.exitcode == 0 and o.elapsed > 0 for o in out)
     per_rank = run_ranks(_echo, 2, per_rank_args=[("x",), ("y", "z")], timeout=120)
     assert [o.value[2] for o in per_rank] == [("x",), ("y", "z")]

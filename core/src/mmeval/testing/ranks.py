@@ -110,12 +110,16 @@ def _die_with_parent() -> None:
 
 
 def _rank_main(target: Callable[..., Any], rank: int, world_size: int, args: Tuple[Any, ...],
-               env: Mapping[str, str], conn: Connection, parent_pid: int) -> None:
+               env: Mapping[str, Optional[str]], conn: Connection, parent_pid: int) -> None:
     """A rank's body: run ``target`` and send ``(status, payload)`` to the parent once."""
     _die_with_parent()
     if parent_pid and os.getppid() != parent_pid:  # the parent died before the request above
         os._exit(1)
-    os.environ.update(env)
+    for key, value in env.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
     try:
         try:
             result: Tuple[str, Any] = ("ok", target(rank, world_size, *args))
@@ -128,7 +132,7 @@ def _rank_main(target: Callable[..., Any], rank: int, world_size: int, args: Tup
 
 
 def run_ranks(target: Callable[..., Any], world_size: int, *args: Any, timeout: float = 120.0,
-              per_rank_args: Optional[Sequence[Sequence[Any]]] = None, env: Optional[Mapping[str, str]] = None,
+              per_rank_args: Optional[Sequence[Sequence[Any]]] = None, env: Optional[Mapping[str, Optional[str]]] = None,
               start_method: str = "spawn") -> List[RankOutcome]:
     """Run ``target(rank, world_size, *args)`` on ranks ``0 .. world_size-1``, one process each.
 
@@ -136,8 +140,8 @@ def run_ranks(target: Callable[..., Any], world_size: int, *args: Any, timeout: 
     function; ``sys.path`` is passed on by the spawn start method), and its
     arguments and return value picklable. ``per_rank_args[r]`` replaces
     ``args`` on rank r. ``env`` is set in each rank's ``os.environ`` before
-    ``target`` runs (set variables a framework reads at import there, and
-    import the framework in ``target``).
+    ``target`` runs, a ``None`` value removing the variable (set variables a
+    framework reads at import there, and import the framework in ``target``).
 
     Returns one :class:`RankOutcome` per rank, in rank order, after every rank
     has reported and exited, or at ``timeout`` seconds, when the ranks still
