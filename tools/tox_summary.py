@@ -60,7 +60,8 @@ def main(argv: List[str]) -> int:
             state = f"FAIL code {result.get('exit_code')}"
             failed.append(name)
         seconds = float(result.get("duration", 0.0))
-        print(f"  {name}: {state} in {seconds:.1f} s -- {closing_line(env)}")
+        last = closing_line(env)
+        print(f"  {name}: {state} in {seconds:.1f} s" + (f" -- {last}" if last else ""))
     if failed or tox_code:
         print(f"  evaluation failed :( ({', '.join(failed) or 'tox exited ' + str(tox_code)})")
         return tox_code or 1
