@@ -131,6 +131,21 @@ def _rank_main(target: Callable[..., Any], rank: int, world_size: int, args: Tup
         conn.close()
 
 
+def _receive(rank: int, reader: Connection, reports: Dict[int, Tuple[str, Any, float]], start: float) -> None:
+    """Read rank ``rank``'s report if one is there (none: it ended without one), then close its pipe."""
+    try:
+        if reader.poll(0):
+            status, payload = reader.recv()
+            reports[rank] = (status, payload, time.monotonic() - start)
+    except (EOFError, OSError):  # the rank ended without a report
+        pass
+    except Exception as exc:  # a value the parent cannot unpickle
+        reports[rank] = ("raised", (type(exc).__qualname__, f"its result could not be received: {exc}",
+                                    traceback.format_exc()), time.monotonic() - start)
+    finally:
+        reader.close()
+
+
 def run_ranks(target: Callable[..., Any], world_size: int, *args: Any, timeout: float = 120.0,
               per_rank_args: Optional[Sequence[Sequence[Any]]] = None, env: Optional[Mapping[str, Optional[str]]] = None,
               start_method: str = "spawn") -> List[RankOutcome]:
@@ -181,22 +196,11 @@ def run_ranks(target: Callable[..., Any], world_size: int, *args: Any, timeout: 
             for ready in wait(waiting, timeout=left):
                 if isinstance(ready, Connection):
                     rank = next(r for r, c in readers.items() if c is ready)
-                    try:
-                        status, payload = ready.recv()
-                        reports[rank] = (status, payload, time.monotonic() - start)
-                    except (EOFError, OSError):  # the rank ended without a report
-                        pass
-                    except Exception as exc:  # a value the parent cannot unpickle
-                        reports[rank] = ("raised", (type(exc).__qualname__, f"its result could not be received: {exc}",
-                                                    traceback.format_exc()), time.monotonic() - start)
-                    ready.close()
-                    del readers[rank]
+                    _receive(rank, readers.pop(rank), reports, start)
                 else:
                     rank = sentinels[ready]
-                    if rank not in readers:  # report read (or none will come): the rank is done
-                        ended[rank] = time.monotonic() - start
-            for rank in [r for r in sentinels.values() if r not in ended and r not in readers]:
-                if not procs[rank].is_alive():
+                    if rank in readers:  # it ended: what it sent is in the pipe already, else nothing will come
+                        _receive(rank, readers.pop(rank), reports, start)
                     ended[rank] = time.monotonic() - start
     finally:
         for proc in procs:
