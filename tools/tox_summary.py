@@ -42,6 +42,8 @@ def main(argv: List[str]) -> int:
     except (OSError, ValueError) as exc:
         print(f"run-tox: no tox result to summarize ({exc}); tox exited {tox_code}")
         return tox_code or 1
+    # tox lists every env it knows; one that was not selected (TOXENV, -e) has no result
+    envs = {name: env for name, env in envs.items() if env.get("result")}
     failed = []
     for name, env in envs.items():
         result = env.get("result", {})

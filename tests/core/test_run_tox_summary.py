@@ -25,11 +25,13 @@ def _summary(tmp_path: Path, envs: Dict[str, Any], tox_code: int) -> subprocess.
 
 def test_passing_envs_show_their_output_and_end_with_pytests_line_per_env(tmp_path: Path) -> None:
     envs = {"py311": _env(True, "collected 3\n...\n===== 3 passed, 1 skipped in 2.01s =====\n"),
-            "lint": _env(True, "All checks passed!\n"), "py39": _env(True, "", skipped=True)}
+            "lint": _env(True, "All checks passed!\n"), "py39": _env(True, "", skipped=True),
+            "not-selected": {"test": []}}
     proc = _summary(tmp_path, envs, 0)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert "collected 3" in proc.stdout  # the output tox hid in parallel mode
+    assert "not-selected" not in proc.stdout
     assert lines[-4:] == ["  py311: OK in 12.5 s -- 3 passed, 1 skipped in 2.01s",
                           "  lint: OK in 12.5 s -- All checks passed!", "  py39: SKIP in 12.5 s",
                           "  congratulations :)"]
