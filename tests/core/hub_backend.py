@@ -6,14 +6,15 @@ collectives, error propagation, timeouts) with real processes and sockets.
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import socket
 import time
-import traceback
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from mmeval.core.dist_backends import Call, FramedDistBackend
+from mmeval.testing import ranks
+from mmeval.testing.ranks import free_port
+
+__all__ = ["HubDist", "free_port", "run_ranks"]
 
 _KEY = b"hub"
 
@@ -89,48 +90,28 @@ class HubDist(FramedDistBackend):
     # gather and broadcast: the core's defaults, over _all_gather_bytes
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _entry(fn: Callable, rank: int, ws: int, addr: tuple, queue: Any, kwargs: dict, args: tuple) -> None:
-    try:
-        if "per_rank" in kwargs:  # {"per_rank": [kwargs of rank 0, kwargs of rank 1, ...]}
-            kwargs = kwargs["per_rank"][rank]
-        backend = HubDist(rank, ws, addr, **kwargs)
-        queue.put((rank, "ok", fn(backend, *args)))
-    except BaseException as exc:  # report everything, including our own errors
-        queue.put((rank, "error", (type(exc).__name__, str(exc), traceback.format_exc())))
+def _hub_rank(rank: int, world_size: int, fn: Callable, addr: tuple, kwargs: dict, args: tuple) -> Any:
+    if "per_rank" in kwargs:  # {"per_rank": [kwargs of rank 0, kwargs of rank 1, ...]}
+        kwargs = kwargs["per_rank"][rank]
+    return fn(HubDist(rank, world_size, addr, **kwargs), *args)
 
 
 def run_ranks(fn: Callable, world_size: int, *args: Any, timeout: float = 60, backend_kwargs: Optional[dict] = None,
               allow_missing: Sequence[int] = ()) -> Dict[int, tuple]:
-    """Run ``fn(backend, *args)`` in ``world_size`` spawned processes; return {rank: (status, value)}."""
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
+    """Run ``fn(backend, *args)`` on ``world_size`` hub ranks (:func:`mmeval.testing.ranks.run_ranks`).
+
+    Returns ``{rank: ("ok", value)}`` or ``{rank: ("error", (class name, message, traceback))}``; a
+    rank that died or missed ``timeout`` fails the test unless it is in ``allow_missing`` (then it is left out).
+    """
     addr = ("127.0.0.1", free_port())
-    procs = [ctx.Process(target=_entry, args=(fn, r, world_size, addr, queue, backend_kwargs or {}, args))
-             for r in range(world_size)]
-    for p in procs:
-        p.start()
+    outcomes = ranks.run_ranks(_hub_rank, world_size, fn, addr, backend_kwargs or {}, args, timeout=timeout)
     out: Dict[int, tuple] = {}
-    deadline = time.monotonic() + timeout
-    expected = world_size - len(allow_missing)
-    try:
-        while len(out) < expected and time.monotonic() < deadline:
-            try:
-                rank, status, value = queue.get(timeout=0.2)
-            except Exception:
-                continue
-            out[rank] = (status, value)
-    finally:
-        for p in procs:
-            p.join(timeout=max(0.1, deadline - time.monotonic()))
-            if p.is_alive():
-                p.kill()
-                p.join()
-    if len(out) < expected:
-        raise AssertionError(f"ranks did not finish within {timeout}s: got {sorted(out)}")
+    for o in outcomes:
+        if o.ok:
+            out[o.rank] = ("ok", o.value)
+        elif o.status == "raised":
+            out[o.rank] = ("error", (o.error_type.rsplit(".", 1)[-1], o.message, o.traceback))
+    lost = [o for o in outcomes if o.rank not in out and o.rank not in allow_missing]
+    if lost:
+        raise AssertionError(f"hub ranks did not finish within {timeout}s:\n" + "\n".join(map(str, lost)))
     return out

@@ -12,25 +12,19 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from mmeval.testing.ranks import free_port
+
 HERE = Path(__file__).resolve().parent
 RANK_MAIN = HERE / "rank_main.py"
 
 #: Variables of an outer launcher or an mmeval setting that must not leak into the ranks.
 _DROP_PREFIXES = ("PMI_", "PMIX_", "OMPI_", "HYDI_", "HYDRA_", "MPI_LOCAL", "MV2_", "MPIRUN_", "SLURM_", "MMEVAL_")
-
-
-def free_port() -> int:
-    """A TCP port of 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def worker_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:

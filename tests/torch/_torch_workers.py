@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import socket
 import threading
 import time
 import traceback
@@ -28,6 +27,8 @@ from datetime import timedelta
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from mmeval.testing.ranks import free_port
 
 #: Seconds a collective may take in checks that expect no fault (only a bug hits it).
 CHECK_TIMEOUT = 60.0
@@ -44,13 +45,6 @@ WORKER_ENV = {
 # --------------------------------------------------------------------------
 # parent side
 # --------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -13,6 +12,7 @@ import pytest
 
 import mmeval_torch
 from mmeval.core import dist, dist_backends
+from mmeval.testing.ranks import free_port
 
 
 @pytest.fixture(autouse=True)
@@ -60,14 +60,8 @@ _RANK_PROGRAM = textwrap.dedent("""
 """)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_the_mmeval_path_class_runs_collectives_over_two_gloo_ranks():
-    init = f"tcp://127.0.0.1:{_free_port()}"
+    init = f"tcp://127.0.0.1:{free_port()}"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
     procs = [subprocess.Popen([sys.executable, "-c", _RANK_PROGRAM, str(r), init], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env) for r in range(2)]

@@ -11,13 +11,13 @@ callback (no ``write_range`` / ``parts``) next to the core's frames.
 from __future__ import annotations
 
 import os
-import socket
-import time
 from datetime import timedelta
 from typing import Any, Dict, List
 
 import numpy as np
 import pytest
+
+from mmeval.testing.ranks import free_port, run_ranks, values
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("mmeval_torch")
@@ -118,23 +118,8 @@ def _worker(rank: int, ws: int, port: int, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize("ws", [2, 3])
 def test_chunked_gather_and_broadcast_deliver_every_byte(ws: int, tmp_path: Any) -> None:
-    import torch.multiprocessing as mp
-
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    ctx = mp.spawn(_worker, args=(ws, _free_port(), str(tmp_path)), nprocs=ws, join=False)
-    deadline = time.monotonic() + 240
-    while not ctx.join(timeout=5):  # returns as each rank exits; True once all have
-        if time.monotonic() > deadline:
-            for proc in ctx.processes:
-                proc.kill()
-            pytest.fail("the ranks did not finish within 240 s")
+    values(run_ranks(_worker, ws, free_port(), str(tmp_path), timeout=240, env={"GLOO_SOCKET_IFNAME": "lo"}))
     reports = [(tmp_path / f"rank{r}.txt").read_text() for r in range(ws)]
     assert reports == [""] * ws, reports

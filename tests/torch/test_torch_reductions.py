@@ -7,79 +7,53 @@ the slot, and every rank gets the same bits.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-import socket
-import traceback
 from typing import Any, Dict
 
 import numpy as np
 import pytest
 
+from mmeval.testing.ranks import free_port, run_ranks, values
+
 pytest.importorskip("torch")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _rank_program(rank: int, ws: int, port: int) -> Dict[str, Any]:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    import torch
+    import torch.distributed as dist
 
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=ws)
+    from mmeval.core import hooks
+    from mmeval.testing.conformance import check_backend
+    from mmeval_torch import TorchCPUDist
 
-def _rank_program(rank: int, ws: int, port: int, queue: Any) -> None:
-    try:
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        import torch
-        import torch.distributed as dist
-
-        torch.set_num_threads(1)
-        dist.init_process_group("gloo", rank=rank, world_size=ws)
-        from mmeval.core import hooks
-        from mmeval.testing.conformance import check_backend
-        from mmeval_torch import TorchCPUDist
-
-        backend = TorchCPUDist(timeout=60)
-        out: Dict[str, Any] = {"checks": check_backend(backend)}
-        byte_calls = []
-        for attr in ("_all_gather_bytes", "_gather_bytes"):  # the default payload stage must not run
-            original = getattr(backend, attr)
-            setattr(backend, attr, lambda call, _o=original, _a=attr: byte_calls.append(_a) or _o(call))
-        stats = hooks.enable_comm_stats(print_at_exit=False)
-        stats.reset()
-        big = np.arange(100_000, dtype=np.float64) / 7.0 + rank
-        got = backend.all_reduce(big)
-        red = backend.reduce(np.full((300, 10), rank, np.int64), op="max", dst=ws - 1)
-        out["sum"] = got.tobytes()
-        out["sum_close"] = bool(np.allclose(got, sum(np.arange(100_000) / 7.0 + r for r in range(ws))))
-        out["max"] = None if red is None else red.tolist()
-        out["byte_calls"] = byte_calls
-        out["stats"] = stats.rows()
-        sub = TorchCPUDist(dist.new_group(list(range(ws))), timeout=60)  # a process group other than the default
-        out["subgroup"] = sub.all_reduce(np.full(1000, rank + 1, np.int32), op="min").tolist()[:3]
-        dist.destroy_process_group()
-        queue.put((rank, "ok", out))
-    except BaseException as exc:
-        queue.put((rank, "error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+    backend = TorchCPUDist(timeout=60)
+    out: Dict[str, Any] = {"checks": check_backend(backend)}
+    byte_calls = []
+    for attr in ("_all_gather_bytes", "_gather_bytes"):  # the default payload stage must not run
+        original = getattr(backend, attr)
+        setattr(backend, attr, lambda call, _o=original, _a=attr: byte_calls.append(_a) or _o(call))
+    stats = hooks.enable_comm_stats(print_at_exit=False)
+    stats.reset()
+    big = np.arange(100_000, dtype=np.float64) / 7.0 + rank
+    got = backend.all_reduce(big)
+    red = backend.reduce(np.full((300, 10), rank, np.int64), op="max", dst=ws - 1)
+    out["sum"] = got.tobytes()
+    out["sum_close"] = bool(np.allclose(got, sum(np.arange(100_000) / 7.0 + r for r in range(ws))))
+    out["max"] = None if red is None else red.tolist()
+    out["byte_calls"] = byte_calls
+    out["stats"] = stats.rows()
+    sub = TorchCPUDist(dist.new_group(list(range(ws))), timeout=60)  # a process group other than the default
+    out["subgroup"] = sub.all_reduce(np.full(1000, rank + 1, np.int32), op="min").tolist()[:3]
+    dist.destroy_process_group()
+    return out
 
 
 @pytest.mark.parametrize("ws", [2, 3])
 def test_torch_cpu_native_reductions(ws: int) -> None:
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_rank_program, args=(r, ws, port, queue)) for r in range(ws)]
-    for p in procs:
-        p.start()
-    results: Dict[int, Any] = {}
-    try:
-        for _ in range(ws):
-            rank, status, value = queue.get(timeout=300)
-            assert status == "ok", value
-            results[rank] = value
-    finally:
-        for p in procs:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
+    results = dict(enumerate(values(run_ranks(_rank_program, ws, free_port(), timeout=300))))
     for rank, out in results.items():
         assert "reductions" in out["checks"] and "reduction_mismatch" in out["checks"], out["checks"]
         assert out["byte_calls"] == [], "a large reduction went through the byte gather, not dist.all_reduce"

@@ -1,1 +1,6 @@
-"""Helpers for testing backends: :mod:`mmeval.testing.conformance` is the shared suite."""
+"""Helpers for testing backends and metrics.
+
+:mod:`mmeval.testing.conformance` is the suite every backend must pass;
+:mod:`mmeval.testing.ranks` runs a function on N ranks as real processes
+(free ports, per-rank outcomes, a bound) for multi-rank tests.
+"""
