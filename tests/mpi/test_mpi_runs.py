@@ -156,8 +156,11 @@ def test_a_rank_leaving_before_mpi_starts_does_not_hang_the_others(mpiexec: str)
     assert "MMEVAL-COMPUTED" not in run.stdout, run.describe()
     for r in (0, 1):
         assert f"rank {r}: computing" in run.stdout, run.describe()
-    assert any(f"mmeval mpi4py: rank {r} of 3: starting MPI" in run.stderr for r in (0, 1)), run.describe()
-    assert f"within {FAULT_TIMEOUT:g}s" in run.stderr and "Import mpi4py.MPI at the start" in run.stderr
+    ours = any(f"mmeval mpi4py: rank {r} of 3: starting MPI" in run.stderr for r in (0, 1))
+    if ours:
+        assert f"within {FAULT_TIMEOUT:g}s" in run.stderr and "Import mpi4py.MPI at the start" in run.stderr
+    else:  # the launcher ended the job first (Open MPI's may, for a rank that left before MPI_Init): no hang
+        assert "terminat" in run.stderr.lower() or "abort" in run.stderr.lower(), run.describe()
     assert run.returncode != 0, run.describe()
     assert run.seconds < FAULT_TIMEOUT + 20, run.describe()
 

@@ -449,13 +449,20 @@ def bad_input(ctx: Ctx) -> Dict[str, Any]:
             ctx.check(f"{what}: state unchanged", acc.num_results == before_n and all(
                 np.array_equal(before[k], after[k]) for k in before), acc.num_results)
     ctx.check("every bad call raised", len(raised) == len(bad_calls), raised)
-    if r == ws - 1:
-        ctx.expect_error("bad size on one rank", lambda: acc.compute(size=-1), ("ValueError",), "size")
     got = acc.compute(size=N_SAMPLES)
     want = single_process_accuracy()
     ctx.check("compute() after bad calls == single process", got == want, f"got {got}, want {want}")
     again = acc.compute(size=N_SAMPLES)
     ctx.check("a second compute() agrees", again == want, again)
+    # a bad argument on one rank reaches every rank at once: that rank raises its ValueError, the others a
+    # CollectiveMismatchError naming it (nobody waits for the timeout)
+    start = time.monotonic()
+    if r == ws - 1:
+        ctx.expect_error("bad size on one rank", lambda: acc.compute(size=-1), ("ValueError",), "size")
+    else:
+        ctx.expect_error("a peer's bad size", lambda: acc.compute(size=N_SAMPLES), ("CollectiveMismatchError",),
+                         f"rank {ws - 1}")
+    ctx.check("the refusal reached every rank at once", time.monotonic() - start < 10, time.monotonic() - start)
     return {"bad_calls": raised, "got": got}
 
 

@@ -78,6 +78,7 @@ __all__ = [
     "resolve_backend_name",
     "validate_backend_name",
     "get_rank_and_world_size",
+    "running_dist_backend",
     "install_hint",
     "launcher_environment",
 ]
@@ -165,6 +166,15 @@ def get_dist_backend(name: Optional[str] = None) -> BaseDistBackend:
     issued (once per process).
     """
     return _registry.get(name)
+
+
+def running_dist_backend(name: Optional[str] = None) -> Optional[BaseDistBackend]:
+    """The backend instance already in use for ``name`` whose runtime is active, else ``None``.
+
+    Imports no plugin, creates no instance and runs no auto-selection
+    (``None`` / ``'auto'``: any distributed instance created so far).
+    """
+    return _registry.running(name)
 
 
 def get_rank_and_world_size(backend: Optional[str] = None) -> Tuple[int, int]:

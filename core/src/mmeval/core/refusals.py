@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .dist import get_default_dist_backend, launcher_environment, validate_backend_name
+from .dist import get_default_dist_backend, launcher_environment, running_dist_backend, validate_backend_name
 from .dist_backends.base_backend import BaseDistBackend
 from .dist_backends.transport import asking
 from .errors import CollectiveFailedError, CollectiveMismatchError, CollectiveTimeoutError
@@ -71,12 +71,22 @@ def refusal(metric: "BaseMetric", size: Any, backend: BaseDistBackend) -> Option
 
 
 def adding_rank(metric: "BaseMetric") -> Optional[Tuple[int, int]]:
-    """``(rank, world_size)`` of the metric's backend now, when it runs across ranks (else ``None``)."""
+    """``(rank, world_size)`` of the metric's backend when it already runs across ranks here (else ``None``).
+
+    Starts nothing: a backend not yet created or initialised in this process
+    (a metric's first ``add()`` before the first ``compute()`` under
+    auto-selection, an MPI not yet started) is not consulted, so ``add()``
+    never imports a plugin, initialises a runtime or waits on a peer.
+    """
     try:
-        backend = metric.dist_comm
-        if backend.is_initialized and backend.world_size > 1:
-            return (backend.rank, backend.world_size)
-    except Exception:  # no backend usable yet: compute() will say why
+        backend = metric.dist_backend
+        if isinstance(backend, BaseDistBackend):
+            running: Optional[BaseDistBackend] = backend if backend.is_initialized else None
+        else:
+            running = running_dist_backend(backend if backend is not None else get_default_dist_backend())
+        if running is not None and running.world_size > 1:
+            return (running.rank, running.world_size)
+    except Exception:  # nothing usable yet: compute() will say why
         pass
     return None
 

@@ -283,6 +283,26 @@ class BackendRegistry:
         eps = self.live_entry_points(name)[1]
         return _where(name, eps[0]) if eps else "not installed"
 
+    def running(self, name: Optional[str] = None) -> Optional[BaseDistBackend]:
+        """The instance already created for ``name`` whose runtime is active, else ``None``; loads and starts nothing.
+
+        ``None`` / ``'auto'`` stand for any distributed instance created so far.
+        Unlike :meth:`get`, no plugin is imported, no instance is created and
+        no auto-selection runs (a metric's ``add()`` asks this).
+        """
+        with self._lock:
+            if name is None or name == AUTO:
+                candidates = [inst for key, inst in self._instances.items() if key != "non_dist"]
+            else:
+                candidates = [self._instances[name]] if name in self._instances else []
+        for inst in candidates:
+            try:
+                if inst.is_initialized:
+                    return inst
+            except Exception:  # a backend that cannot say is not running
+                continue
+        return None
+
     def get(self, name: Optional[str] = None) -> BaseDistBackend:
         """See :func:`mmeval.core.dist.get_dist_backend`."""
         resolved = self.resolve(name)
