@@ -67,6 +67,11 @@ def _collect_on_rank(backend: Any, mode: str, size: int, by_index: bool) -> Tupl
         metric.add(scores[s : s + BATCH].copy(), labels[s : s + BATCH].copy(),
                    indices=None if idx is None else idx[s : s + BATCH])
     del scores, labels
+    # one small compute() first, so the modules compute() imports on first use are loaded before
+    # measuring: their code objects (size varies with the Python version) are not the collection's memory
+    warm = ScoresKept(dist_collect_mode=mode, dist_backend=backend)
+    warm.add(np.zeros((2, 3), np.float32), np.zeros(2, np.int64), indices=None if idx is None else [0, 1])
+    warm.compute(size=None if by_index else 2 * backend.world_size)
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
