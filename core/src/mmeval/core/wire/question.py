@@ -127,11 +127,18 @@ def encode_question(question: Optional[Mapping[str, Any]], thread: str) -> bytes
     fields = []
     for key, value in (question or {}).items():
         text = value if isinstance(value, str) else _stable_repr(value) if callable(value) else repr(value)
-        fields.append((str(key)[:64], text, _digest(canonical_question({"": value}))))
+        # a str / int / bool / None / float shown whole is its own exact encoding (repr round-trips): no
+        # digest, so the slot keeps its room for a reduction's array
+        exact = value is None or type(value) in (str, int, bool, float)
+        fields.append((str(key)[:64], text, "" if exact else _digest(canonical_question({"": value}))))
     for limit in _SHOWN:
         shown: Dict[str, List[str]] = {"thread": [thread[:64], ""]}
         for key, text, digest in fields:
-            shown[key] = [text if len(text) <= limit else f"{text[:limit - 20]}...(len {len(text)})", digest]
+            if len(text) <= limit:
+                shown[key] = [text, digest]
+            else:  # shortened: the digest of the whole value tells it apart
+                shown[key] = [f"{text[:limit - 20]}...(len {len(text)})",
+                              digest or _digest(canonical_question({"": text}))]
         data = json.dumps(shown, sort_keys=True, separators=(",", ":")).encode()
         if len(data) <= QUESTION_MAX:
             break
