@@ -19,8 +19,8 @@ from .dist import get_dist_backend
 from .dist_backends.base_backend import BaseDistBackend
 from .dist_backends.transport import asking
 from .errors import RemoteMetricError, ShardingWarning
-from .gather import ArrayBatches, assemble, collect, gather_and_compute, pack_exception, truncate
-from .ordering import kept_in_one_process, kept_samples, round_robin_order
+from .gather import gather_and_compute
+from .ordering import kept_in_one_process, kept_samples
 from .refusals import check_arguments, check_runtime, refusal, refuse
 from .results import ArrayResults, RankResults, select
 from .state import MetricState, StateSpec, check_rows, declared, reduce_rows
@@ -28,9 +28,6 @@ from .state_sync import compute_state
 
 __all__ = ["BaseMetric", "ArrayResults", "MetricState", "RemoteMetricError", "ShardingWarning"]
 
-# former private names, kept importable from here (they live in the modules named above)
-_ArrayBatches, _assemble, _collect, _truncate, _select = ArrayBatches, assemble, collect, truncate, select
-_unzip_permutation, _pack_exception = round_robin_order, pack_exception
 
 
 class BaseMetric(metaclass=ABCMeta):

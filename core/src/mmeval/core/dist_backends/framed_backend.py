@@ -15,7 +15,6 @@ docs/writing-a-backend.md say what each promises.
 from __future__ import annotations
 
 import math
-import os
 from abc import abstractmethod
 from typing import TYPE_CHECKING, AbstractSet, Any, ClassVar, Hashable, List, Mapping, Optional, Sequence, Tuple
 
@@ -27,7 +26,7 @@ from .base_backend import BaseDistBackend
 from .guard import GroupGuard
 from .guard import group_state as _state  # noqa: F401  (tests of plugins look a group's state up by key)
 from .reduction import framed_reduction, gathered_reduction
-from .transport import Call, asking, question_bytes
+from .transport import Call, asking, question_bytes, setting_from_env
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -48,11 +47,8 @@ def resolve_setting(backend: str, key: str, value: Optional[str]) -> Optional[st
     """A backend setting: the explicit value, else ``MMEVAL_<BACKEND>_<KEY>``, else ``MMEVAL_<KEY>``."""
     if value is not None:
         return value
-    for var in (f"MMEVAL_{backend.upper()}_{key}", f"MMEVAL_{key}"):
-        env = os.environ.get(var)
-        if env:
-            return env
-    return None
+    found = setting_from_env(backend, key)
+    return found[1] if found is not None else None
 
 
 def _resolve_timeout(backend: str, timeout: Optional[float], max_timeout: float) -> float:
@@ -60,12 +56,10 @@ def _resolve_timeout(backend: str, timeout: Optional[float], max_timeout: float)
     origin = "timeout="
     raw: Any = timeout
     if timeout is None:
-        for var in (f"MMEVAL_{backend.upper()}_TIMEOUT", "MMEVAL_TIMEOUT"):
-            if os.environ.get(var):
-                raw, origin = os.environ[var], var
-                break
-        else:
+        found = setting_from_env(backend, "TIMEOUT")
+        if found is None:
             return min(DEFAULT_TIMEOUT, max_timeout)
+        origin, raw = found
     where = f"{backend}: {origin}{'' if origin == 'timeout=' else '='}{raw!r}"
     if isinstance(raw, str) and raw.strip().lower() in _NO_LIMIT:
         value = math.inf

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, Hashable, Iterator, List, Optional, Sequ
 
 from ...utils.logging import DEFAULT_LOGGER as logger
 from ..wire import ALIGN, Frame
-from .transport import Call, keep_forever
+from .transport import Call, keep_forever, setting_from_env
 
 __all__ = [
     "logger",
@@ -286,14 +286,14 @@ def read_setting(backend: str, key: str, parse: Callable[[str], _T], default: _T
     ``parse`` turns the text into the value and raises ``ValueError`` on bad
     text; the error then names the variable, its value and ``expected``.
     """
-    for var in (f"MMEVAL_{backend.upper()}_{key}", f"MMEVAL_{key}"):
-        raw = os.environ.get(var)
-        if raw:
-            try:
-                return parse(raw.strip())
-            except ValueError:
-                raise ValueError(f"{backend}: {var}={raw!r} is not {expected}") from None
-    return default
+    found = setting_from_env(backend, key)
+    if found is None:
+        return default
+    var, raw = found
+    try:
+        return parse(raw.strip())
+    except ValueError:
+        raise ValueError(f"{backend}: {var}={raw!r} is not {expected}") from None
 
 
 def choice(*options: str) -> Callable[[str], str]:
