@@ -144,10 +144,33 @@ def build_cases() -> Dict[str, Dict[str, Any]]:
     }
 
 
-def build_payload() -> Dict[str, Dict[str, Any]]:
-    """:func:`build_cases` with each case's single-process result (``non_dist``, all samples in order) as
-    ``"want"``."""
+def case_modules() -> List[Any]:
+    """The other case tables: every ``tests/metric_cases_<area>.py``, in name order.
+
+    Each such module defines ``CASE_NAMES`` (a tuple) and ``build_cases()`` (parent side, returning
+    the same kind of dict as :func:`build_cases` with exactly those keys), so that a metric family adds
+    its cases without editing this file.
+    """
+    names = sorted(f[:-3] for f in os.listdir(HERE) if f.startswith("metric_cases_") and f.endswith(".py"))
+    return [importlib.import_module(name) for name in names]
+
+
+def all_cases() -> Dict[str, Dict[str, Any]]:
+    """:func:`build_cases` followed by every case table of :func:`case_modules`."""
     cases = build_cases()
+    for module in case_modules():
+        more = module.build_cases()
+        assert tuple(more) == tuple(module.CASE_NAMES), f"{module.__name__}: build_cases() keys != CASE_NAMES"
+        clash = set(more) & set(cases)
+        assert not clash, f"{module.__name__}: case names already used: {sorted(clash)}"
+        cases.update(more)
+    return cases
+
+
+def build_payload() -> Dict[str, Dict[str, Any]]:
+    """:func:`all_cases` with each case's single-process result (``non_dist``, all samples in order) as
+    ``"want"``."""
+    cases = all_cases()
     for case in cases.values():
         single = metric_class(case["metric"])(**case["kwargs"], dist_backend="non_dist")
         feed(single, case["inputs"], range(case["n"]))
@@ -253,7 +276,9 @@ def case_failures(reports: Sequence[Dict[str, Optional[str]]], case: str) -> Lis
     return problems
 
 
-#: case names, for parametrizing the tests without building the data (kept equal to build_cases' keys)
-CASE_NAMES = ("Accuracy", "Accuracy-labels", "SingleLabelMetric-macro", "SingleLabelMetric-classwise",
+#: this file's case names (kept equal to build_cases' keys)
+CORE_CASE_NAMES = ("Accuracy", "Accuracy-labels", "SingleLabelMetric-macro", "SingleLabelMetric-classwise",
               "MultiLabelMetric-micro", "MultiLabelMetric-top2-classwise", "AveragePrecision",
               "AveragePrecision-ties-classwise", "MeanIoU", "VOCMeanAP")
+#: every case name, for parametrizing the tests without building the data (kept equal to all_cases' keys)
+CASE_NAMES = CORE_CASE_NAMES + tuple(name for module in case_modules() for name in module.CASE_NAMES)
