@@ -35,12 +35,19 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """Import ``core``, ``metrics``, ``BaseMetric`` and ``Accuracy`` on first access."""
+    """Import ``core``, ``metrics``, ``BaseMetric`` and the metrics of :mod:`mmeval.metrics` on first access."""
+    import importlib
+
     try:
         module_name, attr = _LAZY[name]
     except KeyError:
+        # every metric of mmeval.metrics is also mmeval.<Name> (as in MMEval 0.2.1: ``from mmeval import SSIM``)
+        if name[:1].isupper():
+            metrics = importlib.import_module("mmeval.metrics")
+            if name in metrics.__all__:
+                globals()[name] = value = getattr(metrics, name)
+                return value
         raise AttributeError(f"module 'mmeval' has no attribute {name!r}") from None
-    import importlib
 
     module = importlib.import_module(module_name)
     value = module if attr is None else getattr(module, attr)
