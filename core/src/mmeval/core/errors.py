@@ -30,6 +30,8 @@ __all__ = [
     "UnsafePayloadError",
     "PeerLost",
     "RemoteMetricError",
+    "MetricArgumentError",
+    "MissingExtraError",
     "ShardingWarning",
     "DistributedLaunchWarning",
     "AccuracyWarning",
@@ -149,6 +151,22 @@ class RemoteMetricError(MMEvalError, RuntimeError):
         super().__init__(message)
         self.remote_type = remote_type
         self.remote_message = remote_message
+
+
+class MetricArgumentError(MMEvalError, ValueError, AssertionError):
+    """A metric's argument (to its constructor, ``add()`` or ``compute()``) is refused.
+
+    Also an ``AssertionError``: MMEval 0.2.1 asserted on its metrics' arguments, and code (and tests)
+    written for it catch that; a ``ValueError`` for everyone else.
+    """
+
+
+class MissingExtraError(MMEvalError, ImportError):
+    """A metric needs a field library (pycocotools, scipy, opencv, shapely) that is not installed.
+
+    The message names the metric, the module and the extra that installs it
+    (``pip install 'mmeval-core[<extra>]'``). Raised when the metric needs the library, never at import.
+    """
 
 
 # --- warnings -----------------------------------------------------------------
