@@ -239,3 +239,17 @@ def test_a_backend_lacking_its_hardware_does_not_fail_the_check(tmp_path):
     assert row["usable"] is False and row["status"] == "no-hardware" and "CUDA" in row["error"]
     table = mmeval_cli("backends", "--check", env=env)
     assert table.returncode == 0 and "CUDA" in table.stdout and "not counted as a failure" in table.stdout
+
+
+def test_a_reader_that_stops_early_gets_no_traceback():
+    # `mmeval backends | head -1`: the reader closes the pipe early; the listing must end quietly (a
+    # BrokenPipeError traceback on stderr was the bug), with the exit status Python's docs advise (1).
+    # The read end is closed before the child has imported anything, so its first write meets a closed pipe.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
+    proc = subprocess.Popen([sys.executable, "-m", "mmeval", "backends"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 1
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

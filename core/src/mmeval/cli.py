@@ -210,6 +210,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    help="seconds allowed to load and ask each backend with --check (default: %(default)gs)")
     args = parser.parse_args(argv)
     if args.command == "backends":
-        return _backends(args)
+        try:
+            code = _backends(args)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # the reader stopped early (`mmeval backends | head`): no traceback; stdout goes to devnull so the
+            # interpreter's own flush at exit cannot raise again, and the status is 1 as Python's docs advise
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 1
+        return code
     parser.print_help()
     return 2
