@@ -228,6 +228,7 @@ class KeypointMetric(BaseMetric):
         inst = self._instances(predictions, groundtruths)
         if inst is None:
             return
+        self._check_instances(inst)
         k = inst.num_keypoints
         if self._needs_k and self.num_keypoints is not None and k != self.num_keypoints:
             raise MetricArgumentError(
@@ -235,7 +236,6 @@ class KeypointMetric(BaseMetric):
                 f"(num_keypoints, or the first add()): every sample needs the same keypoints; build a new metric "
                 f"for another keypoint layout"
             )
-        self._check_instances(inst)
         if self._needs_k and self.num_keypoints is None:
             self.num_keypoints = k
         self._declare()
@@ -324,6 +324,19 @@ class KeypointMetric(BaseMetric):
         )
 
     # -- compute ---------------------------------------------------------------
+
+    def compute(self, size: Optional[int] = None) -> Dict[str, Any]:
+        if self._state_specs or not self._needs_k or self.num_keypoints is not None:
+            return super().compute(size)
+        # nothing added on this rank and K unknown: take the state path with empty statistics, so that a rank
+        # which knows K and this one disagree on the question's num_keypoints (every rank raises, naming it)
+        # rather than on which collective to call
+        for name, (shape, dtype) in self._state_shapes(0).items():
+            self._declare_state(name, shape, dtype, "sum")
+        try:
+            return super().compute(size)
+        finally:
+            self._state_specs = []
 
     def compute_metric(self, results: Union[MetricState, Sequence[Any]]) -> Dict[str, Any]:
         """The metric from the reduced :class:`~mmeval.core.state.MetricState`.
