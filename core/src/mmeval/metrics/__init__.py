@@ -14,9 +14,15 @@ from .accuracy import AccuracyWarning as AccuracyWarning
 from .accuracy import DefaultThresholdWarning as DefaultThresholdWarning
 from .accuracy import TopkWithLabelsWarning as TopkWithLabelsWarning
 from .average_precision import AveragePrecision as AveragePrecision
+from .keypoint_auc import KeypointAUC as KeypointAUC
+from .keypoint_epe import KeypointEndPointError as KeypointEndPointError
+from .keypoint_nme import KeypointNME as KeypointNME
 from .mean_iou import MeanIoU as MeanIoU
 from .multi_label import MultiLabelMetric as MultiLabelMetric
 from .multi_label import MultiLabelPrecisionRecallF1score as MultiLabelPrecisionRecallF1score
+from .pck_accuracy import JhmdbPCKAccuracy as JhmdbPCKAccuracy
+from .pck_accuracy import MpiiPCKAccuracy as MpiiPCKAccuracy
+from .pck_accuracy import PCKAccuracy as PCKAccuracy
 from .single_label import SingleLabelMetric as SingleLabelMetric
 from .single_label import SingleLabelPrecisionRecallF1score as SingleLabelPrecisionRecallF1score
 from .voc_map import VOCMeanAP as VOCMeanAP
@@ -40,7 +46,8 @@ _MATCHING: List[str] = []
 _IMAGE: List[str] = []
 
 # -- pose -----------------------------------------------------------------------------------------
-_POSE: List[str] = []
+_POSE: List[str] = ["PCKAccuracy", "MpiiPCKAccuracy", "JhmdbPCKAccuracy", "KeypointAUC", "KeypointEndPointError",
+                    "KeypointNME"]
 
 # -- text, OCR, language models -------------------------------------------------------------------
 _TEXT: List[str] = []

@@ -7,6 +7,9 @@ import time. One block per family below; ``__all__`` is their concatenation.
 
 from typing import List
 
+from .keypoint import calc_distances as calc_distances
+from .keypoint import distance_acc as distance_acc
+
 # -- boxes (VOC family, rotated boxes) ----------------------------------------------------------------
 _BOXES: List[str] = []
 
@@ -17,7 +20,7 @@ _POLYGONS: List[str] = []
 _IMAGES: List[str] = []
 
 # -- keypoints (pose) ---------------------------------------------------------------------------------
-_KEYPOINTS: List[str] = []
+_KEYPOINTS: List[str] = ["calc_distances", "distance_acc"]
 
 # -- text (OCR, language) -----------------------------------------------------------------------------
 _TEXT: List[str] = []
