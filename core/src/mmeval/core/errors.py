@@ -31,6 +31,7 @@ __all__ = [
     "PeerLost",
     "RemoteMetricError",
     "MetricArgumentError",
+    "MetricArgumentKeyError",
     "MissingExtraError",
     "ShardingWarning",
     "DistributedLaunchWarning",
@@ -159,6 +160,16 @@ class MetricArgumentError(MMEvalError, ValueError, AssertionError):
     Also an ``AssertionError``: MMEval 0.2.1 asserted on its metrics' arguments, and code (and tests)
     written for it catch that; a ``ValueError`` for everyone else.
     """
+
+
+class MetricArgumentKeyError(MetricArgumentError, KeyError):
+    """A bad metric argument where MMEval 0.2.1 raised a ``KeyError`` (an unknown ``norm_item`` or ``norm_mode``).
+
+    Also a :class:`MetricArgumentError` (``ValueError`` and ``AssertionError``).
+    """
+
+    def __str__(self) -> str:  # the message as written, not KeyError's quoted repr of it
+        return str(self.args[0]) if self.args else ""
 
 
 class MissingExtraError(MMEvalError, ImportError):

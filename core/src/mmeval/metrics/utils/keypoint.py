@@ -16,22 +16,12 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tup
 import numpy as np
 
 from ...core.base_metric import BaseMetric
-from ...core.errors import MetricArgumentError
+from ...core.errors import MetricArgumentError, MetricArgumentKeyError
 from ...core.inputs import to_numpy
 from ...core.state import MetricState, combine
 
 __all__ = ["KeypointInstances", "KeypointMetric", "MetricArgumentKeyError", "calc_distances", "distance_acc",
            "pck_from_counts", "pck_hits", "per_sample_sums"]
-
-
-class MetricArgumentKeyError(MetricArgumentError, KeyError):
-    """A bad metric argument where MMEval 0.2.1 raised a ``KeyError`` (an unknown ``norm_item`` or ``norm_mode``).
-
-    Also a :class:`~mmeval.core.errors.MetricArgumentError` (``ValueError`` and ``AssertionError``).
-    """
-
-    def __str__(self) -> str:  # the message as written, not KeyError's quoted repr of it
-        return str(self.args[0]) if self.args else ""
 
 
 def calc_distances(preds: np.ndarray, gts: np.ndarray, mask: np.ndarray, norm_factor: np.ndarray) -> np.ndarray:
