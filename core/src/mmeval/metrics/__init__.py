@@ -13,10 +13,13 @@ from .accuracy import Accuracy as Accuracy
 from .accuracy import AccuracyWarning as AccuracyWarning
 from .accuracy import DefaultThresholdWarning as DefaultThresholdWarning
 from .accuracy import TopkWithLabelsWarning as TopkWithLabelsWarning
+from .ava_map import AVAMeanAP as AVAMeanAP
 from .average_precision import AveragePrecision as AveragePrecision
+from .hmean_iou import HmeanIoU as HmeanIoU
 from .mean_iou import MeanIoU as MeanIoU
 from .multi_label import MultiLabelMetric as MultiLabelMetric
 from .multi_label import MultiLabelPrecisionRecallF1score as MultiLabelPrecisionRecallF1score
+from .proposal_recall import ProposalRecall as ProposalRecall
 from .single_label import SingleLabelMetric as SingleLabelMetric
 from .single_label import SingleLabelPrecisionRecallF1score as SingleLabelPrecisionRecallF1score
 from .voc_map import VOCMeanAP as VOCMeanAP
@@ -34,7 +37,7 @@ _COCO: List[str] = []
 _VOC_FAMILY: List[str] = []
 
 # -- AVA, proposals, text detection -----------------------------------------------------------------
-_MATCHING: List[str] = []
+_MATCHING: List[str] = ["AVAMeanAP", "ProposalRecall", "HmeanIoU"]
 
 # -- image quality, matting, optical flow -----------------------------------------------------------
 _IMAGE: List[str] = []
