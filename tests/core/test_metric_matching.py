@@ -20,9 +20,10 @@ from mmeval.core.errors import MetricArgumentError, MissingExtraError
 from mmeval.metrics.ava_map import AVAMeanAP
 from mmeval.metrics.hmean_iou import HmeanIoU, compute_hmean
 from mmeval.metrics.proposal_recall import ProposalRecall
+from mmeval.utils import try_import
 
-shapely_geometry = pytest.importorskip("shapely.geometry")
-Polygon = shapely_geometry.Polygon
+#: the polygon tests need shapely (the ``shapely`` extra); AVA and proposals do not
+needs_shapely = pytest.mark.skipif(try_import("shapely") is None, reason="shapely (the 'shapely' extra) is absent")
 
 AVA_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "ava"
 #: the AVA fixture: 6 classes in the label map (class 6 never annotated, class 9 annotated but not in the map),
@@ -262,6 +263,8 @@ def proposal_reference(preds, gts, nums=(1, 10, 100, 1000), thrs=None, legacy=Fa
 
 def _shapely_iou(a: Sequence[float], b: Sequence[float]) -> Tuple[float, float]:
     """(IoU, intersection) of two polygons straight from shapely, invalid ones repaired with buffer(0)."""
+    from shapely.geometry import Polygon
+
     pa = Polygon(np.asarray(a, dtype=np.float32).reshape(-1, 2))
     pb = Polygon(np.asarray(b, dtype=np.float32).reshape(-1, 2))
     pa = pa if pa.is_valid else pa.buffer(0)
@@ -274,6 +277,7 @@ def _shapely_iou(a: Sequence[float], b: Sequence[float]) -> Tuple[float, float]:
 def hmean_reference(pp, ps, gp, gi, thrs, strategy="vanilla", match_thr=0.5, ignore_thr=0.5) -> Dict[Any, Any]:
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import maximum_bipartite_matching
+    from shapely.geometry import Polygon
 
     hits = [0] * len(thrs)
     npred = [0] * len(thrs)
@@ -496,6 +500,7 @@ def test_proposal_recall_distributed_equals_single_process():
 # -- HmeanIoU and the polygon helpers ----------------------------------------------------------------------
 
 
+@needs_shapely
 def test_polygon_helpers_agree_with_shapely():
     from mmeval.metrics.utils import poly2shapely, poly_intersection, poly_iou, poly_make_valid, poly_union
 
@@ -520,6 +525,7 @@ def test_polygon_helpers_agree_with_shapely():
         poly_union(bowtie, bowtie, invalid_ret="0")
 
 
+@needs_shapely
 @pytest.mark.parametrize("strategy", ["vanilla", "max_matching"])
 @pytest.mark.parametrize("thrs", [dict(start=0.3, stop=0.9, step=0.1), dict(start=0.1, stop=0.95, step=0.2)])
 def test_hmean_iou_equals_the_reference(strategy, thrs):
@@ -534,6 +540,7 @@ def test_hmean_iou_equals_the_reference(strategy, thrs):
     assert 0.3 < got["best"]["hmean"] < 0.95
 
 
+@needs_shapely
 def test_hmean_documented_example_and_matching_strategies():
     metric = HmeanIoU(pred_score_thrs=dict(start=0.5, stop=0.7, step=0.1))
     square = np.array([0, 0, 1, 0, 1, 1, 0, 1])
@@ -566,6 +573,7 @@ def test_compute_hmean():
             compute_hmean(*args)
 
 
+@needs_shapely
 @pytest.mark.parametrize("kwargs, match", [
     ({"strategy": "hungarian"}, "strategy must be one of"),
     ({"pred_score_thrs": dict(start=0.9, stop=0.3, step=0.1)}, "gives no score threshold"),
@@ -577,6 +585,7 @@ def test_hmean_bad_arguments(kwargs, match):
         HmeanIoU(**kwargs)
 
 
+@needs_shapely
 def test_hmean_bad_inputs_keep_nothing():
     m = HmeanIoU()
     sq = [0, 0, 1, 0, 1, 1, 0, 1]
@@ -610,6 +619,7 @@ def _hm_worker(backend, n: int) -> Dict[str, Any]:
     return compute_sharded(backend, n, _hm_make, add)
 
 
+@needs_shapely
 def test_hmean_distributed_equals_single_process():
     n = 31
     want = _hm_make()(*text_images(n))
@@ -639,7 +649,7 @@ def _bytes_worker(backend, which: str) -> Dict[int, Any]:
     return out
 
 
-@pytest.mark.parametrize("which", ["hmean", "proposal"])
+@pytest.mark.parametrize("which", [pytest.param("hmean", marks=needs_shapely), "proposal"])
 def test_state_metrics_move_bytes_independent_of_the_image_count(which):
     out = run_ranks(_bytes_worker, 2, which, timeout=120)
     for rank in range(2):
@@ -650,9 +660,30 @@ def test_state_metrics_move_bytes_independent_of_the_image_count(which):
         assert few["bytes_sent"] == many["bytes_sent"] <= 4096, (few, many)
 
 
+@needs_shapely
 def test_same_results_from_list_and_array_inputs():
     pp, ps, gp, gi = text_images(12)
     want = HmeanIoU()(pp, ps, gp, gi)
     as_lists = HmeanIoU()([[p.tolist() for p in img] for img in pp], [list(s) for s in ps],
                           [[g.tolist() for g in img] for img in gp], gi)
     assert same(as_lists, want)
+
+
+def _ava_duplicate_worker(backend, n: int) -> Any:
+    frames = ava_frames(n)
+    metric = _ava_make(dist_backend=backend)
+    metric.add(frames[: n // 2 + 1] if backend.rank == 0 else frames[n // 2:])  # frame n // 2 on both ranks
+    try:
+        metric.compute(size=n + 1)
+    except ValueError as exc:
+        return str(exc)
+    return "no error"
+
+
+def test_ava_a_frame_on_two_ranks_fails_on_every_rank_naming_it():
+    n = 20
+    key = (ava_frames(n)[n // 2]["video_id"], ava_frames(n)[n // 2]["timestamp"])
+    out = run_ranks(_ava_duplicate_worker, 2, n, timeout=120)
+    for rank in range(2):
+        status, value = out[rank]
+        assert status == "ok" and f"frame {key} was added 2 times" in value, (rank, value)
