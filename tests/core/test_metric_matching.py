@@ -420,6 +420,23 @@ def test_ava_distributed_equals_single_process():
     want = single.compute()
     _close(want["mAP@0.5IOU"], ava_reference(ava_frames(n)))
     assert_ranks_match(_ava_worker, 3, n, want)
+    # the summaries are plain bytes: the 'safe' codec (plain data only) carries them too
+    out = run_ranks(_ava_worker, 2, n, timeout=120, backend_kwargs={"codec": "safe"})
+    for rank in range(2):
+        status, value = out[rank]
+        assert status == "ok" and all(same(value[s], want) for s in ("padded", "uneven", "cat")), (rank, value)
+
+
+def test_ava_pickled_metric_resumes_and_reads_its_files_again():
+    import pickle
+
+    frames = ava_frames(40)
+    metric = _ava_make()
+    metric.add(frames[:20])
+    restored = pickle.loads(pickle.dumps(metric))
+    assert restored._gt is None  # the ground truth is not pickled: the files are read again
+    restored.add(frames[20:])
+    assert same(restored.compute(), _ava_make()(frames))
 
 
 # -- ProposalRecall ---------------------------------------------------------------------------------------
