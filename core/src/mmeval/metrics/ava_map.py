@@ -27,8 +27,10 @@ __all__ = ["AVAMeanAP"]
 _log = logging.getLogger(__name__)
 
 _Frame = Tuple[str, int]
-#: bytes of one detection's summary: its score (float64) and class * 2 + true positive (int32)
+#: bytes of one detection's summary: its score (float64) and class * 2 + true positive (int32), little-endian
+#: whatever the rank's machine; a frame's summary starts with its frame id (int32, -1: not annotated)
 _DET_BYTES = 12
+_F8, _I4 = np.dtype("<f8"), np.dtype("<i4")
 #: the largest class id the summaries can carry
 _MAX_CLASS_ID = 2**30 - 1
 
@@ -257,7 +259,7 @@ class AVAMeanAP(BaseMetric):
                 classes.append(np.full(arr.shape[0], cls, dtype=np.int64))
         frame_id = gt.frame_ids.get(key, -1)
         if key in gt.excluded or not rows:
-            return bytes(np.int32(frame_id).tobytes())
+            return np.asarray([frame_id], dtype=_I4).tobytes()
         dets = _rounded(np.concatenate(rows).astype(np.float64))
         cls_of = np.concatenate(classes)
         order = np.argsort(-dets[:, 4], kind="stable")
@@ -278,15 +280,16 @@ class AVAMeanAP(BaseMetric):
                 for row, (d, g) in enumerate(zip(mine.tolist(), best.tolist())):
                     if iou[row, g] >= 0.5 and not taken[g]:
                         tp[d], taken[g] = 1, True
-        codes = (cls_of.astype(np.int32) * 2 + tp).astype(np.int32)
-        return bytes(np.int32(frame_id).tobytes()) + dets[:, 4].tobytes() + codes.tobytes()
+        codes = cls_of * 2 + tp
+        return (np.asarray([frame_id], dtype=_I4).tobytes() + dets[:, 4].astype(_F8).tobytes()
+                + codes.astype(_I4).tobytes())
 
     def compute_metric(self, results: Sequence[bytes]) -> Dict[str, float]:
         """The mAP of every frame's detection summaries (in dataset order)."""
         if not len(results):
             raise ValueError("AVAMeanAP.compute_metric: no results to compute on (nothing was added)")
         gt = self._ground_truth()
-        frame_ids = np.asarray([int(np.frombuffer(r[:4], dtype=np.int32)[0]) for r in results], dtype=np.int64)
+        frame_ids = np.asarray([int(np.frombuffer(r[:4], dtype=_I4)[0]) for r in results], dtype=np.int64)
         annotated = frame_ids[frame_ids >= 0]
         uniq, counts = np.unique(annotated, return_counts=True)
         if (counts > 1).any():
@@ -294,10 +297,10 @@ class AVAMeanAP(BaseMetric):
             raise ValueError(f"AVAMeanAP: frame {key} was added {int(counts[counts > 1][0])} times: add each frame "
                              f"once (a sampler's padding: compute(size=len(dataset)) or add(..., indices=))")
         sizes = [(len(r) - 4) // _DET_BYTES for r in results]
-        scores = np.concatenate([np.frombuffer(r, dtype=np.float64, count=k, offset=4)
+        scores = np.concatenate([np.frombuffer(r, dtype=_F8, count=k, offset=4)
                                  for r, k in zip(results, sizes)] or [np.zeros(0)])
-        codes = np.concatenate([np.frombuffer(r, dtype=np.int32, count=k, offset=4 + 8 * k)
-                                for r, k in zip(results, sizes)] or [np.zeros(0, dtype=np.int32)])
+        codes = np.concatenate([np.frombuffer(r, dtype=_I4, count=k, offset=4 + 8 * k)
+                                for r, k in zip(results, sizes)] or [np.zeros(0, dtype=_I4)])
         classes, tps = codes // 2, codes % 2
         aps = np.full(len(gt.class_ids), np.nan)  # NaN: a class without ground truth, left out of the mean
         for k, c in enumerate(gt.class_ids):
