@@ -350,6 +350,11 @@ def test_ava_equals_the_reference_with_exclusions_ties_and_unannotated_frames():
     assert no_exclusions != got
 
 
+def test_ava_excluded_frames_are_left_out_whatever_verbose_says():
+    frames = ava_frames()
+    assert same(AVAMeanAP(**{**AVA_KW, "verbose": True})(frames), AVAMeanAP(**AVA_KW)(frames))
+
+
 def test_ava_custom_classes_map_outputs_to_those_classes():
     frames = [{**f, "outputs": [f["outputs"][1], f["outputs"][3]]} for f in ava_frames(60)]
     got = AVAMeanAP(**{**AVA_KW, "custom_classes": [2, 4], "num_classes": 3})(frames)
@@ -466,6 +471,14 @@ def test_proposal_recall_documented_numbers_and_no_ground_truth():
                                                                   "AR@1000": 1.0}
     assert ProposalRecall(proposal_nums=(2, 4))([pred], [gt]) == {"AR@2": 0.5, "AR@4": 1.0}
     assert math.isnan(ProposalRecall(proposal_nums=5)([pred], [{}])["AR@5"])
+
+
+def test_proposal_numbers_in_any_order_cut_at_the_largest():
+    preds, gts = proposal_images()
+    ascending = ProposalRecall(proposal_nums=(1, 10), print_results=False)(preds, gts)
+    descending = ProposalRecall(proposal_nums=(10, 1), print_results=False)(preds, gts)
+    assert descending == {"AR@10": ascending["AR@10"], "AR@1": ascending["AR@1"]}
+    assert ascending["AR@10"] > ascending["AR@1"]
 
 
 @pytest.mark.parametrize("kwargs, match, is_type", [
