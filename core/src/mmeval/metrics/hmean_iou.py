@@ -61,7 +61,8 @@ class HmeanIoU(BaseMetric):
         ignore_precision_thr: a prediction that covers more than this fraction of its own area
             with one ignored ground truth is left out (neither hit nor miss).
         pred_score_thrs: ``dict(start=, stop=, step=)`` of ``numpy.arange``: the score thresholds
-            tried (default 0.3, 0.4, ..., 0.8); must give at least one.
+            tried; must give at least one. The default gives seven, as for MMEval: 0.3, 0.4, ...,
+            0.8 and 0.9000000000000001 (``arange``'s floating-point steps reach past 0.9).
         strategy: ``'vanilla'`` (ground truths and predictions taken greedily in index order, each
             matched once) or ``'max_matching'`` (the largest one-to-one matching).
         **kwargs: :class:`~mmeval.core.BaseMetric` arguments.
