@@ -717,3 +717,31 @@ def test_ava_a_frame_on_two_ranks_fails_on_every_rank_naming_it():
     for rank in range(2):
         status, value = out[rank]
         assert status == "ok" and f"frame {key} was added 2 times" in value, (rank, value)
+
+
+def _ava_bytes_worker(backend, frames_per_rank: int) -> Any:
+    from mmeval.core.hooks import enable_comm_stats
+
+    stats = enable_comm_stats(print_at_exit=False)
+    rng = np.random.default_rng(backend.rank)
+    frames = []
+    for i in range(frames_per_rank):  # 30 valid detections a frame, on frames without ground truth
+        outputs = [np.concatenate([rng.uniform(0, 0.4, (5, 2)), rng.uniform(0.5, 1, (5, 2)), rng.random((5, 1))], 1)
+                   for _ in range(AVA_CLASSES)]
+        frames.append({"video_id": f"rank{backend.rank}", "timestamp": i, "outputs": outputs})
+    metric = _ava_make(dist_backend=backend)
+    metric.add(frames)
+    stats.reset()
+    metric.compute(size=2 * frames_per_rank)
+    return [row for row in stats.rows() if row["op"] == "gather_object"]
+
+
+def test_ava_moves_about_12_bytes_per_detection():
+    frames = 400
+    out = run_ranks(_ava_bytes_worker, 2, frames, timeout=120)
+    status, rows = out[1]
+    assert status == "ok", rows
+    (gather,) = rows
+    detections = frames * 30
+    # 12 bytes a detection; a frame id and its framing (16 bytes at most) a frame; the headers
+    assert 12 * detections < gather["bytes_sent"] <= 12 * detections + 16 * frames + 4096, gather
