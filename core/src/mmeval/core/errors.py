@@ -32,6 +32,7 @@ __all__ = [
     "RemoteMetricError",
     "MetricArgumentError",
     "MetricArgumentKeyError",
+    "MetricArgumentTypeError",
     "MissingExtraError",
     "ShardingWarning",
     "DistributedLaunchWarning",
@@ -170,6 +171,13 @@ class MetricArgumentKeyError(MetricArgumentError, KeyError):
 
     def __str__(self) -> str:  # the message as written, not KeyError's quoted repr of it
         return str(self.args[0]) if self.args else ""
+
+
+class MetricArgumentTypeError(MetricArgumentError, TypeError):
+    """A metric argument of the wrong type where MMEval 0.2.1 raised ``TypeError`` (``ProposalRecall``'s numbers).
+
+    Also a :class:`MetricArgumentError` (``ValueError`` and ``AssertionError``).
+    """
 
 
 class MissingExtraError(MMEvalError, ImportError):

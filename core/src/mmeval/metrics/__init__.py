@@ -13,7 +13,9 @@ from .accuracy import Accuracy as Accuracy
 from .accuracy import AccuracyWarning as AccuracyWarning
 from .accuracy import DefaultThresholdWarning as DefaultThresholdWarning
 from .accuracy import TopkWithLabelsWarning as TopkWithLabelsWarning
+from .ava_map import AVAMeanAP as AVAMeanAP
 from .average_precision import AveragePrecision as AveragePrecision
+from .hmean_iou import HmeanIoU as HmeanIoU
 from .keypoint_auc import KeypointAUC as KeypointAUC
 from .keypoint_epe import KeypointEndPointError as KeypointEndPointError
 from .keypoint_nme import KeypointNME as KeypointNME
@@ -23,6 +25,7 @@ from .multi_label import MultiLabelPrecisionRecallF1score as MultiLabelPrecision
 from .pck_accuracy import JhmdbPCKAccuracy as JhmdbPCKAccuracy
 from .pck_accuracy import MpiiPCKAccuracy as MpiiPCKAccuracy
 from .pck_accuracy import PCKAccuracy as PCKAccuracy
+from .proposal_recall import ProposalRecall as ProposalRecall
 from .single_label import SingleLabelMetric as SingleLabelMetric
 from .single_label import SingleLabelPrecisionRecallF1score as SingleLabelPrecisionRecallF1score
 from .voc_map import VOCMeanAP as VOCMeanAP
@@ -40,7 +43,7 @@ _COCO: List[str] = []
 _VOC_FAMILY: List[str] = []
 
 # -- AVA, proposals, text detection -----------------------------------------------------------------
-_MATCHING: List[str] = []
+_MATCHING: List[str] = ["AVAMeanAP", "ProposalRecall", "HmeanIoU"]
 
 # -- image quality, matting, optical flow -----------------------------------------------------------
 _IMAGE: List[str] = []

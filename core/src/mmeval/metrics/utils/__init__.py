@@ -9,12 +9,19 @@ from typing import List
 
 from .keypoint import calc_distances as calc_distances
 from .keypoint import distance_acc as distance_acc
+from .polygon import poly2shapely as poly2shapely
+from .polygon import poly_intersection as poly_intersection
+from .polygon import poly_iou as poly_iou
+from .polygon import poly_make_valid as poly_make_valid
+from .polygon import poly_union as poly_union
+from .polygon import polys2shapely as polys2shapely
 
 # -- boxes (VOC family, rotated boxes) ----------------------------------------------------------------
 _BOXES: List[str] = []
 
 # -- polygons (text detection) ------------------------------------------------------------------------
-_POLYGONS: List[str] = []
+_POLYGONS: List[str] = ["poly2shapely", "polys2shapely", "poly_make_valid", "poly_intersection", "poly_union",
+                         "poly_iou"]
 
 # -- images (image quality, matting) ------------------------------------------------------------------
 _IMAGES: List[str] = []
