@@ -14,12 +14,18 @@ from .accuracy import AccuracyWarning as AccuracyWarning
 from .accuracy import DefaultThresholdWarning as DefaultThresholdWarning
 from .accuracy import TopkWithLabelsWarning as TopkWithLabelsWarning
 from .average_precision import AveragePrecision as AveragePrecision
+from .bleu import BLEU as BLEU
+from .char_recall_precision import CharRecallPrecision as CharRecallPrecision
+from .f1_score import F1Score as F1Score
 from .mean_iou import MeanIoU as MeanIoU
 from .multi_label import MultiLabelMetric as MultiLabelMetric
 from .multi_label import MultiLabelPrecisionRecallF1score as MultiLabelPrecisionRecallF1score
+from .perplexity import Perplexity as Perplexity
+from .rouge import ROUGE as ROUGE
 from .single_label import SingleLabelMetric as SingleLabelMetric
 from .single_label import SingleLabelPrecisionRecallF1score as SingleLabelPrecisionRecallF1score
 from .voc_map import VOCMeanAP as VOCMeanAP
+from .word_accuracy import WordAccuracy as WordAccuracy
 
 _CLASSIFICATION = ["Accuracy", "AccuracyWarning", "DefaultThresholdWarning", "TopkWithLabelsWarning",
                    "SingleLabelMetric", "SingleLabelPrecisionRecallF1score", "MultiLabelMetric",
@@ -43,7 +49,7 @@ _IMAGE: List[str] = []
 _POSE: List[str] = []
 
 # -- text, OCR, language models -------------------------------------------------------------------
-_TEXT: List[str] = []
+_TEXT: List[str] = ["BLEU", "ROUGE", "Perplexity", "F1Score", "CharRecallPrecision", "WordAccuracy"]
 
 # -- MMEval 0.2.1 compatibility names ----------------------------------------------------------------
 _COMPAT: List[str] = []

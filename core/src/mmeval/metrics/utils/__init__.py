@@ -7,6 +7,11 @@ import time. One block per family below; ``__all__`` is their concatenation.
 
 from typing import List
 
+from .grammar import get_n_gram as get_n_gram
+from .grammar import get_tokenizer as get_tokenizer
+from .grammar import infer_language as infer_language
+from .grammar import longest_common_subsequence as longest_common_subsequence
+
 # -- boxes (VOC family, rotated boxes) ----------------------------------------------------------------
 _BOXES: List[str] = []
 
@@ -20,6 +25,6 @@ _IMAGES: List[str] = []
 _KEYPOINTS: List[str] = []
 
 # -- text (OCR, language) -----------------------------------------------------------------------------
-_TEXT: List[str] = []
+_TEXT: List[str] = ["get_n_gram", "get_tokenizer", "infer_language", "longest_common_subsequence"]
 
 __all__ = _BOXES + _POLYGONS + _IMAGES + _KEYPOINTS + _TEXT
