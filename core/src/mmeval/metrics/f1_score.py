@@ -125,7 +125,7 @@ class F1Score(BaseMetric):
                 bad = ~np.isfinite(arr) | (np.floor(arr) != arr)
                 if bad.any():
                     raise MetricArgumentError(f"F1Score: {what}[{i}] must hold integer class indices, got "
-                                              f"{arr[bad][0]!r}")
+                                              f"{float(arr[bad][0])!r}")
             elif arr.dtype.kind not in "iu":
                 raise MetricArgumentError(f"F1Score: {what}[{i}] must hold integer class indices, got dtype "
                                           f"{arr.dtype}")
