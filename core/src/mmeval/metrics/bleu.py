@@ -45,6 +45,8 @@ class BLEU(BaseMetric):
     the predictions are longer than the chosen references in total, else
     ``exp(1 - ref_len / pred_len)``.
 
+    Units: ``bleu`` is a fraction in [0, 1] (0.4007 is 40.07 BLEU points), MMEval 0.2.1's scale.
+
     A state metric: per sample ``2 * n_gram + 2`` int64 counts; :meth:`compute`
     moves their sums (exact integers, whatever the number of samples).
 

@@ -50,6 +50,8 @@ class CharRecallPrecision(BaseMetric):
     characters / ground-truth characters) and ``precision`` (correct /
     predicted characters), each denominator at least 1.
 
+    Units: fractions in [0, 1], MMEval 0.2.1's scale.
+
     A state metric: three int64 counts per sample; :meth:`compute` moves the
     three sums (exact, whatever the number of samples).
 

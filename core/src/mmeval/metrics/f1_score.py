@@ -48,6 +48,8 @@ class F1Score(BaseMetric):
     Result keys (MMEval 0.2.1's, fractions in [0, 1]): ``macro_f1`` then
     ``micro_f1``, those of the modes asked.
 
+    Units: fractions in [0, 1], MMEval 0.2.1's scale.
+
     A state metric: per sample three int64 counts per cared class;
     :meth:`compute` moves their sums (exact, whatever the number of samples).
 

@@ -43,6 +43,9 @@ class Perplexity(BaseMetric):
     every token of every sample (0.0 when every token was ignored, as
     MMEval 0.2.1).
 
+    Units: ``perplexity`` is a perplexity (1 for a model certain of every target, larger is worse), natural
+    logarithms, as MMEval 0.2.1 reports it.
+
     A state metric: per sample its NLL sum (float64) and token count (int64);
     :meth:`compute` moves the two sums, whatever the number of samples.
     """

@@ -60,6 +60,8 @@ class ROUGE(BaseMetric):
     ``rouge{k}_fmeasure``, ``rouge{k}_precision``, ``rouge{k}_recall``: means
     over the samples, fractions in [0, 1].
 
+    Units: every value is a fraction in [0, 1], MMEval 0.2.1's scale.
+
     A state metric: per sample three float64 scores per key; :meth:`compute`
     moves their sums (float64 sums, equal to one process's up to the order of
     the additions), whatever the number of samples.

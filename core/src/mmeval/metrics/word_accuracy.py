@@ -37,6 +37,8 @@ class WordAccuracy(BaseMetric):
     of the modes asked: ``accuracy``, ``ignore_case_accuracy``,
     ``ignore_case_symbol_accuracy``.
 
+    Units: fractions in [0, 1], MMEval 0.2.1's scale.
+
     A state metric: three int64 hits per sample (one per mode); :meth:`compute`
     moves their sums (exact, whatever the number of samples).
 
