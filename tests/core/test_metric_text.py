@@ -197,6 +197,14 @@ def test_bleu_language_is_read_per_prediction():
     assert whole.compute() == one_by_one.compute()
 
 
+def test_texts_may_come_as_tuples_or_numpy_arrays_of_str():
+    preds, refs = translations()
+    want = BLEU()(preds, refs)
+    assert BLEU()(tuple(preds), [tuple(r) for r in refs]) == want
+    assert BLEU()(np.array(preds), [np.array(r) for r in refs]) == want
+    assert WordAccuracy()(np.array(["a", "b"]), np.array(["a", "c"])) == {"ignore_case_symbol_accuracy": 0.5}
+
+
 def test_get_n_gram_is_importable_from_bleu():
     from collections import Counter
 

@@ -117,6 +117,8 @@ def check_texts(metric: str, predictions: Any, others: Any, names: Tuple[str, st
             if not isinstance(o, str):
                 raise MetricArgumentError(f"{metric}: {other_name}[{i}] must be a str, got {type(o).__name__}")
             continue
+        if type(o).__module__ == "numpy" and hasattr(o, "tolist") and getattr(o, "ndim", 0) == 1:
+            o = others_l[i] = o.tolist()
         if isinstance(o, str) or not isinstance(o, Sequence) or not len(o):
             got = f"the str {o!r}" if isinstance(o, str) else repr(o) if isinstance(o, Sequence) else type(o).__name__
             raise MetricArgumentError(f"{metric}: {other_name}[{i}] must be a non-empty sequence of reference "
@@ -128,6 +130,9 @@ def check_texts(metric: str, predictions: Any, others: Any, names: Tuple[str, st
 
 
 def _as_list(metric: str, value: Any, name: str) -> List[Any]:
+    """``value`` as a list: a sequence (list, tuple), or a numpy array of str (nested ones to nested lists)."""
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist") and getattr(value, "ndim", 0) >= 1:
+        value = value.tolist()
     if isinstance(value, str) or not isinstance(value, Sequence):
         shown = f"the str {value!r}" if isinstance(value, str) else type(value).__name__
         raise MetricArgumentError(f"{metric}: {name} must be a sequence (a list) with one item per sample, "
