@@ -15,6 +15,9 @@ from .accuracy import DefaultThresholdWarning as DefaultThresholdWarning
 from .accuracy import TopkWithLabelsWarning as TopkWithLabelsWarning
 from .ava_map import AVAMeanAP as AVAMeanAP
 from .average_precision import AveragePrecision as AveragePrecision
+from .bleu import BLEU as BLEU
+from .char_recall_precision import CharRecallPrecision as CharRecallPrecision
+from .f1_score import F1Score as F1Score
 from .hmean_iou import HmeanIoU as HmeanIoU
 from .keypoint_auc import KeypointAUC as KeypointAUC
 from .keypoint_epe import KeypointEndPointError as KeypointEndPointError
@@ -25,10 +28,13 @@ from .multi_label import MultiLabelPrecisionRecallF1score as MultiLabelPrecision
 from .pck_accuracy import JhmdbPCKAccuracy as JhmdbPCKAccuracy
 from .pck_accuracy import MpiiPCKAccuracy as MpiiPCKAccuracy
 from .pck_accuracy import PCKAccuracy as PCKAccuracy
+from .perplexity import Perplexity as Perplexity
 from .proposal_recall import ProposalRecall as ProposalRecall
+from .rouge import ROUGE as ROUGE
 from .single_label import SingleLabelMetric as SingleLabelMetric
 from .single_label import SingleLabelPrecisionRecallF1score as SingleLabelPrecisionRecallF1score
 from .voc_map import VOCMeanAP as VOCMeanAP
+from .word_accuracy import WordAccuracy as WordAccuracy
 
 _CLASSIFICATION = ["Accuracy", "AccuracyWarning", "DefaultThresholdWarning", "TopkWithLabelsWarning",
                    "SingleLabelMetric", "SingleLabelPrecisionRecallF1score", "MultiLabelMetric",
@@ -53,7 +59,7 @@ _POSE: List[str] = ["PCKAccuracy", "MpiiPCKAccuracy", "JhmdbPCKAccuracy", "Keypo
                     "KeypointNME"]
 
 # -- text, OCR, language models -------------------------------------------------------------------
-_TEXT: List[str] = []
+_TEXT: List[str] = ["BLEU", "ROUGE", "Perplexity", "F1Score", "CharRecallPrecision", "WordAccuracy"]
 
 # -- MMEval 0.2.1 compatibility names ----------------------------------------------------------------
 _COMPAT: List[str] = []

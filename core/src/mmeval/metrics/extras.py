@@ -1,7 +1,7 @@
 """The field libraries some metrics need, imported when the metric needs them.
 
 The core's own dependencies stay numpy, pluggy and packaging: a metric that needs pycocotools,
-scipy, opencv or shapely calls :func:`import_extra` where it uses the library, and a user without it
+scipy, opencv, shapely or nltk calls :func:`import_extra` where it uses the library, and a user without it
 gets a :class:`~mmeval.core.errors.MissingExtraError` that names the metric, the module and the
 ``mmeval-core`` extra that installs it.
 """
@@ -20,6 +20,7 @@ EXTRAS: Dict[str, Tuple[str, str]] = {
     "scipy": ("scipy", "scipy"),
     "cv2": ("opencv", "opencv-python-headless"),
     "shapely": ("shapely", "shapely"),
+    "nltk": ("text", "nltk"),
 }
 
 

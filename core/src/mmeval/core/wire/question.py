@@ -126,7 +126,9 @@ def encode_question(question: Optional[Mapping[str, Any]], thread: str) -> bytes
     """
     fields = []
     for key, value in (question or {}).items():
-        text = value if isinstance(value, str) else _stable_repr(value) if callable(value) else repr(value)
+        text = value if isinstance(value, str) else _stable_repr(value) if callable(value) else \
+            "{" + ", ".join(sorted(map(repr, value))) + "}" if type(value) in (set, frozenset) else repr(value)
+        # (a set's repr follows the process's hash order, which differs between ranks: shown sorted)
         # a str / int / bool / None / float shown whole is its own exact encoding (repr round-trips): no
         # digest, so the slot keeps its room for a reduction's array
         exact = value is None or type(value) in (str, int, bool, float)

@@ -7,6 +7,10 @@ import time. One block per family below; ``__all__`` is their concatenation.
 
 from typing import List
 
+from .grammar import get_n_gram as get_n_gram
+from .grammar import get_tokenizer as get_tokenizer
+from .grammar import infer_language as infer_language
+from .grammar import longest_common_subsequence as longest_common_subsequence
 from .keypoint import calc_distances as calc_distances
 from .keypoint import distance_acc as distance_acc
 from .polygon import poly2shapely as poly2shapely
@@ -30,6 +34,6 @@ _IMAGES: List[str] = []
 _KEYPOINTS: List[str] = ["calc_distances", "distance_acc"]
 
 # -- text (OCR, language) -----------------------------------------------------------------------------
-_TEXT: List[str] = []
+_TEXT: List[str] = ["get_n_gram", "get_tokenizer", "infer_language", "longest_common_subsequence"]
 
 __all__ = _BOXES + _POLYGONS + _IMAGES + _KEYPOINTS + _TEXT
