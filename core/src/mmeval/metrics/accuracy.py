@@ -59,7 +59,10 @@ class Accuracy(BaseMetric):
     an integer or floating dtype) in ``[0, C - 1]`` with scores, ``[0, 2**63 -
     1]`` otherwise: NaN, infinite, non-integral, negative or larger values
     raise a ``ValueError`` naming the argument, the value and the range, and
-    leave the metric unchanged.
+    leave the metric unchanged. A refused ``topk`` / ``thrs``, or scores that
+    cannot be used (NaN, fewer classes than ``topk``, mixed with labels),
+    raise :class:`~mmeval.core.errors.MetricArgumentError` (a ``ValueError``,
+    and an ``AssertionError`` as MMEval's users catch).
 
     Result keys: ``top{k}``, with ``_thr-{thr:.2f}`` / ``_no-thr`` appended
     when several thresholds are given. Values are fractions in [0, 1]. Ties
@@ -118,7 +121,7 @@ class Accuracy(BaseMetric):
     def add(self, predictions: Any, labels: Any) -> None:
         """Add a batch: ``predictions`` (N,) labels or (N, C) scores, ``labels`` (N,).
 
-        Raises ``ValueError`` (and keeps nothing of the batch) on bad shapes,
+        Raises ``ValueError`` / ``MetricArgumentError`` (and keeps nothing of the batch) on bad shapes,
         NaN scores, or class indices that are not integers in range.
         """
         preds, labs = self._checked(to_numpy(predictions, "predictions"), to_numpy(labels, "labels"))

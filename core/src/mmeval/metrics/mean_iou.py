@@ -42,8 +42,10 @@ class MeanIoU(BaseMetric):
     :class:`~mmeval.metrics.Accuracy` converts them). Values must be integers
     (of an integer or floating dtype): labels ``ignore_index`` or in ``[0, C -
     1]``, predictions in ``[0, C - 1]`` wherever the label is not ignored.
-    Anything else raises a ``ValueError`` naming the argument, the image and
-    the pixel, and keeps nothing of the batch.
+    Anything else raises :class:`~mmeval.core.errors.MetricArgumentError` (a
+    ``ValueError``, and an ``AssertionError`` as MMEval asserted) naming the
+    argument, the image and the pixel, and keeps nothing of the batch; so do
+    refused constructor arguments.
 
     Each image is kept as three int64 vectors of length ``C`` -- its true
     positives (the confusion matrix's diagonal), ground-truth and predicted
@@ -137,7 +139,7 @@ class MeanIoU(BaseMetric):
     def add(self, predictions: Any, labels: Any) -> None:
         """Add a batch of label maps: (N, H, W) arrays or sequences of (H, W) maps.
 
-        Raises ``ValueError`` (and keeps nothing of the batch) on mismatched
+        Raises ``MetricArgumentError`` (and keeps nothing of the batch) on mismatched
         lengths or shapes and on values that are not valid class indices.
         """
         preds, labs = _maps(predictions, "predictions"), _maps(labels, "labels")

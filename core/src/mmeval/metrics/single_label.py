@@ -121,7 +121,11 @@ class SingleLabelMetric(BaseMetric):
     converts them). The predicted class of a score row is its arg-max (ties:
     the lower class index). Class indices must be integers in ``[0, C - 1]``.
     Bad input raises a ``ValueError`` naming the argument and keeps nothing
-    of the batch; label and score predictions cannot be mixed.
+    of the batch; label and score predictions cannot be mixed. A refused
+    argument -- a bad constructor argument, ``num_classes`` missing for label
+    predictions or other than the scores' class count -- is a
+    :class:`~mmeval.core.errors.MetricArgumentError`: also an
+    ``AssertionError``, as MMEval asserted.
 
     Each sample is kept as its predicted class, top score, label and class
     count (four numbers), so the result is the same however the samples are
