@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any, Dict, Optional
 
 import numpy as np
@@ -107,3 +108,42 @@ def test_distributed_equals_single_process_exactly(ws, average, decimals):
     ref = average_precision_score(onehot[:n], scores[:n], average=None)
     assert close(want["mAP"] if average else want["AP_classwise"], ref.mean() if average else ref)
     assert_ranks_match(worker, ws, n, want)
+
+
+# --- MMEval 0.2.1's label_is_onehot / pred_is_onehot (issue 22 item 4) ---------------------------------------------
+
+
+@pytest.mark.parametrize("c", [2, 4])
+def test_label_is_onehot_matches_sklearn(c):
+    rng = np.random.default_rng(11 + c)
+    onehot = rng.integers(0, 2, (120, c))
+    onehot[0] = 1  # every class has a positive
+    scores = rng.random((120, c))
+    want = average_precision_score(onehot, scores, average=None)
+    lists = [[int(i) for i in np.flatnonzero(row)] for row in onehot]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an explicit flag leaves nothing ambiguous
+        got = AveragePrecision(average=None, label_is_onehot=True)(scores, onehot)
+        assert close(got["AP_classwise"], want)
+        assert AveragePrecision(average=None, label_is_onehot=False)(scores, lists) == got
+        later = AveragePrecision(average=None)
+        later.label_is_onehot = True  # MMEval's way
+        assert later(scores, onehot) == got
+        assert later.compute_metric(list(zip(scores, onehot))) == got  # MMEval's per-sample form
+    if c == 2:  # MMEval's reading of 2-class 0/1 rows without the flag: class indices, with a warning
+        with pytest.warns(UserWarning, match="label_is_onehot=True"):
+            as_indices = AveragePrecision(average=None)(scores, onehot)
+        read = np.asarray([[1, 1] if row.any() else [1, 0] for row in onehot])  # [0,1]/[1,0]: both; [0,0]: 0
+        read[onehot.all(axis=1)] = [0, 1]  # [1, 1]: class 1
+        assert close(as_indices["AP_classwise"], average_precision_score(read, scores, average=None))
+
+
+def test_pred_is_onehot_is_false_and_stays_so():
+    from mmeval.core.errors import MetricArgumentError
+
+    m = AveragePrecision()
+    assert m.pred_is_onehot is False and m.label_is_onehot is None
+    m.pred_is_onehot = False
+    for bad in (True, None):
+        with pytest.raises(MetricArgumentError, match="pred_is_onehot must stay False"):
+            m.pred_is_onehot = bad

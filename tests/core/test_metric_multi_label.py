@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any, Dict, List, Optional
 
 import numpy as np
@@ -145,3 +146,125 @@ def test_distributed_equals_single_process_exactly(ws, average, thr, topk):
     positive = scores[:n] >= (thr or 0.5) if topk is None else topk_mask(scores[:n], topk)
     assert close(next(iter(want.values())), reference(positive, onehot[:n], average)["precision"])
     assert_ranks_match(worker, ws, n, want)
+
+
+# --- MMEval 0.2.1's pred_is_onehot / label_is_onehot, and its reading of 2-class rows (issue 22 item 4) ------------
+
+ITEMS = ("precision", "recall", "f1-score", "support")
+
+
+def onehot_data(c: int, n: int = 150, seed: int = 5):
+    """Random one-hot predictions and labels (rows of all zeros and all ones included) and scores in (0, 1)."""
+    rng = np.random.default_rng(seed + c)
+    return rng.integers(0, 2, (n, c)), rng.integers(0, 2, (n, c)), rng.uniform(0.01, 0.99, (n, c))
+
+
+def index_lists(onehot: np.ndarray) -> List[List[int]]:
+    return [[int(i) for i in np.flatnonzero(row)] for row in onehot]
+
+
+def assert_matches(got: Dict[str, Any], positive: np.ndarray, onehot: np.ndarray, average: Optional[str],
+                   suffix: str = "") -> None:
+    ref = reference(positive.astype(bool), onehot, average)
+    end = {"macro": "", "micro": "_micro", None: "_classwise"}[average]
+    assert list(got) == [item + suffix + end for item in ITEMS]
+    for item in ITEMS:
+        key = item + suffix + end
+        assert (got[key] == ref[item]) if item == "support" else close(got[key], ref[item]), (key, got[key])
+
+
+@pytest.mark.parametrize("c", [2, 5])
+@pytest.mark.parametrize("average", ["macro", "micro", None])
+def test_onehot_flags_match_sklearn(c, average):
+    pred_onehot, onehot, _ = onehot_data(c)
+    kw = {"items": ITEMS, "average": average}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an explicit flag leaves nothing ambiguous
+        as_onehot = MultiLabelMetric(c, pred_is_onehot=True, label_is_onehot=True, **kw)(pred_onehot, onehot)
+        as_lists = MultiLabelMetric(c, pred_is_onehot=False, label_is_onehot=False, **kw)(
+            index_lists(pred_onehot), index_lists(onehot))
+        set_later = MultiLabelMetric(c, **kw)  # MMEval's way: attributes set after construction
+        set_later.pred_is_onehot, set_later.label_is_onehot = True, True
+        assert (set_later.pred_is_onehot, set_later.label_is_onehot) == (True, True)
+        from_pairs = set_later.compute_metric(list(zip(pred_onehot, onehot)))  # MMEval's per-sample form
+        for s in range(0, len(onehot), 40):
+            set_later.add(pred_onehot[s:s + 40], onehot[s:s + 40])
+        later = set_later.compute()
+    for got in (as_onehot, as_lists, later, from_pairs):
+        assert_matches(got, pred_onehot, onehot, average)
+
+
+def test_pred_is_onehot_true_takes_any_real_scores():
+    _, onehot, _ = onehot_data(2)
+    logits = np.random.default_rng(8).normal(scale=3.0, size=onehot.shape)
+    got = MultiLabelMetric(2, thr=0.0, items=ITEMS, pred_is_onehot=True, label_is_onehot=True)(logits, onehot)
+    assert_matches(got, logits >= 0.0, onehot, "macro", "_thr-0.00")
+    with pytest.raises(ValueError, match=r"predictions\[0\] must be integer class indices"):
+        MultiLabelMetric(2, thr=0.0)(logits, onehot)  # without the flag such a row is not scores
+
+
+def test_two_class_rows_of_zeros_and_ones_are_class_indices_as_in_mmeval():
+    """MMEval 0.2.1 reads a 2-class 0/1 input as class indices unless told it is one-hot: [0, 1] is classes 0 and 1
+    (the old docstring said so, while the old code read it as class 1)."""
+    rows = [[0, 1], [1, 0], [0, 0], [1, 1]]
+    scores = np.asarray([[0.2, 0.9], [0.7, 0.1], [0.6, 0.3], [0.4, 0.8]])  # strictly inside (0, 1): scores
+    positive = scores >= 0.5
+    as_indices = np.asarray([[1, 1], [1, 1], [1, 0], [0, 1]])
+    with pytest.warns(UserWarning, match=r"labels: with 2 classes, a row of two 0/1 values is ambiguous.*"
+                                         r"Set label_is_onehot=True") as rec:
+        got = MultiLabelMetric(2, items=ITEMS, average=None)(scores, rows)
+    assert len(rec) == 1 and rec[0].filename == __file__
+    assert_matches(got, positive, as_indices, None)
+    assert MultiLabelMetric(2, items=("support",), average=None,
+                            label_is_onehot=False)(scores[:1], [[0, 1]]) == {"support_classwise": [1, 1]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert MultiLabelMetric(2, items=ITEMS, average=None, label_is_onehot=False)(scores, rows) == got
+        assert_matches(MultiLabelMetric(2, items=ITEMS, average=None, label_is_onehot=True)(scores, rows),
+                       positive, np.asarray(rows), None)
+    # predictions too: a one-hot prediction row needs pred_is_onehot=True
+    with pytest.warns(UserWarning, match="predictions: with 2 classes.*pred_is_onehot=True"):
+        got = MultiLabelMetric(2, items=ITEMS, average=None, label_is_onehot=True)(rows, rows)
+    assert_matches(got, as_indices, np.asarray(rows), None)
+    got = MultiLabelMetric(2, items=ITEMS, average=None, pred_is_onehot=True, label_is_onehot=True)(rows, rows)
+    assert_matches(got, np.asarray(rows), np.asarray(rows), None)
+
+
+def test_more_than_two_classes_read_each_row_on_its_own():
+    """With C > 2 a row of C values in [0, 1] is scores / one-hot, anything else class indices, whatever the other
+    rows of the input are (MMEval decides for the whole input)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = MultiLabelMetric(3, items=("support",), average=None)(np.full((3, 3), 0.2), [[0, 1, 0], [0, 1, 2], [2]])
+    assert got == {"support_classwise": [1, 2, 2]}
+
+
+def test_a_flag_changed_while_samples_are_held_is_refused_until_reset():
+    from mmeval.core.errors import MetricArgumentError
+
+    m = MultiLabelMetric(2)
+    m.add(np.asarray([[0.2, 0.9]]), [[1]])
+    with pytest.raises(MetricArgumentError, match=r"1 samples were read with label_is_onehot=None: set "
+                                                  r"label_is_onehot=True before adding \(call reset\(\) first\)"):
+        m.label_is_onehot = True
+    m.label_is_onehot = None  # the same value: nothing to refuse
+    assert m.label_is_onehot is None and m.num_results == 1
+    m.reset()
+    m.label_is_onehot = True
+    assert m.label_is_onehot is True
+
+
+def two_class_worker(backend: Any, n: int) -> Dict[str, Any]:
+    """One-hot 2-class predictions and labels (pred_is_onehot / label_is_onehot), on this rank's shard."""
+    pred_onehot, onehot, _ = onehot_data(2)
+    make = functools.partial(MultiLabelMetric, 2, items=ITEMS, average=None, pred_is_onehot=True,
+                             label_is_onehot=True)
+    return run_sharded(backend, n, make, pred_onehot, list(onehot))
+
+
+def test_two_class_onehot_distributed_equals_single_process():
+    n = 121
+    want = two_class_worker(None, n)
+    pred_onehot, onehot, _ = onehot_data(2)
+    assert_matches(want, pred_onehot[:n], onehot[:n], None)
+    assert_ranks_match(two_class_worker, 2, n, want)

@@ -241,3 +241,194 @@ def test_importing_every_mmeval_path_loads_no_framework():
     assert out["after_access"] == [], f"resolving MMEval's classes loaded {out['after_access']}"
     assert set(out["got"].values()) <= {"ok", "BackendNotInstalledError"}
     assert len(out["got"]) == len(CASES)
+
+
+# --- the metrics' bad arguments: MetricArgumentError, a ValueError and MMEval's AssertionError (issue 22 item 4) ----
+
+
+def _labels_without_num_classes():
+    from mmeval.metrics import SingleLabelMetric
+
+    SingleLabelMetric().add([1, 2, 0], [0, 2, 1])
+
+
+def _argument_cases():
+    """``(id, call, match)``: each call refuses one argument; ``match`` is in the message (MMEval's own phrase where
+    MMEval's tests match one)."""
+    import numpy as np
+
+    from mmeval.metrics import Accuracy, AveragePrecision, MeanIoU, MultiLabelMetric, SingleLabelMetric
+
+    def PrecisionRecallF1score(**kwargs):  # imported when called: the table is built at collection
+        from mmeval.metrics import PrecisionRecallF1score
+
+        return PrecisionRecallF1score(**kwargs)
+
+    def add(make, *args):
+        return lambda: make().add(*args)
+
+    def set_attr(make, name, value):
+        return lambda: setattr(make(), name, value)
+
+    scores3 = np.full((2, 3), 0.3)
+    return [
+        ("Accuracy-topk", lambda: Accuracy(topk=0), "topk must be a positive int"),
+        ("Accuracy-topk-empty", lambda: Accuracy(topk=()), "topk must be a positive int"),
+        ("Accuracy-thrs", lambda: Accuracy(thrs=float("nan")), "thrs must be a finite number"),
+        ("Accuracy-add-topk", add(lambda: Accuracy(topk=5), scores3, [0, 1]), r"topk=\(5,\) asks for more"),
+        ("Accuracy-add-nan", add(Accuracy, np.full((1, 3), np.nan), [0]), "NaN scores"),
+        ("Accuracy-add-mixed", lambda: _mixed(Accuracy()), "cannot be mixed"),
+        ("SingleLabel-num_classes", lambda: SingleLabelMetric(num_classes=0), "num_classes must be a positive int"),
+        ("SingleLabel-thrs", lambda: SingleLabelMetric(thrs="x"), "thrs must be a finite number"),
+        ("SingleLabel-items", lambda: SingleLabelMetric(items=("map",)), "The metric map is not supported"),
+        ("SingleLabel-average", lambda: SingleLabelMetric(average="mean"), "Invalid `average` argument"),
+        ("SingleLabel-add-no-num_classes", _labels_without_num_classes, "Please specify `num_classes`"),
+        ("SingleLabel-add-classes", add(lambda: SingleLabelMetric(num_classes=2), scores3, [0, 1]),
+         "Number of classes does not match"),
+        ("SingleLabel-add-nan", add(SingleLabelMetric, np.full((1, 3), np.nan), [0]), "NaN scores"),
+        ("MultiLabel-num_classes", lambda: MultiLabelMetric(None), "num_classes must be a positive int"),
+        ("MultiLabel-thr", lambda: MultiLabelMetric(3, thr="x"), "thr must be a finite number"),
+        ("MultiLabel-topk", lambda: MultiLabelMetric(3, topk=4), r"topk must be None or an int in \[1, num_classes"),
+        ("MultiLabel-items", lambda: MultiLabelMetric(3, items=("map",)), "The metric map is not supported"),
+        ("MultiLabel-average", lambda: MultiLabelMetric(3, average="mean"), "Invalid `average` argument"),
+        ("MultiLabel-pred_is_onehot", lambda: MultiLabelMetric(3, pred_is_onehot="yes"),
+         "pred_is_onehot must be None, True or False"),
+        ("MultiLabel-label_is_onehot-attr", set_attr(lambda: MultiLabelMetric(3), "label_is_onehot", 1),
+         "label_is_onehot must be None, True or False"),
+        ("MultiLabel-add-lengths", add(lambda: MultiLabelMetric(3), scores3, [[0]]), "different lengths"),
+        ("MultiLabel-add-label-range", add(lambda: MultiLabelMetric(3), scores3[:1], [[0, 3]]), "out of range"),
+        ("MultiLabel-add-onehot-shape", add(lambda: MultiLabelMetric(3, label_is_onehot=True), scores3[:1], [[0]]),
+         "label_is_onehot=True reads every sample as 3 one-hot values"),
+        ("AP-average", lambda: AveragePrecision(average="micro"), "Invalid `average` argument"),
+        ("AP-pred_is_onehot", set_attr(AveragePrecision, "pred_is_onehot", True), "pred_is_onehot must stay False"),
+        ("AP-label_is_onehot", lambda: AveragePrecision(label_is_onehot="no"), "label_is_onehot must be None"),
+        ("AP-add-shape", add(AveragePrecision, [0.1, 0.9], [0, 1]), r"scores of shape \(N, C\)"),
+        ("MeanIoU-num_classes", lambda: MeanIoU(num_classes=0), "num_classes must be a positive int"),
+        ("MeanIoU-ignore_index", lambda: MeanIoU(ignore_index=1.5), "ignore_index must be an int"),
+        ("MeanIoU-nan_to_num", lambda: MeanIoU(nan_to_num="x"), "nan_to_num must be a number"),
+        ("MeanIoU-beta", lambda: MeanIoU(beta=0), "beta must be a positive finite number"),
+        ("MeanIoU-classwise_results", lambda: MeanIoU(classwise_results="yes"), "classwise_results must be True"),
+        ("MeanIoU-add-no-num_classes", add(MeanIoU, np.zeros((1, 2, 2)), np.zeros((1, 2, 2))), "num_classes is not set"),
+        ("MeanIoU-add-shapes", add(lambda: MeanIoU(num_classes=2), [np.zeros((2, 2))], [np.zeros((2, 3))]),
+         "must have its label map's"),
+        ("MeanIoU-add-ndim", add(lambda: MeanIoU(num_classes=2), [np.zeros(4)], [np.zeros(4)]),
+         r"must be an \(H, W\) label map"),
+        ("PRF-task", lambda: PrecisionRecallF1score(task="threeclasses"), "Expected argument `task` to either be"),
+        ("PRF-multilabel-thrs", lambda: PrecisionRecallF1score(task="multilabel", num_classes=3, thrs=(0.1, 0.4)),
+         "task `'multilabel'` only supports"),
+        ("PRF-multilabel-num_classes", lambda: PrecisionRecallF1score(task="multilabel"), "`num_classes` is necessary"),
+        ("PRF-singlelabel-average", lambda: PrecisionRecallF1score(average="mean"), "Invalid `average` argument"),
+    ]
+
+
+def _mixed(metric):
+    import numpy as np
+
+    metric.add(np.eye(3)[[0, 1]], [0, 1])
+    metric.add(np.asarray([0, 1]), [0, 1])
+
+
+ARGUMENT_CASES = _argument_cases()
+
+
+@pytest.mark.parametrize(("call", "match"), [c[1:] for c in ARGUMENT_CASES], ids=[c[0] for c in ARGUMENT_CASES])
+def test_a_refused_metric_argument_is_a_value_error_and_mmevals_assertion_error(call, match):
+    from mmeval.core.errors import MetricArgumentError
+
+    with pytest.raises(AssertionError, match=match) as info:  # MMEval 0.2.1 asserted: its users catch that
+        call()
+    assert isinstance(info.value, MetricArgumentError) and isinstance(info.value, ValueError)
+    with pytest.raises(ValueError, match=match):  # everyone else
+        call()
+
+
+# --- MMEval 0.2.1's deprecated metric aliases ---------------------------------------------------------------------
+
+#: MMEval 0.2.1's mmeval/metrics/__init__.py __deprecated_metric_names__, less the two this project keeps as
+#: plain names (SingleLabelMetric, MultiLabelMetric: docs/metrics.md)
+MMEVAL_DEPRECATED = {
+    "COCODetectionMetric": "COCODetection", "F1Metric": "F1Score", "MAE": "MeanAbsoluteError",
+    "MSE": "MeanSquaredError", "PSNR": "PeakSignalNoiseRatio", "SNR": "SignalNoiseRatio",
+    "SSIM": "StructuralSimilarity", "SAD": "SumAbsoluteDifferences", "MattingMSE": "MattingMeanSquaredError",
+}
+
+
+def test_the_alias_table_is_mmevals():
+    import mmeval.metrics
+
+    assert mmeval.metrics.__deprecated_metric_names__ == MMEVAL_DEPRECATED
+    for alias in MMEVAL_DEPRECATED:  # aliases are not listed: `from mmeval.metrics import *` does not warn
+        assert alias not in mmeval.metrics.__all__
+
+
+@pytest.mark.parametrize("alias", sorted(MMEVAL_DEPRECATED))
+def test_each_deprecated_alias_warns_and_resolves_lazily(alias, monkeypatch):
+    """Through mmeval.metrics and mmeval, the alias warns naming the new name and returns what that name is
+    when asked (a metric whose module lands later included: a stand-in class here)."""
+    import warnings
+
+    import mmeval
+    import mmeval.metrics
+
+    new = MMEVAL_DEPRECATED[alias]
+    real = getattr(mmeval.metrics, new, None)
+    target = real if real is not None else type(new, (), {})
+    monkeypatch.setattr(mmeval.metrics, new, target, raising=False)
+    for get in (lambda: getattr(mmeval.metrics, alias), lambda: getattr(mmeval, alias)):
+        with pytest.warns(DeprecationWarning, match=f"`{alias}` is MMEval 0.2.1's deprecated alias of `{new}`") as rec:
+            assert get() is target
+        assert rec[0].filename == __file__  # attributed to the user's line
+    ns: dict = {}
+    with pytest.warns(DeprecationWarning, match=new):
+        exec(f"from mmeval.metrics import {alias}", ns)
+    assert ns[alias] is target
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert getattr(mmeval.metrics, new) is target  # the new name itself does not warn
+    assert alias not in vars(mmeval.metrics) and alias not in vars(mmeval)  # never cached: it warns at every use
+
+
+@pytest.mark.parametrize("alias", sorted(MMEVAL_DEPRECATED))
+def test_an_alias_whose_metric_is_absent_says_so_without_warning(alias, monkeypatch):
+    import warnings
+
+    import mmeval
+    import mmeval.metrics
+
+    new = MMEVAL_DEPRECATED[alias]
+    monkeypatch.delattr(mmeval.metrics, new, raising=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for owner in (mmeval.metrics, mmeval):
+            with pytest.raises(AttributeError, match=f"deprecated alias of '{new}'" if owner is mmeval.metrics
+                               else alias):
+                getattr(owner, alias)
+        with pytest.raises(ImportError, match=alias):
+            exec(f"from mmeval.metrics import {alias}", {})
+
+
+def test_unknown_names_are_still_attribute_errors():
+    import mmeval
+    import mmeval.metrics
+
+    for owner in (mmeval, mmeval.metrics):
+        with pytest.raises(AttributeError, match="NoSuchMetric"):
+            owner.NoSuchMetric  # noqa: B018
+
+
+def test_both_names_of_the_precision_recall_f1_metrics_are_plain_names():
+    """MMEval 0.2.1 names the classes *PrecisionRecallF1score and deprecates SingleLabelMetric / MultiLabelMetric;
+    here both are the same classes and neither warns (this project's docs use the short names)."""
+    import warnings
+
+    import mmeval
+    from mmeval.metrics import precision_recall_f1score as prf
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for short, long in (("SingleLabelMetric", "SingleLabelPrecisionRecallF1score"),
+                            ("MultiLabelMetric", "MultiLabelPrecisionRecallF1score")):
+            assert getattr(mmeval.metrics, short) is getattr(mmeval.metrics, long) is getattr(mmeval, long)
+            assert getattr(prf, short) is getattr(prf, long) is getattr(mmeval, short)
+            assert short in mmeval.metrics.__all__ and long in mmeval.metrics.__all__
+        assert mmeval.PrecisionRecallF1score is prf.PrecisionRecallF1score

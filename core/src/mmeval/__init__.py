@@ -47,6 +47,8 @@ def __getattr__(name: str) -> Any:
             if name in metrics.__all__:
                 globals()[name] = value = getattr(metrics, name)
                 return value
+            if name in metrics.__deprecated_metric_names__:  # MMEval's deprecated aliases: warn at every use
+                return getattr(metrics, name)
         raise AttributeError(f"module 'mmeval' has no attribute {name!r}") from None
 
     module = importlib.import_module(module_name)

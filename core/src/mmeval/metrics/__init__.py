@@ -7,7 +7,7 @@ One block per family below (each name imported ``as`` itself: an explicit re-exp
 ``__all__`` is the concatenation of the families' lists.
 """
 
-from typing import List
+from typing import Any, Dict, List
 
 from .accuracy import Accuracy as Accuracy
 from .accuracy import AccuracyWarning as AccuracyWarning
@@ -29,6 +29,7 @@ from .pck_accuracy import JhmdbPCKAccuracy as JhmdbPCKAccuracy
 from .pck_accuracy import MpiiPCKAccuracy as MpiiPCKAccuracy
 from .pck_accuracy import PCKAccuracy as PCKAccuracy
 from .perplexity import Perplexity as Perplexity
+from .precision_recall_f1score import PrecisionRecallF1score as PrecisionRecallF1score
 from .proposal_recall import ProposalRecall as ProposalRecall
 from .rouge import ROUGE as ROUGE
 from .single_label import SingleLabelMetric as SingleLabelMetric
@@ -62,7 +63,42 @@ _POSE: List[str] = ["PCKAccuracy", "MpiiPCKAccuracy", "JhmdbPCKAccuracy", "Keypo
 _TEXT: List[str] = ["BLEU", "ROUGE", "Perplexity", "F1Score", "CharRecallPrecision", "WordAccuracy"]
 
 # -- MMEval 0.2.1 compatibility names ----------------------------------------------------------------
-_COMPAT: List[str] = []
+# SingleLabelMetric / MultiLabelMetric (this project's names) and SingleLabelPrecisionRecallF1score /
+# MultiLabelPrecisionRecallF1score (MMEval 0.2.1's) are the same classes and neither warns (see docs/metrics.md).
+_COMPAT: List[str] = ["PrecisionRecallF1score"]
+
+#: MMEval 0.2.1's deprecated metric aliases -> the names they stand for. ``mmeval.metrics.<alias>`` and
+#: ``mmeval.<alias>`` warn (DeprecationWarning) and return the metric, looked up when asked for (so an alias
+#: works as soon as its metric's module is in this package).
+__deprecated_metric_names__: Dict[str, str] = {
+    "COCODetectionMetric": "COCODetection",
+    "F1Metric": "F1Score",
+    "MAE": "MeanAbsoluteError",
+    "MSE": "MeanSquaredError",
+    "PSNR": "PeakSignalNoiseRatio",
+    "SNR": "SignalNoiseRatio",
+    "SSIM": "StructuralSimilarity",
+    "SAD": "SumAbsoluteDifferences",
+    "MattingMSE": "MattingMeanSquaredError",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Resolve MMEval 0.2.1's deprecated metric aliases, with a ``DeprecationWarning`` naming the new name."""
+    new = __deprecated_metric_names__.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if new not in globals():
+        raise AttributeError(
+            f"module {__name__!r} has no attribute {name!r}: it is MMEval 0.2.1's deprecated alias of {new!r}, "
+            f"which this version of mmeval.metrics does not provide"
+        )
+    from ..core.inputs import warn_user
+
+    warn_user(f"`{name}` is MMEval 0.2.1's deprecated alias of `{new}`: use `{new}` (mmeval.metrics.{new}) "
+              f"instead; the alias resolves to it", DeprecationWarning)
+    return globals()[new]
+
 
 __all__ = (_CLASSIFICATION + _SEGMENTATION + _DETECTION + _COCO + _VOC_FAMILY + _MATCHING + _IMAGE + _POSE + _TEXT
            + _COMPAT)

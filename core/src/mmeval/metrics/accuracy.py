@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Type, Union
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
-from ..core.errors import AccuracyWarning, DefaultThresholdWarning, TopkWithLabelsWarning
+from ..core.errors import AccuracyWarning, DefaultThresholdWarning, MetricArgumentError, TopkWithLabelsWarning
 from ..core.inputs import INT64_MAX as INT64_MAX  # moved to mmeval.core.inputs; importable from here too
 from ..core.inputs import check_batch_shapes, class_indices, to_numpy, warn_user
 from ..core.state import MetricState
@@ -59,7 +59,10 @@ class Accuracy(BaseMetric):
     an integer or floating dtype) in ``[0, C - 1]`` with scores, ``[0, 2**63 -
     1]`` otherwise: NaN, infinite, non-integral, negative or larger values
     raise a ``ValueError`` naming the argument, the value and the range, and
-    leave the metric unchanged.
+    leave the metric unchanged. A refused ``topk`` / ``thrs``, or scores that
+    cannot be used (NaN, fewer classes than ``topk``, mixed with labels),
+    raise :class:`~mmeval.core.errors.MetricArgumentError` (a ``ValueError``,
+    and an ``AssertionError`` as MMEval's users catch).
 
     Result keys: ``top{k}``, with ``_thr-{thr:.2f}`` / ``_no-thr`` appended
     when several thresholds are given. Values are fractions in [0, 1]. Ties
@@ -88,13 +91,13 @@ class Accuracy(BaseMetric):
         topk_t: Tuple[Any, ...] = (topk,) if isinstance(topk, numbers.Integral) else tuple(topk)  # type: ignore[arg-type]
         if not topk_t or not all(isinstance(k, numbers.Integral) and not isinstance(k, bool) and int(k) >= 1
                                  for k in topk_t):
-            raise ValueError(f"topk must be a positive int or a non-empty tuple of them, got {topk!r}")
+            raise MetricArgumentError(f"topk must be a positive int or a non-empty tuple of them, got {topk!r}")
         self.topk: Tuple[int, ...] = tuple(int(k) for k in topk_t)
         thrs_t: Tuple[Any, ...] = (
             (thrs,) if thrs is None or isinstance(thrs, numbers.Real) else tuple(thrs)  # type: ignore[arg-type]
         )
         if not thrs_t or not all(t is None or (isinstance(t, numbers.Real) and np.isfinite(float(t))) for t in thrs_t):
-            raise ValueError(f"thrs must be a finite number, None, or a tuple of them, got {thrs!r}")
+            raise MetricArgumentError(f"thrs must be a finite number, None, or a tuple of them, got {thrs!r}")
         self.thrs: Tuple[Optional[float], ...] = tuple(None if t is None else float(t) for t in thrs_t)
         #: True while ``thrs`` is MMEval's default (not chosen by the caller): see DefaultThresholdWarning.
         self._default_thrs = thrs is _DEFAULT_THRS
@@ -118,12 +121,12 @@ class Accuracy(BaseMetric):
     def add(self, predictions: Any, labels: Any) -> None:
         """Add a batch: ``predictions`` (N,) labels or (N, C) scores, ``labels`` (N,).
 
-        Raises ``ValueError`` (and keeps nothing of the batch) on bad shapes,
+        Raises ``ValueError`` / ``MetricArgumentError`` (and keeps nothing of the batch) on bad shapes,
         NaN scores, or class indices that are not integers in range.
         """
         preds, labs = self._checked(to_numpy(predictions, "predictions"), to_numpy(labels, "labels"))
         if self._batches and self._pred_shape != preds.shape[1:]:
-            raise ValueError(
+            raise MetricArgumentError(
                 f"predictions of shape {preds.shape} do not match earlier batches' per-sample shape "
                 f"{self._pred_shape} (labels and scores cannot be mixed; the class count must not change)"
             )
@@ -161,13 +164,13 @@ class Accuracy(BaseMetric):
         if preds.ndim == 1:
             return class_indices(preds, "predictions (labels)"), class_indices(labs, "labels")
         if not np.issubdtype(preds.dtype, np.number) or np.issubdtype(preds.dtype, np.complexfloating):
-            raise ValueError(f"predictions (scores) must be real numbers, got dtype {preds.dtype}")
+            raise MetricArgumentError(f"predictions (scores) must be real numbers, got dtype {preds.dtype}")
         num_classes = preds.shape[1]
         if np.issubdtype(preds.dtype, np.floating) and np.isnan(preds).any():
-            raise ValueError("predictions contain NaN scores")
+            raise MetricArgumentError("predictions contain NaN scores")
         labs = class_indices(labs, "labels", num_classes)
         if max(self.topk) > num_classes:
-            raise ValueError(f"topk={self.topk} asks for more than the {num_classes} classes in predictions")
+            raise MetricArgumentError(f"topk={self.topk} asks for more than the {num_classes} classes in predictions")
         return preds, labs
 
     # -- compute -------------------------------------------------------------

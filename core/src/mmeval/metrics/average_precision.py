@@ -7,8 +7,9 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
+from ..core.errors import MetricArgumentError
 from ..core.inputs import to_numpy
-from .multi_label import dense_rows
+from .multi_label import OnehotFlags, dense_rows
 
 __all__ = ["AveragePrecision", "average_precision"]
 
@@ -47,7 +48,7 @@ def _class_ap(scores: np.ndarray, labels: np.ndarray) -> float:
     return float((tp[hits] / (hits + 1.0)).sum() / max(total, 1))
 
 
-class AveragePrecision(BaseMetric):
+class AveragePrecision(OnehotFlags, BaseMetric):
     """Average precision per class of multi-label classification, and its mean (mAP).
 
     The names, arguments and result keys are MMEval 0.2.1's ``AveragePrecision``.
@@ -55,6 +56,13 @@ class AveragePrecision(BaseMetric):
     Args:
         average: ``'macro'`` (the mean AP over all C classes) or ``None``
             (the AP of each class).
+        label_is_onehot: MMEval 0.2.1's attribute of this name (settable after
+            construction too, before :meth:`add`): ``None`` (default) reads
+            each label row on its own, ``True`` reads every row as C one-hot
+            values, ``False`` as class indices (see
+            :class:`~mmeval.metrics.MultiLabelMetric`: with C == 2, a row of
+            two 0/1 values is read as class indices unless this is ``True``).
+            ``pred_is_onehot`` is ``False`` and stays so: AP needs scores.
         **kwargs: :class:`~mmeval.core.BaseMetric` arguments (``dist_backend``,
             ``dist_collect_mode``, ``dataset_meta``).
 
@@ -64,8 +72,10 @@ class AveragePrecision(BaseMetric):
     array gives one index per sample), read like
     :class:`~mmeval.metrics.MultiLabelMetric` reads them. numpy arrays,
     lists or framework tensors (converted like :class:`~mmeval.metrics.Accuracy`
-    converts them). Bad input raises a ``ValueError`` naming the argument,
-    and keeps nothing of the batch.
+    converts them). Bad input raises a
+    :class:`~mmeval.core.errors.MetricArgumentError` (a ``ValueError``, and
+    an ``AssertionError`` as MMEval raised) naming the argument, and keeps
+    nothing of the batch.
 
     AP is the area under the step precision-recall curve with one step per
     distinct score (scikit-learn's ``average_precision_score``); tied scores
@@ -81,40 +91,57 @@ class AveragePrecision(BaseMetric):
     scales, kept as they are for compatibility with MMEval: one result dict may mix fractions and percentages.
     """
 
-    def __init__(self, average: Optional[str] = "macro", **kwargs: Any) -> None:
+    def __init__(self, average: Optional[str] = "macro", *, label_is_onehot: Optional[bool] = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if average not in ("macro", None):
-            raise ValueError(f"AveragePrecision: average must be 'macro' or None, got {average!r}")
+            raise MetricArgumentError(
+                f"AveragePrecision: Invalid `average` argument: average must be 'macro' or None, got {average!r}"
+            )
         self.average: Optional[str] = average
+        self.label_is_onehot = label_is_onehot
+
+    @property
+    def pred_is_onehot(self) -> Optional[bool]:
+        """``False``: average precision ranks scores, so predictions are always read as (N, C) scores."""
+        return False
+
+    @pred_is_onehot.setter
+    def pred_is_onehot(self, value: Optional[bool]) -> None:
+        if value is not False:
+            raise MetricArgumentError(
+                f"AveragePrecision: pred_is_onehot must stay False (predictions are scores, which average precision "
+                f"ranks), got {value!r}"
+            )
 
     def add(self, predictions: Any, labels: Any) -> None:
         """Add a batch: ``predictions`` (N, C) scores, ``labels`` one-hot or index lists per sample.
 
-        Raises ``ValueError`` (and keeps nothing of the batch) on a bad shape,
+        Raises :class:`~mmeval.core.errors.MetricArgumentError` (and keeps nothing of the batch) on a bad shape,
         NaN scores, a class count other than earlier batches', different
         lengths, or labels that are neither one-hot nor class indices in range.
         """
-        scores, gt = self._checked(predictions, labels)
+        scores, gt = self._checked(predictions, labels, self._label_is_onehot)
         if self._batches and self._batches[0]["scores"].shape[1] != scores.shape[1]:
-            raise ValueError(
+            raise MetricArgumentError(
                 f"predictions have {scores.shape[1]} classes but earlier batches had "
                 f"{self._batches[0]['scores'].shape[1]}: the class count must not change"
             )
         self._add_batch(scores=scores, label=gt)
 
     @staticmethod
-    def _checked(predictions: Any, labels: Any) -> Tuple[np.ndarray, np.ndarray]:
+    def _checked(predictions: Any, labels: Any, label_is_onehot: Optional[bool]) -> Tuple[np.ndarray, np.ndarray]:
         scores = to_numpy(predictions, "predictions")
         if scores.ndim != 2 or scores.shape[1] == 0:
-            raise ValueError(f"predictions must be scores of shape (N, C), got shape {scores.shape}")
+            raise MetricArgumentError(f"predictions must be scores of shape (N, C), got shape {scores.shape}")
         if scores.dtype.kind not in "iubf":
-            raise ValueError(f"predictions (scores) must be real numbers, got dtype {scores.dtype}")
+            raise MetricArgumentError(f"predictions (scores) must be real numbers, got dtype {scores.dtype}")
         scores = scores.astype(np.float64)
         if np.isnan(scores).any():
-            raise ValueError("predictions contain NaN scores")
-        gt = dense_rows(labels, "labels", scores.shape[1], scores=False)
+            raise MetricArgumentError("predictions contain NaN scores")
+        gt = dense_rows(labels, "labels", scores.shape[1], False, label_is_onehot, "label_is_onehot")
         if scores.shape[0] != gt.shape[0]:
-            raise ValueError(
+            raise MetricArgumentError(
                 f"predictions and labels have different lengths: {scores.shape[0]} predictions, {gt.shape[0]} labels"
             )
         return scores, gt
@@ -128,7 +155,7 @@ class AveragePrecision(BaseMetric):
             scores, gt = results["scores"], results["label"]
         else:
             p, lab = zip(*results)
-            scores, gt = self._checked(list(p), list(lab))
+            scores, gt = self._checked(list(p), list(lab), self._label_is_onehot)
         ap = average_precision(scores, gt) * 100
         if self.average is None:
             return {"AP_classwise": [round(float(v), 4) for v in ap]}

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
+from ..core.errors import MetricArgumentError
 from ..core.inputs import to_numpy
 from ..core.state import MetricState
 
@@ -41,8 +42,10 @@ class MeanIoU(BaseMetric):
     :class:`~mmeval.metrics.Accuracy` converts them). Values must be integers
     (of an integer or floating dtype): labels ``ignore_index`` or in ``[0, C -
     1]``, predictions in ``[0, C - 1]`` wherever the label is not ignored.
-    Anything else raises a ``ValueError`` naming the argument, the image and
-    the pixel, and keeps nothing of the batch.
+    Anything else raises :class:`~mmeval.core.errors.MetricArgumentError` (a
+    ``ValueError``, and an ``AssertionError`` as MMEval asserted) naming the
+    argument, the image and the pixel, and keeps nothing of the batch; so do
+    refused constructor arguments.
 
     Each image is kept as three int64 vectors of length ``C`` -- its true
     positives (the confusion matrix's diagonal), ground-truth and predicted
@@ -76,15 +79,15 @@ class MeanIoU(BaseMetric):
     ) -> None:
         super().__init__(**kwargs)
         if num_classes is not None and not (_is_int(num_classes) and int(num_classes) >= 1):
-            raise ValueError(f"num_classes must be a positive int or None (from dataset_meta), got {num_classes!r}")
+            raise MetricArgumentError(f"num_classes must be a positive int or None (from dataset_meta), got {num_classes!r}")
         if not _is_int(ignore_index):
-            raise ValueError(f"ignore_index must be an int (the label value to leave out), got {ignore_index!r}")
+            raise MetricArgumentError(f"ignore_index must be an int (the label value to leave out), got {ignore_index!r}")
         if nan_to_num is not None and not (isinstance(nan_to_num, numbers.Real) and not isinstance(nan_to_num, bool)):
-            raise ValueError(f"nan_to_num must be a number or None, got {nan_to_num!r}")
+            raise MetricArgumentError(f"nan_to_num must be a number or None, got {nan_to_num!r}")
         if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not (0 < float(beta) < float("inf")):
-            raise ValueError(f"beta must be a positive finite number (the weight of recall), got {beta!r}")
+            raise MetricArgumentError(f"beta must be a positive finite number (the weight of recall), got {beta!r}")
         if not isinstance(classwise_results, (bool, np.bool_)):
-            raise ValueError(f"classwise_results must be True or False, got {classwise_results!r}")
+            raise MetricArgumentError(f"classwise_results must be True or False, got {classwise_results!r}")
         self._num_classes: Optional[int] = None if num_classes is None else int(num_classes)
         self.ignore_index: int = int(ignore_index)
         self.nan_to_num: Optional[float] = nan_to_num
@@ -117,12 +120,12 @@ class MeanIoU(BaseMetric):
         elif "classes" in meta:
             value = len(meta["classes"])
         else:
-            raise ValueError(
+            raise MetricArgumentError(
                 f"MeanIoU: num_classes is not set and dataset_meta ({self.dataset_meta!r}) has no 'num_classes' "
                 f"or 'classes': pass MeanIoU(num_classes=C)"
             )
         if not (_is_int(value) and int(value) >= 1):
-            raise ValueError(f"MeanIoU: dataset_meta gives num_classes={value!r}; it must be a positive int")
+            raise MetricArgumentError(f"MeanIoU: dataset_meta gives num_classes={value!r}; it must be a positive int")
         self._num_classes = int(value)
         return self._num_classes
 
@@ -136,16 +139,16 @@ class MeanIoU(BaseMetric):
     def add(self, predictions: Any, labels: Any) -> None:
         """Add a batch of label maps: (N, H, W) arrays or sequences of (H, W) maps.
 
-        Raises ``ValueError`` (and keeps nothing of the batch) on mismatched
+        Raises ``MetricArgumentError`` (and keeps nothing of the batch) on mismatched
         lengths or shapes and on values that are not valid class indices.
         """
         preds, labs = _maps(predictions, "predictions"), _maps(labels, "labels")
         if len(preds) != len(labs):
-            raise ValueError(
+            raise MetricArgumentError(
                 f"predictions and labels have different lengths: {len(preds)} prediction maps, {len(labs)} label maps"
             )
         if not preds:
-            raise ValueError("predictions is empty: add() needs at least one label map")
+            raise MetricArgumentError("predictions is empty: add() needs at least one label map")
         c = self.num_classes
         self._declare_counts()
         tp = np.empty((len(preds), c), dtype=np.int64)
@@ -153,7 +156,7 @@ class MeanIoU(BaseMetric):
         pr = np.empty_like(tp)
         for i, (p, lab) in enumerate(zip(preds, labs)):
             if p.shape != lab.shape:
-                raise ValueError(
+                raise MetricArgumentError(
                     f"predictions[{i}] has shape {p.shape} but labels[{i}] has shape {lab.shape}: each prediction "
                     f"map must have its label map's (H, W)"
                 )
@@ -238,14 +241,14 @@ def _maps(value: Any, what: str) -> List[np.ndarray]:
     else:
         arr = to_numpy(value, what)
         if arr.ndim != 3:
-            raise ValueError(
+            raise MetricArgumentError(
                 f"{what} must be label maps of shape (N, H, W) or a sequence of (H, W) maps, got shape {arr.shape}"
                 + ("; wrap a single map as a batch of one: x[None]" if arr.ndim == 2 else "")
             )
         maps = list(arr)
     for i, m in enumerate(maps):
         if m.ndim != 2:
-            raise ValueError(f"{what}[{i}] must be an (H, W) label map, got shape {m.shape}")
+            raise MetricArgumentError(f"{what}[{i}] must be an (H, W) label map, got shape {m.shape}")
     return maps
 
 
@@ -258,7 +261,7 @@ def _indices(
     """
     orig, kind = arr, arr.dtype.kind
     if kind not in "iubf":
-        raise ValueError(f"{what} must hold integer class indices, got dtype {arr.dtype}")
+        raise MetricArgumentError(f"{what} must hold integer class indices, got dtype {arr.dtype}")
     if kind == "f":
         with np.errstate(invalid="ignore"):
             bad = ~np.isfinite(arr) | (np.floor(arr) != arr)
@@ -266,7 +269,7 @@ def _indices(
             bad &= where
         if bad.any():
             pos = tuple(int(x) for x in np.argwhere(bad)[0])
-            raise ValueError(f"{what} must hold integer class indices: got {float(arr[pos])!r} at pixel {pos}")
+            raise MetricArgumentError(f"{what} must hold integer class indices: got {float(arr[pos])!r} at pixel {pos}")
         with np.errstate(invalid="ignore"):
             arr = np.where(np.isfinite(arr) & (np.abs(arr) < 2.0**62), arr, -1).astype(np.int64)
     else:
@@ -281,5 +284,5 @@ def _indices(
         pos = tuple(int(x) for x in np.argwhere(bad)[0])
         valid = f"integers in [0, {num_classes - 1}]"
         valid += f" or ignore_index={ignore_index}" if ignore_index is not None else " where the label is not ignored"
-        raise ValueError(f"{what} out of range: got {orig[pos].item()!r} at pixel {pos}; values must be {valid}")
+        raise MetricArgumentError(f"{what} out of range: got {orig[pos].item()!r} at pixel {pos}; values must be {valid}")
     return arr

@@ -8,6 +8,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
+from ..core.errors import MetricArgumentError
 from ..core.inputs import check_batch_shapes, class_indices, to_numpy
 from ..core.state import MetricState
 
@@ -20,14 +21,24 @@ AVERAGES = ("macro", "micro", None)
 
 
 def check_items_and_average(items: Any, average: Any, metric: str) -> Tuple[str, ...]:
-    """``items`` as a tuple after checking it and ``average``; a ``ValueError`` names the bad argument."""
+    """``items`` as a tuple after checking it and ``average``.
+
+    A :class:`~mmeval.core.errors.MetricArgumentError` (also MMEval's ``AssertionError``) names the bad
+    argument; its message starts as MMEval 0.2.1's did (``The metric <item> is not supported``,
+    ``Invalid `average` argument``), so code matching those messages keeps working.
+    """
     if isinstance(items, str) or not isinstance(items, (list, tuple)) or not items \
             or not all(isinstance(i, str) and i in ITEMS for i in items):
-        raise ValueError(
-            f"{metric}: items must be a non-empty sequence of {list(ITEMS)}, got {items!r}"
+        bad = [i for i in items if i not in ITEMS] if isinstance(items, (list, tuple)) else [items]
+        shown = bad[0] if bad else items
+        raise MetricArgumentError(
+            f"{metric}: The metric {shown} is not supported: items must be a non-empty sequence of "
+            f"{list(ITEMS)}, got {items!r}"
         )
     if average not in AVERAGES:
-        raise ValueError(f"{metric}: average must be one of {list(AVERAGES)}, got {average!r}")
+        raise MetricArgumentError(
+            f"{metric}: Invalid `average` argument {average!r}: average must be one of {list(AVERAGES)}"
+        )
     return tuple(items)
 
 
@@ -110,7 +121,11 @@ class SingleLabelMetric(BaseMetric):
     converts them). The predicted class of a score row is its arg-max (ties:
     the lower class index). Class indices must be integers in ``[0, C - 1]``.
     Bad input raises a ``ValueError`` naming the argument and keeps nothing
-    of the batch; label and score predictions cannot be mixed.
+    of the batch; label and score predictions cannot be mixed. A refused
+    argument -- a bad constructor argument, ``num_classes`` missing for label
+    predictions or other than the scores' class count -- is a
+    :class:`~mmeval.core.errors.MetricArgumentError`: also an
+    ``AssertionError``, as MMEval asserted.
 
     Each sample is kept as its predicted class, top score, label and class
     count (four numbers), so the result is the same however the samples are
@@ -141,7 +156,9 @@ class SingleLabelMetric(BaseMetric):
     ) -> None:
         super().__init__(**kwargs)
         if num_classes is not None and not (_is_int(num_classes) and int(num_classes) >= 1):
-            raise ValueError(f"num_classes must be a positive int or None, got {num_classes!r}")
+            raise MetricArgumentError(
+                f"{type(self).__name__}: num_classes must be a positive int or None, got {num_classes!r}"
+            )
         thrs_t: Tuple[Any, ...] = (
             (thrs,) if thrs is None or isinstance(thrs, numbers.Real) else tuple(thrs)  # type: ignore[arg-type]
         )
@@ -149,7 +166,10 @@ class SingleLabelMetric(BaseMetric):
             t is None or (isinstance(t, numbers.Real) and not isinstance(t, bool) and np.isfinite(float(t)))
             for t in thrs_t
         ):
-            raise ValueError(f"thrs must be a finite number, None, or a non-empty sequence of them, got {thrs!r}")
+            raise MetricArgumentError(
+                f"{type(self).__name__}: thrs must be a finite number, None, or a non-empty sequence of them, "
+                f"got {thrs!r}"
+            )
         self.num_classes: Optional[int] = None if num_classes is None else int(num_classes)
         self.thrs: Tuple[Optional[float], ...] = tuple(None if t is None else float(t) for t in thrs_t)
         self.items: Tuple[str, ...] = check_items_and_average(items, average, type(self).__name__)
@@ -171,7 +191,7 @@ class SingleLabelMetric(BaseMetric):
         """
         columns = self._columns(to_numpy(predictions, "predictions"), to_numpy(labels, "labels"))
         if self._batches and bool(np.isnan(self._batches[0]["score"][0])) != bool(np.isnan(columns["score"][0])):
-            raise ValueError(
+            raise MetricArgumentError(
                 "predictions: label predictions (N,) and score predictions (N, C) cannot be mixed in one metric"
             )
         self._add_batch(**columns)
@@ -182,25 +202,30 @@ class SingleLabelMetric(BaseMetric):
         n = preds.shape[0]
         if preds.ndim == 1:
             if self.num_classes is None:
-                raise ValueError(
-                    f"{type(self).__name__}: predictions are labels of shape {preds.shape}, so the class count is "
-                    f"unknown: pass num_classes=C, or give scores of shape (N, C)"
+                raise MetricArgumentError(
+                    f"{type(self).__name__}: Please specify `num_classes`: predictions are labels of shape "
+                    f"{preds.shape}, so the class count is unknown: pass num_classes=C, or give scores of shape (N, C)"
                 )
             c = self.num_classes
             pred = class_indices(preds, "predictions (labels)", c)
             score = np.full(n, np.nan)
         else:
             if not np.issubdtype(preds.dtype, np.number) or np.issubdtype(preds.dtype, np.complexfloating):
-                raise ValueError(f"predictions (scores) must be real numbers, got dtype {preds.dtype}")
+                raise MetricArgumentError(f"predictions (scores) must be real numbers, got dtype {preds.dtype}")
             c = preds.shape[1]
-            if c == 0 or (self.num_classes is not None and c != self.num_classes):
-                raise ValueError(
-                    f"predictions (scores) have {c} classes (shape {preds.shape}) but num_classes={self.num_classes}: "
-                    f"pass scores of shape (N, num_classes)"
+            if c == 0:
+                raise MetricArgumentError(
+                    f"{type(self).__name__}: predictions (scores) of shape {preds.shape} have no class column: "
+                    f"pass scores of shape (N, C) with C >= 1"
+                )
+            if self.num_classes is not None and c != self.num_classes:
+                raise MetricArgumentError(
+                    f"{type(self).__name__}: Number of classes does not match: predictions (scores) have {c} classes "
+                    f"(shape {preds.shape}) but num_classes={self.num_classes}: pass scores of shape (N, num_classes)"
                 )
             scores = preds.astype(np.float64)
             if np.isnan(scores).any():
-                raise ValueError("predictions contain NaN scores")
+                raise MetricArgumentError("predictions contain NaN scores")
             pred = scores.argmax(axis=1).astype(np.int64)
             score = scores[np.arange(n), pred]
         label = class_indices(labs, "labels", c)
