@@ -14,11 +14,21 @@ from .accuracy import AccuracyWarning as AccuracyWarning
 from .accuracy import DefaultThresholdWarning as DefaultThresholdWarning
 from .accuracy import TopkWithLabelsWarning as TopkWithLabelsWarning
 from .average_precision import AveragePrecision as AveragePrecision
+from .connectivity_error import ConnectivityError as ConnectivityError
+from .end_point_error import EndPointError as EndPointError
+from .gradient_error import GradientError as GradientError
+from .mae import MeanAbsoluteError as MeanAbsoluteError
+from .matting_mse import MattingMeanSquaredError as MattingMeanSquaredError
 from .mean_iou import MeanIoU as MeanIoU
+from .mse import MeanSquaredError as MeanSquaredError
 from .multi_label import MultiLabelMetric as MultiLabelMetric
 from .multi_label import MultiLabelPrecisionRecallF1score as MultiLabelPrecisionRecallF1score
+from .psnr import PeakSignalNoiseRatio as PeakSignalNoiseRatio
+from .sad import SumAbsoluteDifferences as SumAbsoluteDifferences
 from .single_label import SingleLabelMetric as SingleLabelMetric
 from .single_label import SingleLabelPrecisionRecallF1score as SingleLabelPrecisionRecallF1score
+from .snr import SignalNoiseRatio as SignalNoiseRatio
+from .ssim import StructuralSimilarity as StructuralSimilarity
 from .voc_map import VOCMeanAP as VOCMeanAP
 
 _CLASSIFICATION = ["Accuracy", "AccuracyWarning", "DefaultThresholdWarning", "TopkWithLabelsWarning",
@@ -37,7 +47,9 @@ _VOC_FAMILY: List[str] = []
 _MATCHING: List[str] = []
 
 # -- image quality, matting, optical flow -----------------------------------------------------------
-_IMAGE: List[str] = []
+_IMAGE: List[str] = ["MeanAbsoluteError", "MeanSquaredError", "PeakSignalNoiseRatio", "SignalNoiseRatio",
+                     "StructuralSimilarity", "MattingMeanSquaredError", "SumAbsoluteDifferences", "GradientError",
+                     "ConnectivityError", "EndPointError"]
 
 # -- pose -----------------------------------------------------------------------------------------
 _POSE: List[str] = []

@@ -7,6 +7,13 @@ import time. One block per family below; ``__all__`` is their concatenation.
 
 from typing import List
 
+from .image_transforms import bgr2gray as bgr2gray
+from .image_transforms import bgr2ycbcr as bgr2ycbcr
+from .image_transforms import reorder_and_crop as reorder_and_crop
+from .image_transforms import reorder_image as reorder_image
+from .image_transforms import rgb2gray as rgb2gray
+from .image_transforms import rgb2ycbcr as rgb2ycbcr
+
 # -- boxes (VOC family, rotated boxes) ----------------------------------------------------------------
 _BOXES: List[str] = []
 
@@ -14,7 +21,7 @@ _BOXES: List[str] = []
 _POLYGONS: List[str] = []
 
 # -- images (image quality, matting) ------------------------------------------------------------------
-_IMAGES: List[str] = []
+_IMAGES: List[str] = ["reorder_and_crop", "reorder_image", "rgb2ycbcr", "bgr2ycbcr", "rgb2gray", "bgr2gray"]
 
 # -- keypoints (pose) ---------------------------------------------------------------------------------
 _KEYPOINTS: List[str] = []

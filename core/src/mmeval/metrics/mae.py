@@ -1,0 +1,48 @@
+"""Mean absolute error of images (MMEval's ``MeanAbsoluteError``)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from ._per_image import MeanOfImageScores, masked_image_error, scores_with_masks
+
+__all__ = ["MAE", "MeanAbsoluteError"]
+
+
+class MeanAbsoluteError(MeanOfImageScores):
+    """Mean absolute error of images with values in [0, 255], on the [0, 1] scale, averaged over images.
+
+    Args:
+        **kwargs: :class:`~mmeval.core.BaseMetric` arguments.
+
+    ``add(predictions, groundtruths, masks=None)``: sequences of images of
+    any shape (a prediction and its ground truth of one shape). An image's
+    score is ``mean(|gt / 255 - pred / 255|)``; with a mask (broadcastable to
+    the image) the mask-weighted mean, MMEval 0.2.1's ``sum(err * mask) /
+    (sum(mask) * k + 1e-12)`` with ``k`` the image's size over the mask's
+    (a mask without the channel axis counts every channel); a 4-D+ image
+    with a mask is a video whose score is the mean of its frames'
+    (``masks[i][t]`` for frame ``t``). Result key ``mae`` (a Python float).
+
+    A state metric: the sum of the images' scores and their count move,
+    whatever the number of images.
+    """
+
+    KEY = "mae"
+
+    def add(self, predictions: Any, groundtruths: Any, masks: Any = None) -> None:
+        """Add a batch; see the class docstring. Keeps nothing of a batch it refuses."""
+        self._add_scores(scores_with_masks(self.name, predictions, groundtruths, masks, self.compute_mae))
+
+    @staticmethod
+    def compute_mae(prediction: np.ndarray, groundtruth: np.ndarray, mask: Optional[np.ndarray] = None) -> float:
+        """MAE of two images with values in [0, 255], on the [0, 1] scale (mask-weighted with ``mask``)."""
+        err = np.abs(np.asarray(groundtruth, dtype=np.float64) / 255.0 - np.asarray(prediction, dtype=np.float64)
+                     / 255.0)
+        return masked_image_error("MeanAbsoluteError", err, None if mask is None else np.asarray(mask), True)
+
+
+#: MMEval 0.2.1's deprecated name
+MAE = MeanAbsoluteError
