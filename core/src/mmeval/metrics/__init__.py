@@ -23,6 +23,7 @@ from .mean_iou import MeanIoU as MeanIoU
 from .mse import MeanSquaredError as MeanSquaredError
 from .multi_label import MultiLabelMetric as MultiLabelMetric
 from .multi_label import MultiLabelPrecisionRecallF1score as MultiLabelPrecisionRecallF1score
+from .niqe import NaturalImageQualityEvaluator as NaturalImageQualityEvaluator
 from .psnr import PeakSignalNoiseRatio as PeakSignalNoiseRatio
 from .sad import SumAbsoluteDifferences as SumAbsoluteDifferences
 from .single_label import SingleLabelMetric as SingleLabelMetric
@@ -49,7 +50,7 @@ _MATCHING: List[str] = []
 # -- image quality, matting, optical flow -----------------------------------------------------------
 _IMAGE: List[str] = ["MeanAbsoluteError", "MeanSquaredError", "PeakSignalNoiseRatio", "SignalNoiseRatio",
                      "StructuralSimilarity", "MattingMeanSquaredError", "SumAbsoluteDifferences", "GradientError",
-                     "ConnectivityError", "EndPointError"]
+                     "ConnectivityError", "EndPointError", "NaturalImageQualityEvaluator"]
 
 # -- pose -----------------------------------------------------------------------------------------
 _POSE: List[str] = []
