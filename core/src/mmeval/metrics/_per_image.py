@@ -19,8 +19,8 @@ from ..core.inputs import to_numpy
 from ..core.state import MetricState
 from .utils.image_transforms import CHANNEL_ORDERS, INPUT_ORDERS, reorder_and_crop
 
-__all__ = ["ComparedImages", "MeanOfImageScores", "alpha_triples", "check_positive", "image_list", "masked_image_error",
-           "same_length", "same_shape", "scores_with_masks"]
+__all__ = ["ComparedImages", "MaskedImageErrors", "MeanOfImageScores", "alpha_triples", "check_positive", "image_list",
+           "masked_image_error", "same_length", "same_shape", "scores_with_masks"]
 
 
 def image_list(value: Any, what: str) -> List[np.ndarray]:
@@ -142,6 +142,18 @@ def alpha_triples(name: str, pred_alphas: Any, gt_alphas: Any, trimaps: Any) -> 
         same_shape(name, i, pred_alphas=pred, gt_alphas=gt, trimaps=tri)
         out.append((pred.astype(np.float64), gt.astype(np.float64), tri == 128))
     return out
+
+
+class MaskedImageErrors(MeanOfImageScores):
+    """``add(predictions, groundtruths, masks=None)`` scoring each image with :meth:`_image_error` (see
+    :func:`scores_with_masks`): MMEval's MAE and MSE."""
+
+    def add(self, predictions: Any, groundtruths: Any, masks: Any = None) -> None:
+        """Add a batch; see the class docstring. Keeps nothing of a batch it refuses."""
+        self._add_scores(scores_with_masks(self.name, predictions, groundtruths, masks, self._image_error))
+
+    def _image_error(self, prediction: np.ndarray, groundtruth: np.ndarray, mask: Optional[np.ndarray]) -> float:
+        raise NotImplementedError
 
 
 class ComparedImages(MeanOfImageScores):

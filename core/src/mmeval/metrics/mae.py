@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 
-from ._per_image import MeanOfImageScores, masked_image_error, scores_with_masks
+from ._per_image import MaskedImageErrors, masked_image_error
 
 __all__ = ["MAE", "MeanAbsoluteError"]
 
 
-class MeanAbsoluteError(MeanOfImageScores):
+class MeanAbsoluteError(MaskedImageErrors):
     """Mean absolute error of images with values in [0, 255], on the [0, 1] scale, averaged over images.
 
     Args:
@@ -32,16 +32,14 @@ class MeanAbsoluteError(MeanOfImageScores):
 
     KEY = "mae"
 
-    def add(self, predictions: Any, groundtruths: Any, masks: Any = None) -> None:
-        """Add a batch; see the class docstring. Keeps nothing of a batch it refuses."""
-        self._add_scores(scores_with_masks(self.name, predictions, groundtruths, masks, self.compute_mae))
-
     @staticmethod
     def compute_mae(prediction: np.ndarray, groundtruth: np.ndarray, mask: Optional[np.ndarray] = None) -> float:
         """MAE of two images with values in [0, 255], on the [0, 1] scale (mask-weighted with ``mask``)."""
         err = np.abs(np.asarray(groundtruth, dtype=np.float64) / 255.0 - np.asarray(prediction, dtype=np.float64)
                      / 255.0)
         return masked_image_error("MeanAbsoluteError", err, None if mask is None else np.asarray(mask), True)
+
+    _image_error = compute_mae
 
 
 #: MMEval 0.2.1's deprecated name

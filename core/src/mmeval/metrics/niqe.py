@@ -228,7 +228,8 @@ class NaturalImageQualityEvaluator(MeanOfImageScores):
 
     ``add(predictions, channel_order=None)``: a sequence of images (3-D in
     ``input_order``, [0, 255]) or videos (4-D, scored as the mean of their
-    frames'); each must be at least 96 x 96 after ``crop_border``. Result key
+    frames'); each must hold at least two 96 x 96 blocks after
+    ``crop_border`` (e.g. 96 x 192). Result key
     ``niqe``. Numpy only (MMEval used scipy; the values agree to rounding).
 
     A state metric: the sum of the images' scores and their count move,
@@ -288,10 +289,11 @@ class NaturalImageQualityEvaluator(MeanOfImageScores):
         """NIQE of one image (3-D, [0, 255]) after this metric's crop and conversion."""
         gray = np.round(reorder_and_crop(prediction, self.crop_border, self.input_order, self.convert_to,
                                          channel_order)[..., 0])
-        if gray.shape[0] < BLOCK or gray.shape[1] < BLOCK:
+        if (gray.shape[0] // BLOCK) * (gray.shape[1] // BLOCK) < 2:
             raise MetricArgumentError(f"NaturalImageQualityEvaluator: image {index} is {gray.shape[0]} x "
-                                      f"{gray.shape[1]} after crop_border={self.crop_border}; NIQE needs at least "
-                                      f"{BLOCK} x {BLOCK} (its block size)")
+                                      f"{gray.shape[1]} after crop_border={self.crop_border}; NIQE needs at least two "
+                                      f"{BLOCK} x {BLOCK} blocks (a covariance of one block is undefined), e.g. "
+                                      f"{BLOCK} x {2 * BLOCK}")
         return niqe_of_gray(gray, self._params)
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
 import numpy as np
 
 from ._per_image import ComparedImages
@@ -35,10 +33,6 @@ class PeakSignalNoiseRatio(ComparedImages):
     """
 
     KEY = "psnr"
-
-    def __init__(self, crop_border: int = 0, input_order: str = "CHW", convert_to: Optional[str] = None,
-                 channel_order: str = "rgb", **kwargs: Any) -> None:
-        super().__init__(crop_border, input_order, convert_to, channel_order, **kwargs)
 
     def _frame_score(self, pred: np.ndarray, gt: np.ndarray) -> float:
         return float(self.compute_psnr(pred, gt))

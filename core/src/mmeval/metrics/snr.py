@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
 import numpy as np
 
 from ._per_image import ComparedImages
@@ -14,12 +12,8 @@ __all__ = ["SNR", "SignalNoiseRatio"]
 class SignalNoiseRatio(ComparedImages):
     """SNR in dB, ``10 log10(mean(gt^2) / mean((gt - pred)^2))`` per image, averaged over images.
 
-    Args:
-        crop_border: pixels left out at each edge (default 0).
-        input_order: ``'CHW'`` (default) or ``'HWC'``; a 2-D image is (H, W).
-        convert_to: ``None`` (every channel) or ``'Y'`` (BT.601 luma).
-        channel_order: ``'rgb'`` (default) or ``'bgr'``, read for ``convert_to='Y'``.
-        **kwargs: :class:`~mmeval.core.BaseMetric` arguments.
+    Arguments as :class:`~mmeval.metrics.PeakSignalNoiseRatio`'s (``crop_border``, ``input_order``,
+    ``convert_to``, ``channel_order``).
 
     ``add(predictions, groundtruths, channel_order=None)`` as
     :class:`~mmeval.metrics.PeakSignalNoiseRatio`. Identical images score
@@ -31,10 +25,6 @@ class SignalNoiseRatio(ComparedImages):
     """
 
     KEY = "snr"
-
-    def __init__(self, crop_border: int = 0, input_order: str = "CHW", convert_to: Optional[str] = None,
-                 channel_order: str = "rgb", **kwargs: Any) -> None:
-        super().__init__(crop_border, input_order, convert_to, channel_order, **kwargs)
 
     def _frame_score(self, pred: np.ndarray, gt: np.ndarray) -> float:
         return float(self.compute_snr(pred, gt))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -43,12 +41,8 @@ class StructuralSimilarity(ComparedImages):
     whole image, then averages the map without its 5-pixel border -- the same
     positions.
 
-    Args:
-        crop_border: pixels left out at each edge (default 0).
-        input_order: ``'CHW'`` (default) or ``'HWC'``; a 2-D image is (H, W).
-        convert_to: ``None`` (every channel) or ``'Y'`` (BT.601 luma).
-        channel_order: ``'rgb'`` (default) or ``'bgr'``, read for ``convert_to='Y'``.
-        **kwargs: :class:`~mmeval.core.BaseMetric` arguments.
+    Arguments as :class:`~mmeval.metrics.PeakSignalNoiseRatio`'s (``crop_border``, ``input_order``,
+    ``convert_to``, ``channel_order``).
 
     ``add(predictions, groundtruths, channel_order=None)`` as
     :class:`~mmeval.metrics.PeakSignalNoiseRatio`. Result key ``ssim`` (a
@@ -60,10 +54,6 @@ class StructuralSimilarity(ComparedImages):
     """
 
     KEY = "ssim"
-
-    def __init__(self, crop_border: int = 0, input_order: str = "CHW", convert_to: Optional[str] = None,
-                 channel_order: str = "rgb", **kwargs: Any) -> None:
-        super().__init__(crop_border, input_order, convert_to, channel_order, **kwargs)
 
     def _frame_score(self, pred: np.ndarray, gt: np.ndarray) -> float:
         if pred.shape[0] < WINDOW_SIZE or pred.shape[1] < WINDOW_SIZE:
