@@ -10,6 +10,7 @@ under every sharding of the shared table; and compute()'s bytes, independent of 
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import sys
@@ -18,6 +19,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 import pytest
+from hub_backend import run_ranks
 
 from mmeval.core.errors import MetricArgumentError, MissingExtraError
 from mmeval.metrics import (
@@ -34,12 +36,23 @@ from mmeval.metrics import (
     SumAbsoluteDifferences,
 )
 
+#: tests/, where the shared case table lives. It is put on sys.path only while importing from it: with
+#: tests/ on the path, ``import torch`` where torch is not installed finds tests/torch (a namespace
+#: package), and every ``pytest.importorskip("torch")`` of the process runs instead of skipping.
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if TESTS not in sys.path:
-    sys.path.insert(0, TESTS)
 
-from hub_backend import run_ranks  # noqa: E402
-from metric_cases_image import alpha_mattes, flows, image_pairs, niqe_params  # noqa: E402
+
+def _from_tests(module: str) -> Any:
+    saved = list(sys.path)
+    sys.path.insert(0, TESTS)
+    try:
+        return importlib.import_module(module)
+    finally:
+        sys.path[:] = saved
+
+
+_cases = _from_tests("metric_cases_image")
+alpha_mattes, flows, image_pairs, niqe_params = _cases.alpha_mattes, _cases.flows, _cases.image_pairs, _cases.niqe_params
 
 # -- references written from the definitions ------------------------------------------------------------------------
 
@@ -524,21 +537,17 @@ def test_per_image_results_of_mmeval_go_through_compute_metric():
 
 
 def _payload() -> Dict[str, Dict[str, Any]]:
-    from metric_cases import feed, metric_class
-    from metric_cases_image import build_cases
-
-    cases = build_cases()
+    table = _from_tests("metric_cases")
+    cases = _cases.build_cases()
     for case in cases.values():
-        single = metric_class(case["metric"])(**case["kwargs"], dist_backend="non_dist")
-        feed(single, case["inputs"], range(case["n"]))
+        single = table.metric_class(case["metric"])(**case["kwargs"], dist_backend="non_dist")
+        table.feed(single, case["inputs"], range(case["n"]))
         case["want"] = single.compute()
     return cases
 
 
 def _run_all_worker(backend, payload):
-    from metric_cases import run_all
-
-    return run_all(backend, payload)
+    return _from_tests("metric_cases").run_all(backend, payload)
 
 
 def test_every_image_case_equals_one_process_on_hub_ranks():
@@ -559,17 +568,17 @@ def test_every_image_case_equals_one_process_on_hub_ranks():
 def _bytes_worker(backend, payload):
     import warnings
 
-    from metric_cases import feed, metric_class
-
     from mmeval.core.hooks import enable_comm_stats
+
+    table = _from_tests("metric_cases")
 
     stats = enable_comm_stats(print_at_exit=False)
     out = {}
     for name, case in payload.items():
         sent = []
         for n in (case["n"] // 4, case["n"]):
-            metric = metric_class(case["metric"])(**case["kwargs"], dist_backend=backend)
-            feed(metric, case["inputs"], range(backend.rank, n, backend.world_size))
+            metric = table.metric_class(case["metric"])(**case["kwargs"], dist_backend=backend)
+            table.feed(metric, case["inputs"], range(backend.rank, n, backend.world_size))
             stats.reset()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # no size: the ShardingWarning

@@ -59,6 +59,9 @@ class ConnectivityError(MeanOfImageScores):
 
     A state metric: the sum of the mattes' scores and their count move,
     whatever the number of mattes.
+
+    Units: ``connectivity_error`` is a sum of per-pixel differences divided by ``norm_const``, as MMEval
+    0.2.1's.
     """
 
     KEY = "connectivity_error"

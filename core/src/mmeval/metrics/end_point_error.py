@@ -34,6 +34,8 @@ class EndPointError(BaseMetric):
 
     A state metric: the sum of the errors and the number of valid pixels
     move (two float64 values), whatever the number of maps.
+
+    Units: ``EPE`` in the flow's units (pixels), as MMEval 0.2.1's.
     """
 
     def __init__(self, **kwargs: Any) -> None:

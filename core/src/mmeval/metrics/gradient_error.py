@@ -71,6 +71,9 @@ class GradientError(MeanOfImageScores):
 
     A state metric: the sum of the mattes' scores and their count move,
     whatever the number of mattes.
+
+    Units: ``gradient_error`` is a sum of squared gradient differences divided by ``norm_const``, as MMEval
+    0.2.1's.
     """
 
     KEY = "gradient_error"

@@ -28,6 +28,8 @@ class MeanAbsoluteError(MaskedImageErrors):
 
     A state metric: the sum of the images' scores and their count move,
     whatever the number of images.
+
+    Units: ``mae`` is on the [0, 1] scale of pixels divided by 255, as MMEval 0.2.1's.
     """
 
     KEY = "mae"

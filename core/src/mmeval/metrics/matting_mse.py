@@ -27,6 +27,8 @@ class MattingMeanSquaredError(MeanOfImageScores):
 
     A state metric: the sum of the mattes' scores and their count move,
     whatever the number of mattes.
+
+    Units: ``matting_mse`` in the inputs' units squared (mattes in [0, 1] give [0, 1]), as MMEval 0.2.1's.
     """
 
     KEY = "matting_mse"

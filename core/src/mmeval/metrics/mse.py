@@ -25,6 +25,8 @@ class MeanSquaredError(MaskedImageErrors):
 
     A state metric: the sum of the images' scores and their count move,
     whatever the number of images.
+
+    Units: ``mse`` is on the [0, 1] scale of pixels divided by 255 (squared), as MMEval 0.2.1's.
     """
 
     KEY = "mse"

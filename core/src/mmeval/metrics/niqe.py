@@ -234,6 +234,8 @@ class NaturalImageQualityEvaluator(MeanOfImageScores):
 
     A state metric: the sum of the images' scores and their count move,
     whatever the number of images.
+
+    Units: ``niqe`` is a distance (lower is better, no fixed range), as MMEval 0.2.1's.
     """
 
     KEY = "niqe"

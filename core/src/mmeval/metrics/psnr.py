@@ -30,6 +30,8 @@ class PeakSignalNoiseRatio(ComparedImages):
     number of images). Bad arguments raise
     :class:`~mmeval.core.errors.MetricArgumentError` (a ``ValueError`` and an
     ``AssertionError``, as MMEval's asserts).
+
+    Units: ``psnr`` in decibels (dB), as MMEval 0.2.1's.
     """
 
     KEY = "psnr"

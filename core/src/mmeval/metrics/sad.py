@@ -27,6 +27,8 @@ class SumAbsoluteDifferences(MeanOfImageScores):
 
     A state metric: the sum of the images' scores and their count move,
     whatever the number of images.
+
+    Units: ``sad`` in the inputs' units divided by ``norm_const``, as MMEval 0.2.1's.
     """
 
     KEY = "sad"

@@ -22,6 +22,8 @@ class SignalNoiseRatio(ComparedImages):
 
     A state metric: the sum of the images' SNRs and their count move, whatever
     the number of images.
+
+    Units: ``snr`` in decibels (dB), as MMEval 0.2.1's.
     """
 
     KEY = "snr"

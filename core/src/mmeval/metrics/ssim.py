@@ -51,6 +51,8 @@ class StructuralSimilarity(ComparedImages):
 
     A state metric: the sum of the images' SSIMs and their count move,
     whatever the number of images.
+
+    Units: ``ssim`` is an index in [-1, 1] (1: identical), as MMEval 0.2.1's.
     """
 
     KEY = "ssim"
