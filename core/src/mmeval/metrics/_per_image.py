@@ -99,7 +99,6 @@ def scores_with_masks(name: str, predictions: Any, groundtruths: Any, masks: Any
     return out
 
 
-
 class MeanOfImageScores(BaseMetric):
     """A state metric reporting ``{KEY: mean of the images' scores}``.
 
