@@ -17,23 +17,34 @@ from .ava_map import AVAMeanAP as AVAMeanAP
 from .average_precision import AveragePrecision as AveragePrecision
 from .bleu import BLEU as BLEU
 from .char_recall_precision import CharRecallPrecision as CharRecallPrecision
+from .connectivity_error import ConnectivityError as ConnectivityError
+from .end_point_error import EndPointError as EndPointError
 from .f1_score import F1Score as F1Score
+from .gradient_error import GradientError as GradientError
 from .hmean_iou import HmeanIoU as HmeanIoU
 from .keypoint_auc import KeypointAUC as KeypointAUC
 from .keypoint_epe import KeypointEndPointError as KeypointEndPointError
 from .keypoint_nme import KeypointNME as KeypointNME
+from .mae import MeanAbsoluteError as MeanAbsoluteError
+from .matting_mse import MattingMeanSquaredError as MattingMeanSquaredError
 from .mean_iou import MeanIoU as MeanIoU
+from .mse import MeanSquaredError as MeanSquaredError
 from .multi_label import MultiLabelMetric as MultiLabelMetric
 from .multi_label import MultiLabelPrecisionRecallF1score as MultiLabelPrecisionRecallF1score
+from .niqe import NaturalImageQualityEvaluator as NaturalImageQualityEvaluator
 from .pck_accuracy import JhmdbPCKAccuracy as JhmdbPCKAccuracy
 from .pck_accuracy import MpiiPCKAccuracy as MpiiPCKAccuracy
 from .pck_accuracy import PCKAccuracy as PCKAccuracy
 from .perplexity import Perplexity as Perplexity
 from .precision_recall_f1score import PrecisionRecallF1score as PrecisionRecallF1score
 from .proposal_recall import ProposalRecall as ProposalRecall
+from .psnr import PeakSignalNoiseRatio as PeakSignalNoiseRatio
 from .rouge import ROUGE as ROUGE
+from .sad import SumAbsoluteDifferences as SumAbsoluteDifferences
 from .single_label import SingleLabelMetric as SingleLabelMetric
 from .single_label import SingleLabelPrecisionRecallF1score as SingleLabelPrecisionRecallF1score
+from .snr import SignalNoiseRatio as SignalNoiseRatio
+from .ssim import StructuralSimilarity as StructuralSimilarity
 from .voc_map import VOCMeanAP as VOCMeanAP
 from .word_accuracy import WordAccuracy as WordAccuracy
 
@@ -53,7 +64,9 @@ _VOC_FAMILY: List[str] = []
 _MATCHING: List[str] = ["AVAMeanAP", "ProposalRecall", "HmeanIoU"]
 
 # -- image quality, matting, optical flow -----------------------------------------------------------
-_IMAGE: List[str] = []
+_IMAGE: List[str] = ["MeanAbsoluteError", "MeanSquaredError", "PeakSignalNoiseRatio", "SignalNoiseRatio",
+                     "StructuralSimilarity", "MattingMeanSquaredError", "SumAbsoluteDifferences", "GradientError",
+                     "ConnectivityError", "EndPointError", "NaturalImageQualityEvaluator"]
 
 # -- pose -----------------------------------------------------------------------------------------
 _POSE: List[str] = ["PCKAccuracy", "MpiiPCKAccuracy", "JhmdbPCKAccuracy", "KeypointAUC", "KeypointEndPointError",

@@ -169,6 +169,8 @@ class AVAMeanAP(BaseMetric):
     none), a Python float. A frame with ground truth given in two samples raises ``ValueError``
     (MMEval would merge them; pass each frame once, or use ``compute(size=)`` / ``indices=``
     against a sampler's padding).
+
+    Units: ``mAP@0.5IOU`` is a fraction in [0, 1], as MMEval 0.2.1's.
     """
 
     def __init__(self, ann_file: str, label_file: str, exclude_file: Optional[str] = None, num_classes: int = 81,

@@ -85,6 +85,8 @@ class HmeanIoU(BaseMetric):
     threshold (a float key, equal to MMEval's numpy key) and ``'best'`` the entry of the highest
     hmean (the lowest such threshold on ties); fractions as Python floats (see
     :func:`compute_hmean`).
+
+    Units: ``precision``, ``recall``, ``hmean`` are fractions in [0, 1], as MMEval 0.2.1's.
     """
 
     def __init__(self, match_iou_thr: float = 0.5, ignore_precision_thr: float = 0.5,

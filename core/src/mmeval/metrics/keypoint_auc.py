@@ -66,6 +66,8 @@ class KeypointAUC(KeypointMetric):
     A state metric: per threshold and keypoint the correct instances, and per
     keypoint the counted ones: :meth:`compute` moves ``(num_thrs + 1) K``
     int64 sums, whatever the number of samples; exact.
+
+    Units: ``AUC@{num_thrs}`` is a fraction in [0, 1], as MMEval 0.2.1's.
     """
 
     def __init__(self, norm_factor: float = 30, num_thrs: int = 20, num_keypoints: Optional[int] = None,

@@ -46,6 +46,8 @@ class KeypointEndPointError(KeypointMetric):
     MMEval sums them in float32, here in float64, so the result is the exact
     mean of those float32 distances where MMEval's carries float32 rounding
     (about 1e-7 relative).
+
+    Units: ``EPE`` in pixels (the keypoints' coordinates), as MMEval 0.2.1's.
     """
 
     _needs_k = False

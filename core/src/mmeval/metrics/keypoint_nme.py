@@ -51,6 +51,8 @@ class KeypointNME(KeypointMetric):
     A state metric: :meth:`compute` moves one float64 sum and one int64 count,
     whatever the number of samples (see :class:`~mmeval.metrics.KeypointEndPointError`
     on the float32 distances: the same holds here).
+
+    Units: ``NME`` is a distance divided by the instance's size (unitless), as MMEval 0.2.1's.
     """
 
     #: the keypoint pair per dataset for ``norm_mode='keypoint_distance'`` (the outer eye corners of the face

@@ -90,6 +90,8 @@ class PCKAccuracy(KeypointMetric):
     instances (int64); :meth:`compute` moves ``2 K`` int64 sums per item, whatever
     the number of samples, and the result is exact (MMEval's divisions and mean
     on the same counts).
+
+    Units: ``PCK@{thr}`` / ``PCKh@{thr}`` / ``tPCK@{thr}`` are fractions in [0, 1], as MMEval 0.2.1's.
     """
 
     def __init__(self, thr: float = 0.2, norm_item: Union[str, Sequence[str]] = "bbox",
@@ -149,6 +151,8 @@ class MpiiPCKAccuracy(PCKAccuracy):
 
     A state metric: with ``'head'``, per joint the counted instances, the
     correct ones at ``thr`` and at 0.1, and the visible ones (int64).
+
+    Units: percentages in [0, 100] (``Head``, ..., ``PCKh``, ``PCKh@0.1``), as MMEval 0.2.1's.
     """
 
     #: the threshold of ``PCKh@0.1``: a numpy float64, as in MMEval's table of thresholds, so that it compares
@@ -233,6 +237,8 @@ class JhmdbPCKAccuracy(PCKAccuracy):
     joints' PCK, -1 for a joint no instance counts -- and ``Mean PCK`` (the
     PCK); with ``'torso'`` the same keys ending in ``tPCK`` (``tPCK@{thr}``
     itself is not reported); with ``'head'`` ``PCKh@{thr}``. Fractions.
+
+    Units: fractions in [0, 1], as MMEval 0.2.1's.
     """
 
     def __init__(self, thr: float = 0.5, norm_item: Union[str, Sequence[str]] = "bbox",

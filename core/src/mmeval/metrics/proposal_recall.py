@@ -92,6 +92,8 @@ class ProposalRecall(BaseMetric):
     Result: ``AR@N`` per proposal number, the mean over thresholds of the recall (recalled /
     ground truths; NaN with no ground truth), a Python float. IoUs are float64 (MMEval's are
     float32: a pair whose IoU lies within float32 rounding of a threshold may count differently).
+
+    Units: ``AR@{N}`` are fractions in [0, 1], as MMEval 0.2.1's.
     """
 
     def __init__(self, iou_thrs: Union[float, Sequence[float], None] = None,

@@ -11,6 +11,12 @@ from .grammar import get_n_gram as get_n_gram
 from .grammar import get_tokenizer as get_tokenizer
 from .grammar import infer_language as infer_language
 from .grammar import longest_common_subsequence as longest_common_subsequence
+from .image_transforms import bgr2gray as bgr2gray
+from .image_transforms import bgr2ycbcr as bgr2ycbcr
+from .image_transforms import reorder_and_crop as reorder_and_crop
+from .image_transforms import reorder_image as reorder_image
+from .image_transforms import rgb2gray as rgb2gray
+from .image_transforms import rgb2ycbcr as rgb2ycbcr
 from .keypoint import calc_distances as calc_distances
 from .keypoint import distance_acc as distance_acc
 from .polygon import poly2shapely as poly2shapely
@@ -28,7 +34,7 @@ _POLYGONS: List[str] = ["poly2shapely", "polys2shapely", "poly_make_valid", "pol
                          "poly_iou"]
 
 # -- images (image quality, matting) ------------------------------------------------------------------
-_IMAGES: List[str] = []
+_IMAGES: List[str] = ["reorder_and_crop", "reorder_image", "rgb2ycbcr", "bgr2ycbcr", "rgb2gray", "bgr2gray"]
 
 # -- keypoints (pose) ---------------------------------------------------------------------------------
 _KEYPOINTS: List[str] = ["calc_distances", "distance_acc"]
