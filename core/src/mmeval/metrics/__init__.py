@@ -14,6 +14,7 @@ from .accuracy import AccuracyWarning as AccuracyWarning
 from .accuracy import DefaultThresholdWarning as DefaultThresholdWarning
 from .accuracy import TopkWithLabelsWarning as TopkWithLabelsWarning
 from .average_precision import AveragePrecision as AveragePrecision
+from .dota_map import DOTAMeanAP as DOTAMeanAP
 from .mean_iou import MeanIoU as MeanIoU
 from .multi_label import MultiLabelMetric as MultiLabelMetric
 from .multi_label import MultiLabelPrecisionRecallF1score as MultiLabelPrecisionRecallF1score
@@ -31,7 +32,7 @@ _DETECTION = ["VOCMeanAP"]
 _COCO: List[str] = []
 
 # -- more detection (OID, DOTA) ----------------------------------------------------------------------
-_VOC_FAMILY: List[str] = []
+_VOC_FAMILY: List[str] = ["DOTAMeanAP"]
 
 # -- AVA, proposals, text detection -----------------------------------------------------------------
 _MATCHING: List[str] = []
