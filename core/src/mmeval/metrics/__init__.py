@@ -18,6 +18,7 @@ from .dota_map import DOTAMeanAP as DOTAMeanAP
 from .mean_iou import MeanIoU as MeanIoU
 from .multi_label import MultiLabelMetric as MultiLabelMetric
 from .multi_label import MultiLabelPrecisionRecallF1score as MultiLabelPrecisionRecallF1score
+from .oid_map import OIDMeanAP as OIDMeanAP
 from .single_label import SingleLabelMetric as SingleLabelMetric
 from .single_label import SingleLabelPrecisionRecallF1score as SingleLabelPrecisionRecallF1score
 from .voc_map import VOCMeanAP as VOCMeanAP
@@ -32,7 +33,7 @@ _DETECTION = ["VOCMeanAP"]
 _COCO: List[str] = []
 
 # -- more detection (OID, DOTA) ----------------------------------------------------------------------
-_VOC_FAMILY: List[str] = ["DOTAMeanAP"]
+_VOC_FAMILY: List[str] = ["OIDMeanAP", "DOTAMeanAP"]
 
 # -- AVA, proposals, text detection -----------------------------------------------------------------
 _MATCHING: List[str] = []
