@@ -225,6 +225,19 @@ def test_group_of_box_counts_once_at_its_best_detection():
     assert OIDMeanAP(num_classes=1, class_relation_matrix=np.eye(1), use_group_of=False)([pred], [crowd])["mAP"] == 0
 
 
+def test_scale_ranges_and_group_of_boxes():
+    # a crowd (scale 100) and a small object (scale 10); range (0, 50) holds only the small one
+    gt = {"instances": [{"bbox": [0, 0, 100, 100], "bbox_label": 0, "is_group_of": True},
+                        {"bbox": [200, 200, 210, 210], "bbox_label": 0, "is_group_of": False}]}
+    pred = {"bboxes": np.array([[10.0, 10, 20, 20], [200, 200, 210, 210]]), "scores": np.array([0.9, 0.8]),
+            "labels": np.array([0, 0])}
+    got = OIDMeanAP(num_classes=1, class_relation_matrix=np.eye(1), scale_ranges=[(0, 50)])([pred], [gt])
+    # every scale: the crowd takes the small box inside it (a true positive), the other is found: AP 1;
+    # in (0, 50) the crowd is out of range and takes nothing, so the box inside it, in range, is a false positive
+    # ranked first: precision 1/2 at the only recall step
+    assert got == {"AP50": 1.0, "mAP@(0, 50)": 0.5, "mAP": 1.0}
+
+
 def test_hierarchy_and_image_level_labels():
     box = [10.0, 10.0, 50.0, 50.0]
     gt = {"instances": [{"bbox": box, "bbox_label": 5, "is_group_of": False}], "image_level_labels": [1]}
