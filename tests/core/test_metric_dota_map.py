@@ -238,7 +238,6 @@ def test_mmeval_documented_case_and_defaults():
 
 def test_quadrilaterals_are_their_rectangles():
     pytest.importorskip("cv2")
-    preds, gts = rotated_detections(12, seed=5)
     # integer-cornered axis-aligned and turned squares: minAreaRect gives back the same rectangles
     q = np.array([[10, 10, 30, 10, 30, 50, 10, 50], [0, 0, 10, 5, 5, 15, -5, 10]], dtype=float)
     rect = qbox_to_rbox(q)
@@ -247,7 +246,6 @@ def test_quadrilaterals_are_their_rectangles():
     as_rect = DOTAMeanAP(num_classes=2, classwise=True)([{**pred, "bboxes": rect}], [{**gt, "bboxes": rect[::-1]}])
     assert DOTAMeanAP(num_classes=2, classwise=True)([pred], [gt]) == as_rect
     assert as_rect["mAP"] == 1.0
-    del preds, gts
 
 
 def test_quadrilaterals_without_opencv_name_the_extra(monkeypatch):
