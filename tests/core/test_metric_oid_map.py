@@ -349,3 +349,23 @@ def test_distributed_equals_single_process_exactly(ws):
     single = OIDMeanAP(**KW)
     _add(single, preds, gts, list(range(n)))
     assert_ranks_match(shard_worker, ws, n, single.compute())
+
+
+def meta_worker(backend, n):
+    preds, gts = oid_detections(n)
+    metric = OIDMeanAP(num_classes=NUM_CLASSES, dataset_meta={"relation_matrix": RELATION}, dist_backend=backend)
+    if backend.rank == 0:  # the other ranks add nothing: they never read dataset_meta's matrix in add()
+        _add(metric, preds, gts, list(range(n)))
+    return metric.compute()
+
+
+def test_ranks_that_added_nothing_agree_on_the_hierarchy():
+    from hub_backend import run_ranks
+
+    n = 9
+    preds, gts = oid_detections(n)
+    single = OIDMeanAP(num_classes=NUM_CLASSES, class_relation_matrix=RELATION)
+    _add(single, preds, gts, list(range(n)))
+    want = single.compute()
+    out = run_ranks(meta_worker, 2, n, timeout=120)
+    assert [out[r] for r in range(2)] == [("ok", want)] * 2, out

@@ -151,7 +151,10 @@ class OIDMeanAP(VOCMeanAP):
 
     def _question(self, size: Optional[int]) -> Dict[str, Any]:
         question = super()._question(size)
-        matrix = self._class_relation_matrix
+        try:  # resolved here too, so that a rank that added nothing asks the same question
+            matrix: Optional[np.ndarray] = self.class_relation_matrix
+        except RuntimeError:
+            matrix = None
         question["class_relation_matrix"] = None if matrix is None else (
             f"{matrix.shape} sha256:{hashlib.sha256(np.ascontiguousarray(matrix != 0).tobytes()).hexdigest()[:16]}")
         return question
