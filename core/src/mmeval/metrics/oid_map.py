@@ -98,6 +98,8 @@ class OIDMeanAP(VOCMeanAP):
 
     Result keys (fractions): ``AP{round(100 * thr)}`` per IoU threshold, ``mAP``, and
     ``mAP@{scale_range}`` per other scale range.
+
+    Units: ``AP..`` and ``mAP..`` are fractions in [0, 1], MMEval 0.2.1's scale (as :class:`VOCMeanAP`).
     """
 
     def __init__(
