@@ -726,10 +726,14 @@ def _match_images(images: List[_Image], metric: str, cats: _Categories, thrs: np
             iou = _box_iou_pairs(d_box[kept[p_det]], g_box[p_gt], g_crowd[p_gt])
         _greedy(iou, p_det, p_slot, p_gt, cnt, d_key_k, g_area, g_crowd, g_idnz, thrs,
                 matched, to_ignored, to_zero_id)
+    # (n, A, T) states: trit index a * T + t
+    matched, to_ignored, to_zero_id = (x.transpose(0, 2, 1) for x in (matched, to_ignored, to_zero_id))
     effective = matched & ~to_zero_id
-    ignored = (matched & to_ignored) | (~effective & d_out[:, None, :])
-    state = np.where(ignored, _IGNORED, np.where(effective, _TP, _FP)).astype(np.uint64)  # (n, T, A)
-    words = _encode_states(state.transpose(0, 2, 1).reshape(kept.shape[0], -1))  # trit index a * T + t
+    ignored = (matched & to_ignored) | (~effective & d_out[:, :, None])
+    state = np.full(matched.shape, _FP, dtype=np.uint8)
+    state[effective] = _TP
+    state[ignored] = _IGNORED
+    words = _encode_states(state.reshape(kept.shape[0], -1))
     small = len(cats.ids) <= 255
     d_cat = (cats.kpos[d_lab[kept]] if use_cats else np.zeros(kept.shape[0], np.int64)).astype(
         np.uint8 if small else np.uint16)
@@ -860,11 +864,9 @@ def _encode_states(trits: np.ndarray) -> np.ndarray:
     words = -(-length // TRITS_PER_WORD)
     out = np.zeros((n, words), dtype=np.uint64)
     for w in range(words):
-        part = trits[:, w * TRITS_PER_WORD:(w + 1) * TRITS_PER_WORD].astype(np.uint64)
-        acc = np.zeros(n, dtype=np.uint64)
-        for i in range(part.shape[1] - 1, -1, -1):
-            acc = acc * np.uint64(3) + part[:, i]
-        out[:, w] = acc
+        part = trits[:, w * TRITS_PER_WORD:(w + 1) * TRITS_PER_WORD]
+        weights = np.uint64(3) ** np.arange(part.shape[1], dtype=np.uint64)
+        out[:, w] = (part.astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64)
     return out.reshape(-1)
 
 
@@ -905,33 +907,55 @@ def _accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray, img_ran
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if n else np.zeros(0, np.int64)
     rank = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
     order = np.lexsort((pos, img_rank, -scores, cat))
-    cat_s = cat[order]
-    bounds = np.searchsorted(cat_s, np.arange(k_all + 1))
+    bounds = np.searchsorted(cat[order], np.arange(k_all + 1))
+    rank = rank[order]
+    st = states[order]
+    del pos, img_seq, key, starts
+    # (A, T, n) true / false positive flags in ranked order, each category a contiguous run
+    tp_all = np.ascontiguousarray((st == _TP).transpose(1, 2, 0))
+    fp_all = np.ascontiguousarray((st == _FP).transpose(1, 2, 0))
+    del st
     eps = np.spacing(1)
+    at = n_rng * n_thr
     for k in range(k_all):
-        seg = order[bounds[k]:bounds[k + 1]]
-        st = states[seg]  # (nk, A, T)
-        rk = rank[seg]
-        for a in range(n_rng):
-            npig_ka = int(npig[k, a])
-            if npig_ka == 0:
-                continue
-            for m, max_det in enumerate(max_dets):
-                s = st[rk < max_det, a, :].T  # (T, nd)
-                nd = s.shape[1]
-                tp_sum = np.cumsum(s == _TP, axis=1).astype(dtype=float)
-                fp_sum = np.cumsum(s == _FP, axis=1).astype(dtype=float)
-                rc = tp_sum / npig_ka
+        npk = npig[k].astype(np.int64)  # (A,)
+        live = npk > 0
+        if not live.any():
+            continue
+        lo, hi = int(bounds[k]), int(bounds[k + 1])
+        # the fewest true positives reaching each recall point: rc >= r  <=>  tp >= c_min (tp / npig is monotone)
+        c_min = np.zeros((n_rng, n_rec), dtype=np.int64)
+        for a in np.flatnonzero(live):
+            c_min[a] = np.searchsorted(np.arange(npk[a] + 1) / npk[a], REC_THRS, side="left")
+        rk = rank[lo:hi]
+        for m, max_det in enumerate(max_dets):
+            if rk.size and int(rk.max()) >= max_det:
+                sel = lo + np.flatnonzero(rk < max_det)
+                tp, fp = tp_all[:, :, sel], fp_all[:, :, sel]
+            else:
+                tp, fp = tp_all[:, :, lo:hi], fp_all[:, :, lo:hi]
+            nd = tp.shape[2]
+            q = np.zeros((n_rng, n_thr, n_rec))
+            if nd:
+                tp_n = np.cumsum(tp, axis=2, dtype=np.int64)
+                tp_sum = tp_n.astype(float)
+                fp_sum = np.cumsum(fp, axis=2, dtype=np.int64).astype(float)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    rc_last = tp_sum[:, :, -1] / np.where(live, npk, 1)[:, None]
                 pr = tp_sum / (fp_sum + tp_sum + eps)
-                recall[:, k, a, m] = rc[:, -1] if nd else 0
-                if nd:
-                    pr = np.maximum.accumulate(pr[:, ::-1], axis=1)[:, ::-1]
-                q = np.zeros((n_thr, n_rec))
-                for t in range(n_thr):
-                    inds = np.searchsorted(rc[t], REC_THRS, side="left")
-                    valid = inds < nd
-                    q[t, valid] = pr[t, inds[valid]]
-                precision[:, :, k, a, m] = q
+                pr = np.maximum.accumulate(pr[:, :, ::-1], axis=2)[:, :, ::-1]  # the precision envelope
+                big = max(nd, int(c_min.max())) + 2
+                base = (np.arange(at, dtype=np.int64) * big).reshape(n_rng, n_thr)
+                flat = (tp_n + base[:, :, None]).ravel()
+                keys = base[:, :, None] + c_min[:, None, :]  # (A, T, R)
+                inds = np.searchsorted(flat, keys.ravel(), side="left").reshape(keys.shape) - (
+                    np.arange(at, dtype=np.int64) * nd).reshape(n_rng, n_thr)[:, :, None]
+                valid = inds < nd
+                q[valid] = pr[np.nonzero(valid)[0], np.nonzero(valid)[1], inds[valid]]
+                recall[:, k, live, m] = rc_last[live].T
+            else:
+                recall[:, k, live, m] = 0
+            precision[:, :, k, live, m] = q[live].transpose(1, 2, 0)
     return precision, recall
 
 
