@@ -733,7 +733,7 @@ def _match_images(images: List[_Image], metric: str, cats: _Categories, thrs: np
     state = np.full(matched.shape, _FP, dtype=np.uint8)
     state[effective] = _TP
     state[ignored] = _IGNORED
-    words = _encode_states(state.reshape(kept.shape[0], -1))
+    words = _encode_states(state.reshape(kept.shape[0], n_rng * n_thr))
     small = len(cats.ids) <= 255
     d_cat = (cats.kpos[d_lab[kept]] if use_cats else np.zeros(kept.shape[0], np.int64)).astype(
         np.uint8 if small else np.uint16)
