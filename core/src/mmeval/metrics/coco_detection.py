@@ -278,7 +278,7 @@ class COCODetection(BaseMetric):
             if img_id is None:
                 raise MetricArgumentError(f"COCODetection.add(): with ann_file every prediction needs 'img_id' (the "
                                           f"image's id in the ann_file); {what} has none")
-            if img_id not in self._ann.images:
+            if img_id not in self._ann.images and k:  # (an image without detections adds nothing: accepted)
                 raise MetricArgumentError(f"COCODetection.add(): {what}['img_id']={img_id} is not an image of "
                                           f"ann_file {self.ann_file!r}")
             gts = self._ann.image_gts(img_id, cats, "segm" in self.metrics)
