@@ -120,7 +120,7 @@ class COCODetection(BaseMetric):
         format_only: bool = False,
         outfile_prefix: Optional[str] = None,
         gt_mask_area: bool = True,
-        backend_args: Optional[dict] = None,
+        backend_args: Optional[Dict[str, Any]] = None,
         print_results: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -146,7 +146,7 @@ class COCODetection(BaseMetric):
             raise MetricArgumentError(f"COCODetection: iou_thrs must lie in [0, 1], got {thrs.tolist()}")
         nums = list(proposal_nums) if isinstance(proposal_nums, (list, tuple, np.ndarray)) else None
         if nums is None or len(nums) != 3 or not all(
-                isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 1 for n in nums):
+                isinstance(n, numbers.Integral) and not isinstance(n, bool) and int(n) >= 1 for n in nums):
             raise MetricArgumentError(f"COCODetection: proposal_nums must be three positive ints (the maxDets), "
                                       f"got {proposal_nums!r}")
         for flag_name, flag in (("classwise", classwise), ("format_only", format_only),
@@ -224,7 +224,7 @@ class COCODetection(BaseMetric):
 
     # -- add -----------------------------------------------------------------------
 
-    def add(self, predictions: Sequence[Dict[str, Any]], groundtruths: Sequence[Dict[str, Any]]) -> None:  # type: ignore[override]
+    def add(self, predictions: Sequence[Dict[str, Any]], groundtruths: Sequence[Dict[str, Any]]) -> None:
         """Add one prediction dict and one ground-truth dict per image (see the class docstring)."""
         if isinstance(predictions, dict) or isinstance(groundtruths, dict) or not isinstance(
                 predictions, Sequence) or not isinstance(groundtruths, Sequence):
@@ -640,7 +640,7 @@ def _outside(area: np.ndarray) -> np.ndarray:
     """(n, A) whether each area lies outside each range."""
     lo = np.array([r[0] for r in AREA_RANGES], dtype=np.float64)
     hi = np.array([r[1] for r in AREA_RANGES], dtype=np.float64)
-    return (area[:, None] < lo) | (area[:, None] > hi)  # type: ignore[no-any-return]
+    return (area[:, None] < lo) | (area[:, None] > hi)
 
 
 def _box_iou_pairs(d: np.ndarray, g: np.ndarray, crowd: np.ndarray) -> np.ndarray:
@@ -653,7 +653,7 @@ def _box_iou_pairs(d: np.ndarray, g: np.ndarray, crowd: np.ndarray) -> np.ndarra
     u = np.where(crowd, da, da + ga - i)
     with np.errstate(divide="ignore", invalid="ignore"):
         o = i / u
-    return np.where((w > 0) & (h > 0), o, 0.0)  # type: ignore[no-any-return]
+    return np.where((w > 0) & (h > 0), o, 0.0)
 
 
 def _match_images(images: List[_Image], metric: str, cats: _Categories, thrs: np.ndarray, max_det: int
