@@ -16,7 +16,7 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["pack_arrays", "unpack_arrays"]
+__all__ = ["TRITS_PER_WORD", "pack_arrays", "trits_to_words", "unpack_arrays", "words_to_trits"]
 
 #: dtype codes of the header (one byte each); other dtypes are refused
 _DTYPES = ("?", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f4", "f8")
@@ -76,3 +76,36 @@ def unpack_arrays(blobs: Sequence[bytes], count: int) -> Tuple[np.ndarray, List[
             lengths[i, j] = n
     columns = [np.concatenate(p) if p else np.zeros(0) for p in parts]
     return lengths, columns
+
+
+#: three-valued flags (e.g. true positive / false positive / neither) packed per uint64 word: 3**40 < 2**64
+TRITS_PER_WORD = 40
+
+
+def trits_to_words(trits: np.ndarray) -> np.ndarray:
+    """(n, L) values in {0, 1, 2} as ``ceil(L / 40)`` uint64 words per row, flattened (trit i of a word weighs 3**i).
+
+    About 1.6 bits per flag: 40 three-valued flags in 8 bytes.
+    """
+    n, length = trits.shape
+    words = -(-length // TRITS_PER_WORD)
+    out = np.zeros((n, words), dtype=np.uint64)
+    for w in range(words):
+        part = trits[:, w * TRITS_PER_WORD:(w + 1) * TRITS_PER_WORD].astype(np.uint64)
+        weights = np.uint64(3) ** np.arange(part.shape[1], dtype=np.uint64)
+        out[:, w] = (part * weights).sum(axis=1, dtype=np.uint64)
+    return out.reshape(-1)
+
+
+def words_to_trits(words: np.ndarray, n: int, length: int) -> np.ndarray:
+    """The inverse of :func:`trits_to_words`: (n, length) uint8 values in {0, 1, 2}."""
+    per = -(-length // TRITS_PER_WORD)
+    w = words.astype(np.uint64).reshape(n, per)
+    out = np.empty((n, per * TRITS_PER_WORD), dtype=np.uint8)
+    three = np.uint64(3)
+    for j in range(per):
+        acc = w[:, j].copy()
+        for i in range(TRITS_PER_WORD):
+            out[:, j * TRITS_PER_WORD + i] = (acc % three).astype(np.uint8)
+            acc //= three
+    return out[:, :length]

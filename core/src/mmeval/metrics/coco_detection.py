@@ -23,7 +23,7 @@ import numpy as np
 from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError
 from ..core.inputs import to_numpy
-from ..core.packed import pack_arrays, unpack_arrays
+from ..core.packed import pack_arrays, trits_to_words, unpack_arrays, words_to_trits
 from .extras import import_extra
 
 __all__ = ["COCODetection"]
@@ -35,8 +35,6 @@ AREA_RANGES = ((0 ** 2, 1e5 ** 2), (0 ** 2, 32 ** 2), (32 ** 2, 96 ** 2), (96 **
 AREA_LABELS = ("all", "small", "medium", "large")
 #: the 101 recall points of the interpolated precision (pycocotools' expression, for the same floats)
 REC_THRS = np.linspace(.0, 1.00, int(np.round((1.00 - .0) / .01)) + 1, endpoint=True)
-#: trits (true positive / false positive / ignored) packed in one uint64 (3**40 < 2**64)
-TRITS_PER_WORD = 40
 _IGNORED, _TP, _FP = 0, 1, 2
 _METRICS = ("bbox", "segm", "proposal")
 #: pending detections (summed over images) at which add() summarizes what waits (bounds the memory held)
@@ -391,7 +389,8 @@ class COCODetection(BaseMetric):
             det_lens = lengths[:, 1 + 3 * j]
             scores = cols[1 + 3 * j].astype(np.float64)
             det_cat = cols[2 + 3 * j].astype(np.int64)
-            states = _decode_states(cols[3 + 3 * j], det_lens.sum(), len(thrs))
+            states = words_to_trits(cols[3 + 3 * j], int(det_lens.sum()), len(thrs) * len(AREA_RANGES)).reshape(
+                -1, len(AREA_RANGES), len(thrs))
             use_cats = metric != "proposal"
             npig = npig_cat if use_cats else npig_cat.sum(axis=0, keepdims=True)
             precision, recall = _accumulate(scores, det_cat if use_cats else np.zeros_like(det_cat), states,
@@ -733,7 +732,7 @@ def _match_images(images: List[_Image], metric: str, cats: _Categories, thrs: np
     state = np.full(matched.shape, _FP, dtype=np.uint8)
     state[effective] = _TP
     state[ignored] = _IGNORED
-    words = _encode_states(state.reshape(kept.shape[0], n_rng * n_thr))
+    words = trits_to_words(state.reshape(kept.shape[0], n_rng * n_thr))
     small = len(cats.ids) <= 255
     d_cat = (cats.kpos[d_lab[kept]] if use_cats else np.zeros(kept.shape[0], np.int64)).astype(
         np.uint8 if small else np.uint16)
@@ -856,32 +855,6 @@ def _greedy(iou: np.ndarray, p_det: np.ndarray, p_slot: np.ndarray, p_gt: np.nda
             to_ignored[det_rows] = got & ~has_reg
             gid = gt_ids[np.arange(n)[:, None, None], m]
             to_zero_id[det_rows] = got & ~g_idnz[np.where(gid >= 0, gid, 0)]
-
-
-def _encode_states(trits: np.ndarray) -> np.ndarray:
-    """(n, L) trits in {0, 1, 2} as (n, ceil(L / 40)) uint64 words, flattened (trit i of a word weighs 3**i)."""
-    n, length = trits.shape
-    words = -(-length // TRITS_PER_WORD)
-    out = np.zeros((n, words), dtype=np.uint64)
-    for w in range(words):
-        part = trits[:, w * TRITS_PER_WORD:(w + 1) * TRITS_PER_WORD]
-        weights = np.uint64(3) ** np.arange(part.shape[1], dtype=np.uint64)
-        out[:, w] = (part.astype(np.uint64) * weights).sum(axis=1, dtype=np.uint64)
-    return out.reshape(-1)
-
-
-def _decode_states(words: np.ndarray, n: int, n_thr: int) -> np.ndarray:
-    """The inverse of :func:`_encode_states`: (n, A, T) uint8 states."""
-    length = n_thr * len(AREA_RANGES)
-    per = -(-length // TRITS_PER_WORD)
-    w = words.astype(np.uint64).reshape(int(n), per)
-    out = np.empty((int(n), per * TRITS_PER_WORD), dtype=np.uint8)
-    for j in range(per):
-        acc = w[:, j].copy()
-        for i in range(TRITS_PER_WORD):
-            out[:, j * TRITS_PER_WORD + i] = (acc % np.uint64(3)).astype(np.uint8)
-            acc //= np.uint64(3)
-    return out[:, :length].reshape(int(n), len(AREA_RANGES), n_thr)
 
 
 # -- accumulate and summarize on the computing rank ---------------------------------------------

@@ -10,7 +10,7 @@ import numpy as np
 from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError
 from ..core.inputs import to_numpy
-from ..core.packed import pack_arrays, unpack_arrays
+from ..core.packed import pack_arrays, trits_to_words, unpack_arrays, words_to_trits
 
 __all__ = ["VOCMeanAP"]
 
@@ -198,7 +198,7 @@ class VOCMeanAP(BaseMetric):
             scores = pred["scores"]
             if np.array_equal(scores.astype(np.float32).astype(np.float64), scores):
                 scores = scores.astype(np.float32)  # exact: 4 bytes a detection
-            out.append(pack_arrays(scores, labels.astype(np.uint16), _encode_trits(state.reshape(k, n_rng * n_thr)),
+            out.append(pack_arrays(scores, labels.astype(np.uint16), trits_to_words(state.reshape(k, n_rng * n_thr)),
                                    np.array(gt_cls, dtype=np.uint16),
                                    np.array(gt_counts, dtype=np.int32).reshape(-1)))
         return out
@@ -220,7 +220,7 @@ class VOCMeanAP(BaseMetric):
         scores = scores.astype(np.float64)
         labels = labels.astype(np.int64)
         n = scores.shape[0]
-        states = _decode_trits(words, n, n_rng * n_thr).reshape(n, n_rng, n_thr)
+        states = words_to_trits(words, n, n_rng * n_thr).reshape(n, n_rng, n_thr)
         num_gts_all = np.zeros((self.num_classes, n_rng), dtype=np.int64)
         np.add.at(num_gts_all, gt_cls.astype(np.int64), gt_counts.astype(np.int64).reshape(-1, n_rng))
         # per class, detections ranked by score, ties in dataset order (the summaries' order)
@@ -333,31 +333,6 @@ def _average_precision(recall: np.ndarray, precision: np.ndarray, mode: str) -> 
 
 
 _NEITHER, _TP, _FP = 0, 1, 2
-_TRITS_PER_WORD = 40
-
-
-def _encode_trits(trits: np.ndarray) -> np.ndarray:
-    """(n, L) values in {0, 1, 2} as ceil(L / 40) uint64 words per row, flattened (trit i weighs 3**i)."""
-    n, length = trits.shape
-    words = -(-length // _TRITS_PER_WORD)
-    out = np.zeros((n, words), dtype=np.uint64)
-    for w in range(words):
-        part = trits[:, w * _TRITS_PER_WORD:(w + 1) * _TRITS_PER_WORD].astype(np.uint64)
-        out[:, w] = (part * np.uint64(3) ** np.arange(part.shape[1], dtype=np.uint64)).sum(axis=1, dtype=np.uint64)
-    return out.reshape(-1)
-
-
-def _decode_trits(words: np.ndarray, n: int, length: int) -> np.ndarray:
-    """The inverse of :func:`_encode_trits`: (n, length) uint8."""
-    per = -(-length // _TRITS_PER_WORD)
-    w = words.astype(np.uint64).reshape(n, per)
-    out = np.empty((n, per * _TRITS_PER_WORD), dtype=np.uint8)
-    for j in range(per):
-        acc = w[:, j].copy()
-        for i in range(_TRITS_PER_WORD):
-            out[:, j * _TRITS_PER_WORD + i] = (acc % np.uint64(3)).astype(np.uint8)
-            acc //= np.uint64(3)
-    return out[:, :length]
 
 
 def _is_int(value: Any) -> bool:
