@@ -560,30 +560,30 @@ def _img_id(value: Any, what: str) -> Optional[int]:
     return int(value)
 
 
-def _boxes(value: Any, what: str) -> np.ndarray:
+def _numbers(value: Any, what: str, n: Optional[int], width: Optional[int]) -> np.ndarray:
+    """Finite numbers as float64: (n,) per box (``width=None``), or (any n, width) boxes."""
     arr = to_numpy(value, what)
     if arr.size == 0:
-        arr = arr.reshape(0, 4)
-    if arr.ndim != 2 or arr.shape[1] != 4 or arr.dtype.kind not in "iuf":
-        raise MetricArgumentError(f"COCODetection.add(): {what} must be numbers of shape (n, 4) (x1, y1, x2, y2), "
-                                  f"got shape {arr.shape} dtype {arr.dtype}")
-    arr = arr.astype(np.float64)
-    if not np.isfinite(arr).all():
-        raise MetricArgumentError(f"COCODetection.add(): {what} holds NaN or infinite values")
-    return arr
-
-
-def _vector(value: Any, what: str, n: int, kind: type) -> np.ndarray:
-    arr = to_numpy(value, what)
-    if arr.ndim == 0 or (arr.size == 0 and n == 0):
+        arr = arr.reshape((0,) if width is None else (0, width))
+    elif arr.ndim == 0 and width is None:
         arr = arr.reshape(-1)
-    if arr.ndim != 1 or arr.shape[0] != n or (arr.size and arr.dtype.kind not in "biuf"):
-        raise MetricArgumentError(f"COCODetection.add(): {what} must hold {n} numbers (one per box), got shape "
-                                  f"{arr.shape} dtype {arr.dtype}")
+    shape_ok = arr.ndim == 1 and arr.shape[0] == n if width is None else arr.ndim == 2 and arr.shape[1] == width
+    if not shape_ok or (arr.size and arr.dtype.kind not in "biuf"):
+        want = f"{n} numbers (one per box)" if width is None else f"numbers of shape (n, {width}) (x1, y1, x2, y2)"
+        raise MetricArgumentError(f"COCODetection.add(): {what} must hold {want}, got shape {arr.shape} "
+                                  f"dtype {arr.dtype}")
     out = arr.astype(np.float64)
     if not np.isfinite(out).all():
         raise MetricArgumentError(f"COCODetection.add(): {what} holds NaN or infinite values")
     return out
+
+
+def _boxes(value: Any, what: str) -> np.ndarray:
+    return _numbers(value, what, None, 4)
+
+
+def _vector(value: Any, what: str, n: int, kind: type) -> np.ndarray:
+    return _numbers(value, what, n, None)
 
 
 def _labels(value: Any, what: str, n: int, c: int) -> np.ndarray:
