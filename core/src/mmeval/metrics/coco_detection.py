@@ -311,7 +311,7 @@ class COCODetection(BaseMetric):
             rles = _masks(gt["masks"], f"{what}['masks']", m, hw)
             if self.gt_mask_area and m:
                 mask = import_extra("pycocotools.mask", "COCODetection")
-                area = np.array([float(mask.area(r)) for r in rles], dtype=np.float64)
+                area = np.asarray(mask.area(rles), dtype=np.float64).reshape(-1)
         elif "segm" in self.metrics and m:
             raise _ArgumentKeyError(f"COCODetection.add(): metric 'segm' needs {what}['masks'] (one mask per box)")
         return _GroundTruths(xywh, labels, area, crowd, np.ones(m, dtype=bool), rles)
@@ -703,7 +703,8 @@ def _match_images(images: List[_Image], metric: str, cats: _Categories, thrs: np
     if segm:
         mask = import_extra("pycocotools.mask", "COCODetection")
         all_rles = [r for im in images for r in (im.det_rles or [])]
-        d_area = np.array([float(mask.area(all_rles[i])) for i in kept], dtype=np.float64)
+        d_area = (np.asarray(mask.area([all_rles[i] for i in kept]), dtype=np.float64).reshape(-1) if kept.size
+                  else np.zeros(0))
     else:
         d_area = d_box[kept, 2] * d_box[kept, 3]
     d_out = _outside(d_area)  # (n, A)
