@@ -453,7 +453,10 @@ class _Categories:
         self.ids = ids
         self.names = names
         self.sorted_ids = sorted(set(ids))
-        self.kpos = np.array([self.sorted_ids.index(c) for c in ids], dtype=np.int64)
+        where = {c: i for i, c in enumerate(self.sorted_ids)}
+        self.kpos = np.array([where[c] for c in ids], dtype=np.int64)
+        #: category id -> its label (index into ``ids``)
+        self.label_of = {c: i for i, c in enumerate(ids)}
 
 
 class _GroundTruths:
@@ -498,7 +501,7 @@ class _Annotations:
 
     def image_gts(self, img_id: int, cats: _Categories, masks: bool) -> _GroundTruths:
         """The ground truths of ``img_id`` whose category is evaluated, in the json's order."""
-        pos = {c: i for i, c in enumerate(cats.ids)}
+        pos = cats.label_of
         anns = [a for a in self.by_image.get(img_id, []) if a["category_id"] in pos]
         m = len(anns)
         xywh = np.array([a["bbox"] for a in anns], dtype=np.float64).reshape(m, 4)
@@ -516,16 +519,13 @@ class _Annotations:
         """Non-ignored ground truths per (sorted category, area range) over every image of the file."""
         if self._npig is None:
             pos = {c: i for i, c in enumerate(cats.sorted_ids)}
+            anns = [a for img_id in self.images for a in self.by_image.get(img_id, []) if a["category_id"] in pos]
+            k = np.array([pos[a["category_id"]] for a in anns], dtype=np.int64)
+            bits = _ignore_bits(np.array([float(a["area"]) for a in anns], dtype=np.float64),
+                                np.array([bool(a.get("iscrowd", 0)) for a in anns], dtype=bool))
             out = np.zeros((len(cats.sorted_ids), len(AREA_RANGES)), dtype=np.int64)
-            for img_id in self.images:
-                for a in self.by_image.get(img_id, []):
-                    k = pos.get(a["category_id"])
-                    if k is None:
-                        continue
-                    bits = int(_ignore_bits(np.array([float(a["area"])]), np.array([bool(a.get("iscrowd", 0))]))[0])
-                    for r in range(len(AREA_RANGES)):
-                        if not (bits >> r) & 1:
-                            out[k, r] += 1
+            for r in range(len(AREA_RANGES)):
+                np.add.at(out[:, r], k[(bits >> r) & 1 == 0], 1)
             self._npig = out
         return self._npig
 
