@@ -14,6 +14,7 @@ from .accuracy import AccuracyWarning as AccuracyWarning
 from .accuracy import DefaultThresholdWarning as DefaultThresholdWarning
 from .accuracy import TopkWithLabelsWarning as TopkWithLabelsWarning
 from .average_precision import AveragePrecision as AveragePrecision
+from .coco_detection import COCODetection as COCODetection
 from .dota_map import DOTAMeanAP as DOTAMeanAP
 from .mean_iou import MeanIoU as MeanIoU
 from .multi_label import MultiLabelMetric as MultiLabelMetric
@@ -30,7 +31,7 @@ _SEGMENTATION = ["MeanIoU"]
 _DETECTION = ["VOCMeanAP"]
 
 # -- COCO detection --------------------------------------------------------------------------------
-_COCO: List[str] = []
+_COCO: List[str] = ["COCODetection"]
 
 # -- more detection (OID, DOTA) ----------------------------------------------------------------------
 _VOC_FAMILY: List[str] = ["OIDMeanAP", "DOTAMeanAP"]

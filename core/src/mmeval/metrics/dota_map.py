@@ -73,7 +73,7 @@ class DOTAMeanAP(VOCMeanAP):
             p = _rotated_fields(pred, f"predictions[{i}]", ("bboxes", "scores", "labels"), (), c)
             g = _rotated_fields(gt, f"groundtruths[{i}]", ("bboxes", "labels"), ("bboxes_ignore", "labels_ignore"), c)
             checked.append((p, g))
-        self._results.extend(checked)
+        self._keep_to_summarize(checked)  # matched on this rank, as VOCMeanAP keeps its images
 
     # -- the per-image hooks of VOCMeanAP, on rotated boxes ---------------------------------------------
 
