@@ -21,10 +21,6 @@ from mmeval.metrics.utils.bbox_overlaps_rotated import (
     qbox_to_rbox,
 )
 
-shapely = pytest.importorskip("shapely")
-from shapely import affinity  # noqa: E402
-from shapely.geometry import box as shapely_box  # noqa: E402
-
 NUM_CLASSES = 3
 
 
@@ -69,7 +65,13 @@ def rotated_detections(n: int = 80, seed: int = 0) -> Tuple[List[Dict[str, Any]]
 
 
 def polygon(b):
-    """The rectangle of (cx, cy, w, h, angle) as a shapely polygon: an axis-aligned box turned about its centre."""
+    """The rectangle of (cx, cy, w, h, angle) as a shapely polygon: an axis-aligned box turned about its centre.
+
+    Only the tests that use this reference need shapely (the ``shapely`` extra); they skip without it."""
+    pytest.importorskip("shapely")
+    from shapely import affinity
+    from shapely.geometry import box as shapely_box
+
     cx, cy, w, h, a = (float(v) for v in b)
     return affinity.rotate(shapely_box(cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2), a, origin=(cx, cy),
                            use_radians=True)
@@ -189,6 +191,11 @@ def test_helpers_mmeval_documented_values():
     assert calculate_bboxes_area_rotated(rboxes).tolist() == [200, 800]
     le90 = rboxes * [1, 1, 1, 1, -1]
     np.testing.assert_allclose(le90_to_oc(le90), rboxes)
+    for bad in (np.zeros((2, 7)), np.zeros(8)):
+        with pytest.raises(MetricArgumentError, match=r"must have shape \(n, 8\)"):
+            qbox_to_rbox(bad)
+    with pytest.raises(MetricArgumentError, match=r"bboxes1 must have shape \(n, 5\)"):
+        calculate_overlaps_rotated(np.zeros((2, 4)), np.zeros((2, 5)))
     q = np.array([[13, 11, 13, 31, 23, 31, 23, 11], [0, 0, 10, 5, 5, 15, -5, 10]], dtype=float)
     pytest.importorskip("cv2")
     r = qbox_to_rbox(q)
@@ -197,11 +204,6 @@ def test_helpers_mmeval_documented_values():
     # the rectangle of the tilted square has the square's corners
     np.testing.assert_allclose(ref_iou(r[1], [2.5, 7.5, math.sqrt(125), math.sqrt(125), math.atan2(5, 10)]), 1.0,
                                atol=1e-6)
-    for bad in (np.zeros((2, 7)), np.zeros(8)):
-        with pytest.raises(MetricArgumentError, match=r"must have shape \(n, 8\)"):
-            qbox_to_rbox(bad)
-    with pytest.raises(MetricArgumentError, match=r"bboxes1 must have shape \(n, 5\)"):
-        calculate_overlaps_rotated(np.zeros((2, 4)), np.zeros((2, 5)))
 
 
 # -- the metric ---------------------------------------------------------------------------------------------
