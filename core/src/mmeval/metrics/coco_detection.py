@@ -222,6 +222,7 @@ class COCODetection(BaseMetric):
     def reset(self) -> None:
         super().reset()
         self._pending_dets = 0
+        self._cats = None  # dataset_meta may have changed: read the classes again at the next add()
 
     # -- add -----------------------------------------------------------------------
 
