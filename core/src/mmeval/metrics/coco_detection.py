@@ -105,6 +105,9 @@ class COCODetection(BaseMetric):
     ``_mAP_75``, ``_mAP_s``, ``_mAP_m``, ``_mAP_l`` for bbox / segm;
     ``AR@{n}`` ... ``AR_l@{n}`` for proposal; -1 where pycocotools gives -1
     (no ground truth in the range). ``{}`` when no image has a detection.
+
+    Units: every AP / AR value is a fraction in [0, 1] (-1: no ground truth), as in MMEval 0.2.1 and
+    pycocotools; ``{metric}_{class}_precision`` too (NaN: no ground truth of the class).
     """
 
     def __init__(
@@ -219,6 +222,7 @@ class COCODetection(BaseMetric):
     def reset(self) -> None:
         super().reset()
         self._pending_dets = 0
+        self._cats = None  # dataset_meta may have changed: read the classes again at the next add()
 
     # -- add -----------------------------------------------------------------------
 
