@@ -17,7 +17,9 @@ from .ava_map import AVAMeanAP as AVAMeanAP
 from .average_precision import AveragePrecision as AveragePrecision
 from .bleu import BLEU as BLEU
 from .char_recall_precision import CharRecallPrecision as CharRecallPrecision
+from .coco_detection import COCODetection as COCODetection
 from .connectivity_error import ConnectivityError as ConnectivityError
+from .dota_map import DOTAMeanAP as DOTAMeanAP
 from .end_point_error import EndPointError as EndPointError
 from .f1_score import F1Score as F1Score
 from .gradient_error import GradientError as GradientError
@@ -32,6 +34,7 @@ from .mse import MeanSquaredError as MeanSquaredError
 from .multi_label import MultiLabelMetric as MultiLabelMetric
 from .multi_label import MultiLabelPrecisionRecallF1score as MultiLabelPrecisionRecallF1score
 from .niqe import NaturalImageQualityEvaluator as NaturalImageQualityEvaluator
+from .oid_map import OIDMeanAP as OIDMeanAP
 from .pck_accuracy import JhmdbPCKAccuracy as JhmdbPCKAccuracy
 from .pck_accuracy import MpiiPCKAccuracy as MpiiPCKAccuracy
 from .pck_accuracy import PCKAccuracy as PCKAccuracy
@@ -55,10 +58,10 @@ _SEGMENTATION = ["MeanIoU"]
 _DETECTION = ["VOCMeanAP"]
 
 # -- COCO detection --------------------------------------------------------------------------------
-_COCO: List[str] = []
+_COCO: List[str] = ["COCODetection"]
 
 # -- more detection (OID, DOTA) ----------------------------------------------------------------------
-_VOC_FAMILY: List[str] = []
+_VOC_FAMILY: List[str] = ["OIDMeanAP", "DOTAMeanAP"]
 
 # -- AVA, proposals, text detection -----------------------------------------------------------------
 _MATCHING: List[str] = ["AVAMeanAP", "ProposalRecall", "HmeanIoU"]

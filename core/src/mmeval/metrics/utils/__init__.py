@@ -7,6 +7,11 @@ import time. One block per family below; ``__all__`` is their concatenation.
 
 from typing import List
 
+from .bbox_overlaps_rotated import calculate_bboxes_area_rotated as calculate_bboxes_area_rotated
+from .bbox_overlaps_rotated import calculate_overlaps_rotated as calculate_overlaps_rotated
+from .bbox_overlaps_rotated import le90_to_oc as le90_to_oc
+from .bbox_overlaps_rotated import qbox_to_rbox as qbox_to_rbox
+from .bbox_overlaps_rotated import rbox_corners as rbox_corners
 from .grammar import get_n_gram as get_n_gram
 from .grammar import get_tokenizer as get_tokenizer
 from .grammar import infer_language as infer_language
@@ -27,7 +32,8 @@ from .polygon import poly_union as poly_union
 from .polygon import polys2shapely as polys2shapely
 
 # -- boxes (VOC family, rotated boxes) ----------------------------------------------------------------
-_BOXES: List[str] = []
+_BOXES: List[str] = ["calculate_overlaps_rotated", "calculate_bboxes_area_rotated", "qbox_to_rbox", "le90_to_oc",
+                     "rbox_corners"]
 
 # -- polygons (text detection) ------------------------------------------------------------------------
 _POLYGONS: List[str] = ["poly2shapely", "polys2shapely", "poly_make_valid", "poly_intersection", "poly_union",
