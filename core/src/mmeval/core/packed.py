@@ -97,15 +97,18 @@ def trits_to_words(trits: np.ndarray) -> np.ndarray:
     return out.reshape(-1)
 
 
-def words_to_trits(words: np.ndarray, n: int, length: int) -> np.ndarray:
-    """The inverse of :func:`trits_to_words`: (n, length) uint8 values in {0, 1, 2}."""
+def words_to_trits(words: np.ndarray, n: int, length: int, flag_major: bool = False) -> np.ndarray:
+    """The inverse of :func:`trits_to_words`: (n, length) uint8 values in {0, 1, 2}.
+
+    ``flag_major=True`` gives the transpose, (length, n), contiguous (each flag's values over the rows).
+    """
     per = -(-length // TRITS_PER_WORD)
     w = words.astype(np.uint64).reshape(n, per)
-    out = np.empty((n, per * TRITS_PER_WORD), dtype=np.uint8)
+    out = np.empty((per * TRITS_PER_WORD, n), dtype=np.uint8)
     three = np.uint64(3)
     for j in range(per):
         acc = w[:, j].copy()
         for i in range(TRITS_PER_WORD):
-            out[:, j * TRITS_PER_WORD + i] = (acc % three).astype(np.uint8)
+            out[j * TRITS_PER_WORD + i] = (acc % three).astype(np.uint8)
             acc //= three
-    return out[:, :length]
+    return out[:length] if flag_major else np.ascontiguousarray(out[:length].T)

@@ -23,7 +23,7 @@ import numpy as np
 from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError
 from ..core.inputs import to_numpy
-from ..core.packed import pack_arrays, trits_to_words, unpack_arrays, words_to_trits
+from ..core.packed import TRITS_PER_WORD, pack_arrays, trits_to_words, unpack_arrays, words_to_trits
 from .extras import import_extra
 
 __all__ = ["COCODetection"]
@@ -315,7 +315,7 @@ class COCODetection(BaseMetric):
             rles = _masks(gt["masks"], f"{what}['masks']", m, hw)
             if self.gt_mask_area and m:
                 mask = import_extra("pycocotools.mask", "COCODetection")
-                area = np.asarray(mask.area(rles), dtype=np.float64).reshape(-1)
+                area = np.array([float(mask.area(r)) for r in rles], dtype=np.float64)  # one call each (see above)
         elif "segm" in self.metrics and m:
             raise _ArgumentKeyError(f"COCODetection.add(): metric 'segm' needs {what}['masks'] (one mask per box)")
         return _GroundTruths(xywh, labels, area, crowd, np.ones(m, dtype=bool), rles)
@@ -393,8 +393,7 @@ class COCODetection(BaseMetric):
             det_lens = lengths[:, 1 + 3 * j]
             scores = cols[1 + 3 * j].astype(np.float64)
             det_cat = cols[2 + 3 * j].astype(np.int64)
-            states = words_to_trits(cols[3 + 3 * j], int(det_lens.sum()), len(thrs) * len(AREA_RANGES)).reshape(
-                -1, len(AREA_RANGES), len(thrs))
+            states = cols[3 + 3 * j]  # one uint64 word (or more) per detection, decoded in ranked order
             use_cats = metric != "proposal"
             npig = npig_cat if use_cats else npig_cat.sum(axis=0, keepdims=True)
             precision, recall = _accumulate(scores, det_cat if use_cats else np.zeros_like(det_cat), states,
@@ -707,8 +706,8 @@ def _match_images(images: List[_Image], metric: str, cats: _Categories, thrs: np
     if segm:
         mask = import_extra("pycocotools.mask", "COCODetection")
         all_rles = [r for im in images for r in (im.det_rles or [])]
-        d_area = (np.asarray(mask.area([all_rles[i] for i in kept]), dtype=np.float64).reshape(-1) if kept.size
-                  else np.zeros(0))
+        # one call per mask: pycocotools' area() of a list of masks overflows (a uint8 result) past 255 pixels
+        d_area = np.array([float(mask.area(all_rles[i])) for i in kept], dtype=np.float64)
     else:
         d_area = d_box[kept, 2] * d_box[kept, 3]
     d_out = _outside(d_area)  # (n, A)
@@ -869,6 +868,8 @@ def _accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray, img_ran
                 npig: np.ndarray, thrs: np.ndarray, max_dets: List[int]) -> Tuple[np.ndarray, np.ndarray]:
     """pycocotools' ``accumulate``: precision (T, R, K, A, M) and recall (T, K, A, M), -1 where no ground truth.
 
+    ``states``: each detection's packed (area range, threshold) states (:func:`~mmeval.core.packed.trits_to_words`).
+
     Detections of a category are ranked by score, ties by image (in sorted
     image-id order) and then by their place in the image's list (pycocotools'
     stable sorts); each (image, category)'s first ``maxDet`` count.
@@ -887,11 +888,12 @@ def _accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray, img_ran
     order = np.lexsort((pos, img_rank, -scores, cat))
     bounds = np.searchsorted(cat[order], np.arange(k_all + 1))
     rank = rank[order]
-    st = states[order]
+    words = -(-n_rng * n_thr // TRITS_PER_WORD)
+    st = words_to_trits(states.reshape(n, words)[order].reshape(-1), n, n_rng * n_thr, flag_major=True)
     del pos, img_seq, key, starts
     # (A, T, n) true / false positive flags in ranked order, each category a contiguous run
-    tp_all = np.ascontiguousarray((st == _TP).transpose(1, 2, 0))
-    fp_all = np.ascontiguousarray((st == _FP).transpose(1, 2, 0))
+    tp_all = (st == _TP).reshape(n_rng, n_thr, n)
+    fp_all = (st == _FP).reshape(n_rng, n_thr, n)
     del st
     eps = np.spacing(1)
     at = n_rng * n_thr
