@@ -322,9 +322,32 @@ def test_bad_inputs_name_the_field_and_keep_nothing():
         (([{"bboxes": np.array([box]), "labels": [0]}], [gt]), r"predictions\[0\] has no \['scores'\]"),
     ]
     assert_all_rejected(metric, cases)
-    wrong = OIDMeanAP(num_classes=5, class_relation_matrix=RELATION)
-    with pytest.raises(MetricArgumentError, match=r"class_relation_matrix must have shape .*\(5, 5\).*\(6, 6\)"):
-        wrong.add([pred], [gt])
+    too_small = OIDMeanAP(num_classes=7, class_relation_matrix=RELATION)
+    with pytest.raises(MetricArgumentError, match=r"class_relation_matrix must be square with at least num_classes = 7"
+                                                  r".*got \(6, 6\)"):
+        too_small.add([pred], [gt])
+    not_square = OIDMeanAP(num_classes=5, class_relation_matrix=RELATION[:, :5])
+    with pytest.raises(MetricArgumentError, match=r"must be square.*got \(6, 5\)"):
+        not_square.add([pred], [gt])
+
+
+def test_a_larger_hierarchy_evaluates_its_first_classes_as_mmeval_does() -> None:
+    # MMEval 0.2.1's own test pairs num_classes=10 with the 601-class matrix: classes past num_classes are not
+    # evaluated, so the result equals that of the hierarchy cut to the first num_classes classes
+    rng = np.random.default_rng(3)
+    big = np.eye(9, dtype=bool)
+    big[:6, :6] |= RELATION.astype(bool)
+    big[2, 7] = big[4, 8] = True  # ancestors past num_classes = 6
+    dets, gts = [], []
+    for _ in range(12):
+        labels = rng.integers(0, NUM_CLASSES, 4)
+        boxes = np.sort(rng.random((4, 4)) * 50, axis=1)[:, [0, 2, 1, 3]]
+        boxes[:, 2:] += 5
+        dets.append({"bboxes": boxes + rng.random((4, 4)), "scores": rng.random(4), "labels": labels})
+        gts.append({"instances": [{"bbox": b.tolist(), "bbox_label": int(lab), "is_group_of": False}
+                                  for b, lab in zip(boxes, labels)], "image_level_labels": labels.tolist()})
+    want = OIDMeanAP(num_classes=NUM_CLASSES, class_relation_matrix=RELATION)(dets, gts)
+    assert OIDMeanAP(num_classes=NUM_CLASSES, class_relation_matrix=big)(dets, gts) == want
 
 
 # -- distributed ---------------------------------------------------------------------------------------------

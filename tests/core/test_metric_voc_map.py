@@ -187,7 +187,8 @@ def test_nproc_one_or_less_means_no_pool():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"iou_thrs": 0}, r"iou_thrs must be a number in \(0, 1\]"),
+    ({"iou_thrs": 0}, r"iou_thrs must be a number in \(0, 1\)"),
+    ({"iou_thrs": 1}, r"iou_thrs must be a number in \(0, 1\)"),  # MMEval 0.2.1 refused it too
     ({"iou_thrs": []}, "iou_thrs must be"),
     ({"scale_ranges": [(0, 32, 64)]}, "scale_ranges must be"),
     ({"eval_mode": "coco"}, "eval_mode must be one of"),

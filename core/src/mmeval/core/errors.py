@@ -33,6 +33,7 @@ __all__ = [
     "MetricArgumentError",
     "MetricArgumentKeyError",
     "MetricArgumentTypeError",
+    "MetricArgumentMissingError",
     "MissingExtraError",
     "ShardingWarning",
     "DistributedLaunchWarning",
@@ -177,6 +178,14 @@ class MetricArgumentTypeError(MetricArgumentError, TypeError):
     """A metric argument of the wrong type where MMEval 0.2.1 raised ``TypeError`` (``ProposalRecall``'s numbers).
 
     Also a :class:`MetricArgumentError` (``ValueError`` and ``AssertionError``).
+    """
+
+
+class MetricArgumentMissingError(MetricArgumentError, RuntimeError):
+    """A metric needs a setting it was given neither as an argument nor in ``dataset_meta`` (``num_classes``,
+    OIDMeanAP's class hierarchy).
+
+    Also a ``RuntimeError``, what MMEval 0.2.1 raised there, and a :class:`MetricArgumentError`.
     """
 
 

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
-from ..core.errors import MetricArgumentError
+from ..core.errors import MetricArgumentError, MetricArgumentMissingError
 from ..core.inputs import to_numpy
 from ..core.state import MetricState
 
@@ -120,7 +120,7 @@ class MeanIoU(BaseMetric):
         elif "classes" in meta:
             value = len(meta["classes"])
         else:
-            raise MetricArgumentError(
+            raise MetricArgumentMissingError(
                 f"MeanIoU: num_classes is not set and dataset_meta ({self.dataset_meta!r}) has no 'num_classes' "
                 f"or 'classes': pass MeanIoU(num_classes=C)"
             )

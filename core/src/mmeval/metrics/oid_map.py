@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
-from ..core.errors import MetricArgumentError
+from ..core.errors import MetricArgumentError, MetricArgumentMissingError
 from ..core.inputs import to_numpy
 from .dota_map import check_image_lists
 from .voc_map import VOCMeanAP, _fields
@@ -146,7 +146,7 @@ class OIDMeanAP(VOCMeanAP):
                               DeprecationWarning, stacklevel=2)
                 self._class_relation_matrix = np.asarray(meta["RELATION_MATRIX"])
             else:
-                raise RuntimeError(f"OIDMeanAP needs the class hierarchy: pass class_relation_matrix= (e.g. from "
+                raise MetricArgumentMissingError(f"OIDMeanAP needs the class hierarchy: pass class_relation_matrix= (e.g. from "
                                    f"mmeval.metrics.oid_map.get_relation_matrix) or set dataset_meta['relation_matrix'] "
                                    f"(dataset_meta is {self.dataset_meta!r})")
         return self._class_relation_matrix
@@ -189,10 +189,13 @@ class OIDMeanAP(VOCMeanAP):
     def _ancestors(self, num_classes: int) -> List[List[int]]:
         """Per class, its ancestor classes in index order (itself left out)."""
         matrix = self.class_relation_matrix
-        if matrix.shape != (num_classes, num_classes):
-            raise MetricArgumentError(f"OIDMeanAP: class_relation_matrix must have shape (num_classes, num_classes) "
-                                      f"= {(num_classes, num_classes)}, got {matrix.shape}")
-        return [[int(a) for a in np.flatnonzero(matrix[c]) if a != c] for c in range(num_classes)]
+        if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or matrix.shape[0] < num_classes:
+            raise MetricArgumentError(f"OIDMeanAP: class_relation_matrix must be square with at least num_classes = "
+                                      f"{num_classes} rows (shape {(num_classes, num_classes)} or larger), got "
+                                      f"{matrix.shape}")
+        # a larger hierarchy (all 601 Open Images classes for a subset of num_classes) is accepted as MMEval 0.2.1
+        # accepts it: ancestors past num_classes are never evaluated there, so they are left out here
+        return [[int(a) for a in np.flatnonzero(matrix[c, :num_classes]) if a != c] for c in range(num_classes)]
 
     def _expand_predictions(self, pred: Dict[str, np.ndarray], annotated: Set[int], ancestors: List[List[int]]
                             ) -> Dict[str, np.ndarray]:

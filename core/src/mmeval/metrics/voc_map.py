@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.base_metric import BaseMetric
-from ..core.errors import MetricArgumentError
+from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentMissingError
 from ..core.inputs import to_numpy
 from ..core.packed import pack_arrays, trits_to_words, unpack_arrays, words_to_trits
 
@@ -99,28 +99,30 @@ class VOCMeanAP(BaseMetric):
     ) -> None:
         super().__init__(**kwargs)
         thrs: Tuple[Any, ...] = (iou_thrs,) if isinstance(iou_thrs, numbers.Real) else tuple(iou_thrs)  # type: ignore[arg-type]
-        if not thrs or not all(isinstance(t, numbers.Real) and not isinstance(t, bool) and 0 < float(t) <= 1
+        if not thrs or not all(isinstance(t, numbers.Real) and not isinstance(t, bool) and 0 < float(t) < 1
                                for t in thrs):
-            raise ValueError(f"iou_thrs must be a number in (0, 1] or a non-empty sequence of them, got {iou_thrs!r}")
+            # 1 is refused as MMEval 0.2.1 refused it: an IoU of 1 matches only bit-identical boxes
+            raise MetricArgumentError(f"iou_thrs must be a number in (0, 1) or a non-empty sequence of them, got "
+                                      f"{iou_thrs!r}")
         ranges: List[_Range] = []
         for r in scale_ranges if scale_ranges is not None else []:
             if not (isinstance(r, (tuple, list)) and len(r) == 2 and all(
                     v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 0) for v in r)):
-                raise ValueError(
+                raise MetricArgumentError(
                     f"scale_ranges must be (min_scale, max_scale) pairs of non-negative numbers or None, got {r!r}")
             ranges.append((r[0], r[1]))
         if (None, None) not in ranges:
             ranges.append((None, None))
         if num_classes is not None and not (_is_int(num_classes) and int(num_classes) >= 1):
-            raise ValueError(f"num_classes must be a positive int or None (from dataset_meta), got {num_classes!r}")
+            raise MetricArgumentError(f"num_classes must be a positive int or None (from dataset_meta), got {num_classes!r}")
         if eval_mode not in _EVAL_MODES:
-            raise ValueError(f"eval_mode must be one of {list(_EVAL_MODES)}, got {eval_mode!r}")
+            raise MetricArgumentError(f"eval_mode must be one of {list(_EVAL_MODES)}, got {eval_mode!r}")
         if not _is_int(nproc):
             raise MetricArgumentError(f"VOCMeanAP: nproc must be an int (<= 1 or -1: no worker pool), got {nproc!r}")
         for name, flag in (("use_legacy_coordinate", use_legacy_coordinate), ("drop_class_ap", drop_class_ap),
                            ("classwise", classwise)):
             if not isinstance(flag, (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {flag!r}")
+                raise MetricArgumentError(f"{name} must be True or False, got {flag!r}")
         self.iou_thrs: Tuple[float, ...] = tuple(float(t) for t in thrs)
         self.scale_ranges: Tuple[_Range, ...] = tuple(ranges)
         self._num_classes: Optional[int] = None if num_classes is None else int(num_classes)
@@ -136,7 +138,7 @@ class VOCMeanAP(BaseMetric):
         if self._num_classes is None:
             meta = self.dataset_meta or {}
             if "classes" not in meta:
-                raise ValueError(
+                raise MetricArgumentMissingError(
                     f"VOCMeanAP: num_classes is not set and dataset_meta ({self.dataset_meta!r}) has no 'classes': "
                     f"pass VOCMeanAP(num_classes=C)"
                 )
@@ -153,7 +155,7 @@ class VOCMeanAP(BaseMetric):
     def add(self, predictions: Sequence[Dict[str, Any]], groundtruths: Sequence[Dict[str, Any]]) -> None:
         """Add one dict of predictions and one of ground truths per image (see the class docstring)."""
         if len(predictions) != len(groundtruths):
-            raise ValueError(
+            raise MetricArgumentError(
                 f"predictions and groundtruths have different lengths: {len(predictions)} and {len(groundtruths)}"
             )
         c = self.num_classes
@@ -344,10 +346,10 @@ def _fields(
 ) -> Dict[str, np.ndarray]:
     """One image's dict checked and converted: boxes float64 (n, 4), scores float64 (n,), labels int64 (n,)."""
     if not isinstance(item, dict):
-        raise ValueError(f"{what} must be a dict with keys {list(required + optional)}, got {type(item).__name__}")
+        raise MetricArgumentError(f"{what} must be a dict with keys {list(required + optional)}, got {type(item).__name__}")
     missing = [k for k in required if k not in item]
     if missing:
-        raise ValueError(f"{what} has no {missing}: it needs {list(required)}" +
+        raise MetricArgumentKeyError(f"{what} has no {missing}: it needs {list(required)}" +
                          (f" (and optionally {list(optional)})" if optional else ""))
     out: Dict[str, np.ndarray] = {}
     for key in required + optional:
@@ -359,23 +361,23 @@ def _fields(
         if key.startswith("bboxes"):
             arr = arr.reshape(0, 4) if arr.size == 0 else arr
             if arr.ndim != 2 or arr.shape[1] != 4:
-                raise ValueError(f"{what}[{key!r}] must have shape (n, 4) (x1, y1, x2, y2), got {arr.shape}")
+                raise MetricArgumentError(f"{what}[{key!r}] must have shape (n, 4) (x1, y1, x2, y2), got {arr.shape}")
         elif arr.ndim != 1:
-            raise ValueError(f"{what}[{key!r}] must have shape (n,), got {arr.shape}")
+            raise MetricArgumentError(f"{what}[{key!r}] must have shape (n,), got {arr.shape}")
         if arr.dtype.kind not in "iuf" and not (arr.size == 0):
-            raise ValueError(f"{what}[{key!r}] must hold numbers, got dtype {arr.dtype}")
+            raise MetricArgumentError(f"{what}[{key!r}] must hold numbers, got dtype {arr.dtype}")
         values = arr.astype(np.float64)
         if not np.isfinite(values).all():
-            raise ValueError(f"{what}[{key!r}] holds NaN or infinite values")
+            raise MetricArgumentError(f"{what}[{key!r}] holds NaN or infinite values")
         if key.startswith("labels"):
             if ((values != np.floor(values)) | (values < 0) | (values >= num_classes)).any():
                 bad = values[(values != np.floor(values)) | (values < 0) | (values >= num_classes)][0]
-                raise ValueError(f"{what}[{key!r}]: got label {bad:g}; labels must be integers in "
+                raise MetricArgumentError(f"{what}[{key!r}]: got label {bad:g}; labels must be integers in "
                                  f"[0, {num_classes - 1}]")
             out[key] = values.astype(np.int64)
         else:
             out[key] = values
     for boxes, labels in (("bboxes", "labels"), ("bboxes_ignore", "labels_ignore"), ("bboxes", "scores")):
         if boxes in out and labels in out and out[boxes].shape[0] != out[labels].shape[0]:
-            raise ValueError(f"{what}: {out[boxes].shape[0]} {boxes} but {out[labels].shape[0]} {labels}")
+            raise MetricArgumentError(f"{what}: {out[boxes].shape[0]} {boxes} but {out[labels].shape[0]} {labels}")
     return out
