@@ -370,7 +370,7 @@ def test_ava_keeps_12_bytes_per_detection_not_boxes():
     excluded = {tuple(r) for r in csv.reader(open(AVA_DIR / "excluded.csv"))}
     dets = sum(len(a) for f in frames if (f["video_id"], f"{f['timestamp']:04d}") not in excluded
                for a in f["outputs"])
-    assert sum(len(r) for r in kept) <= 4 * len(frames) + 12 * dets
+    assert sum(len(r) for r in kept) <= 14 * len(frames) + 12 * dets
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -743,5 +743,6 @@ def test_ava_moves_about_12_bytes_per_detection():
     assert status == "ok", rows
     (gather,) = rows
     detections = frames * 30
-    # 12 bytes a detection; a frame id and its framing (16 bytes at most) a frame; the headers
-    assert 12 * detections < gather["bytes_sent"] <= 12 * detections + 16 * frames + 4096, gather
+    # 12 bytes a detection; a frame: its id, mmeval.core.packed's header and the wire's framing of a bytes
+    # object (32 bytes at most); the headers
+    assert 12 * detections < gather["bytes_sent"] <= 12 * detections + 32 * frames + 4096, gather

@@ -19,6 +19,7 @@ import numpy as np
 from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError
 from ..core.inputs import to_numpy
+from ..core.packed import pack_arrays, unpack_arrays
 from .proposal_recall import box_iou
 from .voc_map import _average_precision
 
@@ -27,9 +28,8 @@ __all__ = ["AVAMeanAP"]
 _log = logging.getLogger(__name__)
 
 _Frame = Tuple[str, int]
-#: bytes of one detection's summary: its score (float64) and class * 2 + true positive (int32), little-endian
-#: whatever the rank's machine; a frame's summary starts with its frame id (int32, -1: not annotated)
-_DET_BYTES = 12
+#: a frame's summary is mmeval.core.packed's: its frame id (int32, -1: not annotated), then per detection its
+#: score (float64) and class * 2 + true positive (int32) -- 12 bytes per detection, 14 for the frame
 _F8, _I4 = np.dtype("<f8"), np.dtype("<i4")
 #: the largest class id the summaries can carry
 _MAX_CLASS_ID = 2**30 - 1
@@ -158,7 +158,7 @@ class AVAMeanAP(BaseMetric):
     detections are taken by descending score (equal scores: class, then row order) and, class by
     class, each is a true positive when the ground truth of its class in the frame it overlaps
     most has IoU >= 0.5 and was not taken by an earlier detection, else a false positive. The
-    frame keeps 12 bytes per detection (score, class, flag) and 4 for the frame; that is what
+    frame keeps 12 bytes per detection (score, class, flag) and 14 for the frame; that is what
     ``compute()`` moves (a per-sample metric: the ranking needs every detection). Ground-truth
     counts per class come from the files, on every rank.
 
@@ -261,7 +261,7 @@ class AVAMeanAP(BaseMetric):
                 classes.append(np.full(arr.shape[0], cls, dtype=np.int64))
         frame_id = gt.frame_ids.get(key, -1)
         if key in gt.excluded or not rows:
-            return np.asarray([frame_id], dtype=_I4).tobytes()
+            return pack_arrays(np.asarray([frame_id], dtype=_I4), np.zeros(0, dtype=_F8), np.zeros(0, dtype=_I4))
         dets = _rounded(np.concatenate(rows).astype(np.float64))
         cls_of = np.concatenate(classes)
         order = np.argsort(-dets[:, 4], kind="stable")
@@ -283,26 +283,21 @@ class AVAMeanAP(BaseMetric):
                     if iou[row, g] >= 0.5 and not taken[g]:
                         tp[d], taken[g] = 1, True
         codes = cls_of * 2 + tp
-        return (np.asarray([frame_id], dtype=_I4).tobytes() + dets[:, 4].astype(_F8).tobytes()
-                + codes.astype(_I4).tobytes())
+        return pack_arrays(np.asarray([frame_id], dtype=_I4), dets[:, 4].astype(_F8), codes.astype(_I4))
 
     def compute_metric(self, results: Sequence[bytes]) -> Dict[str, float]:
         """The mAP of every frame's detection summaries (in dataset order)."""
         if not len(results):
             raise ValueError("AVAMeanAP.compute_metric: no results to compute on (nothing was added)")
         gt = self._ground_truth()
-        frame_ids = np.asarray([int(np.frombuffer(r[:4], dtype=_I4)[0]) for r in results], dtype=np.int64)
+        _, (frame_column, scores, codes) = unpack_arrays(results, 3)
+        frame_ids = frame_column.astype(np.int64)
         annotated = frame_ids[frame_ids >= 0]
         uniq, counts = np.unique(annotated, return_counts=True)
         if (counts > 1).any():
             key = gt.frame_keys[int(uniq[counts > 1][0])]
             raise ValueError(f"AVAMeanAP: frame {key} was added {int(counts[counts > 1][0])} times: add each frame "
                              f"once (a sampler's padding: compute(size=len(dataset)) or add(..., indices=))")
-        sizes = [(len(r) - 4) // _DET_BYTES for r in results]
-        scores = np.concatenate([np.frombuffer(r, dtype=_F8, count=k, offset=4)
-                                 for r, k in zip(results, sizes)] or [np.zeros(0)])
-        codes = np.concatenate([np.frombuffer(r, dtype=_I4, count=k, offset=4 + 8 * k)
-                                for r, k in zip(results, sizes)] or [np.zeros(0, dtype=_I4)])
         classes, tps = codes // 2, codes % 2
         aps = np.full(len(gt.class_ids), np.nan)  # NaN: a class without ground truth, left out of the mean
         for k, c in enumerate(gt.class_ids):
