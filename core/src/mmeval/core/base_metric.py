@@ -176,6 +176,52 @@ class BaseMetric(metaclass=ABCMeta):
         """
         self._kept.add_batch(columns, self.name, self._state_specs, lambda rows: self._reduce_state(rows, None))
 
+    # -- summaries made on the rank that holds the samples ----------------------
+
+    def _keep_to_summarize(self, samples: List[Any]) -> None:
+        """Keep ``samples`` (one object each) to be turned into compact summaries later, in bulk, on this rank.
+
+        Each sample counts as one object result at once (``indices=``,
+        ``size`` and the order work as for ``self._results.append``); its
+        summary replaces it when :meth:`_summarize_pending` runs: at the start
+        of :meth:`compute` (before anything moves), of a stateless call, or
+        whenever the metric calls it (e.g. once enough samples wait, to bound
+        their memory). The metric implements :meth:`_summarize`.
+        """
+        kept = self._kept
+        if kept.batches:
+            raise TypeError(f"{self.name}: do not mix _add_batch(...) with objects kept to summarize")
+        start = len(kept.objects)
+        kept.objects.extend([None] * len(samples))
+        kept.pending.extend(zip(range(start, start + len(samples)), samples))
+
+    @property
+    def _num_pending(self) -> int:
+        """How many kept samples wait for :meth:`_summarize_pending`."""
+        return len(self._kept.pending)
+
+    def _summarize(self, samples: List[Any]) -> List[Any]:
+        """One compact, picklable summary per sample of ``samples`` (what :meth:`compute_metric` then receives).
+
+        Override it in a metric that calls :meth:`_keep_to_summarize`; it runs
+        on the rank that holds the samples, over many of them at once.
+        """
+        raise NotImplementedError(f"{self.name} keeps samples to summarize but does not implement _summarize()")
+
+    def _summarize_pending(self) -> None:
+        """Replace every sample kept by :meth:`_keep_to_summarize` by its summary (:meth:`_summarize`)."""
+        kept = self._kept
+        if not kept.pending:
+            return
+        positions = [pos for pos, _ in kept.pending]
+        summaries = self._summarize([sample for _, sample in kept.pending])
+        if len(summaries) != len(positions):
+            raise RuntimeError(f"{self.name}._summarize() returned {len(summaries)} summaries for "
+                               f"{len(positions)} samples")
+        for pos, summary in zip(positions, summaries):
+            kept.objects[pos] = summary
+        kept.pending = []
+
     def _local_results(self) -> Union[List[Any], ArrayResults]:
         return self._kept.merged()
 
@@ -292,6 +338,10 @@ class BaseMetric(metaclass=ABCMeta):
         """
         backend = self.dist_comm
         check_runtime(self, backend)
+        try:
+            self._summarize_pending()
+        except Exception as exc:  # every rank must hear of it: a refusal (below) reaches them all
+            self._kept.refusals.append(f"summarizing the samples added on this rank failed: {exc!r}")
         refused = refusal(self, size, backend)
         if not backend.is_initialized or backend.world_size == 1:
             if refused is not None:
@@ -315,6 +365,7 @@ class BaseMetric(metaclass=ABCMeta):
 
     def _compute_here(self, size: Optional[int]) -> Dict[str, Any]:
         """:meth:`compute` in one process: duplicates of an index dropped (results in index order), or ``size``."""
+        self._summarize_pending()
         kept = self._kept
         keep = kept_in_one_process(kept.num_results, kept.index_flag(), kept.indices(), self.dist_collect_mode,
                                    size, self.name)

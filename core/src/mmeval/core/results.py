@@ -66,9 +66,12 @@ class RankResults:
         refusals: why ``add()`` calls were refused since the last ``reset()``: a
             batch left out makes ``compute()`` fail on every rank instead of
             answering on fewer samples.
+        pending: ``(position in objects, sample)`` of samples kept to be summarized later, in bulk
+            (see :meth:`BaseMetric._keep_to_summarize`); their places in ``objects`` hold ``None``
+            until then.
     """
 
-    __slots__ = ("objects", "batches", "index_parts", "running", "origin", "refusals")
+    __slots__ = ("objects", "batches", "index_parts", "running", "origin", "refusals", "pending")
 
     def __init__(self) -> None:
         self.objects: List[Any] = []
@@ -77,6 +80,7 @@ class RankResults:
         self.running: Optional[MetricState] = None
         self.origin: Optional[Tuple[int, int]] = None
         self.refusals: List[str] = []
+        self.pending: List[Tuple[int, Any]] = []
 
     @property
     def num_results(self) -> int:
@@ -158,3 +162,11 @@ class RankResults:
     def truncate(self, batches: int, objects: int) -> None:
         """Forget what was added after there were ``batches`` batches and ``objects`` objects (a refused add)."""
         self.batches, self.objects = self.batches[:batches], self.objects[:objects]
+        self.pending = [(pos, sample) for pos, sample in self.pending if pos < objects]
+
+    def __setstate__(self, state: Any) -> None:
+        """Restore a pickle (one made before ``pending`` existed included)."""
+        slots = state[1] if isinstance(state, tuple) else state
+        self.pending = []
+        for key, value in (slots or {}).items():
+            setattr(self, key, value)

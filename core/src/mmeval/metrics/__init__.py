@@ -14,6 +14,7 @@ from .accuracy import AccuracyWarning as AccuracyWarning
 from .accuracy import DefaultThresholdWarning as DefaultThresholdWarning
 from .accuracy import TopkWithLabelsWarning as TopkWithLabelsWarning
 from .average_precision import AveragePrecision as AveragePrecision
+from .coco_detection import COCODetection as COCODetection
 from .mean_iou import MeanIoU as MeanIoU
 from .multi_label import MultiLabelMetric as MultiLabelMetric
 from .multi_label import MultiLabelPrecisionRecallF1score as MultiLabelPrecisionRecallF1score
@@ -28,7 +29,7 @@ _SEGMENTATION = ["MeanIoU"]
 _DETECTION = ["VOCMeanAP"]
 
 # -- COCO detection --------------------------------------------------------------------------------
-_COCO: List[str] = []
+_COCO: List[str] = ["COCODetection"]
 
 # -- more detection (OID, DOTA) ----------------------------------------------------------------------
 _VOC_FAMILY: List[str] = []
