@@ -381,8 +381,10 @@ def detection_table(result: Dict[str, Any]) -> List[str]:
     idx = _detection_index(result)
     rows = []
     names = {"ours": "this project", "mmeval021": "MMEval 0.2.1", "torchmetrics": "torchmetrics (faster_coco_eval)"}
+    impls = ("pycocotools", "faster-coco-eval", "ours", "torchmetrics", "mmeval021")
     for (case, impl, backend, ws), rec in sorted(idx.items(), key=lambda kv: (
-            ("bbox", "lvis", "segm", kv[0][0]).index(kv[0][0]), kv[0][3], kv[0][2], kv[0][1])):
+            ("bbox", "lvis", "segm", kv[0][0]).index(kv[0][0]), kv[0][3], kv[0][2] != "torch_cpu", kv[0][2],
+            impls.index(kv[0][1]) if kv[0][1] in impls else len(impls))):
         data = rec.get("data") or {}
         size = (f"{data['images']:,} img, {data['detections']:,} dets, {data['ground_truths']:,} gts"
                 if data else f"{rec.get('images', 0):,} img, {rec.get('world_detections', 0):,} dets")
