@@ -146,6 +146,7 @@ def _add_all(metric: Any, preds: Sequence[Dict[str, Any]], gts: Sequence[Dict[st
 def _measure_compute(metric: Any, size: Optional[int], count_bytes: bool) -> Tuple[Dict[str, Any], float, int, int]:
     """``compute()``'s result, seconds, peak extra bytes of this process, and bytes sent (-1 when not counted)."""
     gc.collect()
+    common.trim_heap()  # an earlier evaluation's freed memory would otherwise hide this one's peak
     before = common.vm_status().get("VmRSS", 0)
     common.reset_peak_rss()
     t0 = time.perf_counter()
@@ -276,29 +277,31 @@ def _torchvision_stand_in() -> bool:
     return True
 
 
-def _tm_inputs(images: Sequence[coco_data.Image], iou: str) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
-    """torchmetrics' inputs for the images: tensors, xyxy boxes, crowd flags, MMEval's ground-truth areas."""
+def _tm_inputs(images: Sequence[coco_data.Image]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """torchmetrics' inputs for the images (no masks: ``_tm_masks`` adds them batch by batch)."""
     import torch
 
     preds, target = [], []
-    mask_util: Any = None
-    if iou == "segm":
-        from pycocotools import mask as mask_util
     for im in images:
-        p = {"boxes": torch.from_numpy(im.det_boxes), "scores": torch.from_numpy(im.det_scores),
-             "labels": torch.from_numpy(im.det_labels)}
-        box_area = [w * h for _x, _y, w, h in coco_data._xywh(im.gt_boxes)]
-        t = {"boxes": torch.from_numpy(im.gt_boxes), "labels": torch.from_numpy(im.gt_labels),
-             "iscrowd": torch.from_numpy(im.gt_crowd.astype(np.int64)),
-             "area": torch.tensor(box_area, dtype=torch.float64)}
-        if iou == "segm":
-            p["masks"] = torch.from_numpy(mask_util.decode(im.det_masks).transpose(2, 0, 1).astype(bool))
-            t["masks"] = torch.from_numpy(mask_util.decode(im.gt_masks).transpose(2, 0, 1).astype(bool)) \
-                if im.gt_masks else torch.zeros((0, im.height, im.width), dtype=torch.bool)
-            t["area"] = torch.tensor([float(mask_util.area(m)) for m in im.gt_masks or []], dtype=torch.float64)
-        preds.append(p)
-        target.append(t)
+        preds.append({"boxes": torch.from_numpy(im.det_boxes), "scores": torch.from_numpy(im.det_scores),
+                      "labels": torch.from_numpy(im.det_labels)})
+        box_area = [w * h for _x, _y, w, h in coco_data._xywh(im.gt_boxes)]  # MMEval's ground-truth areas
+        target.append({"boxes": torch.from_numpy(im.gt_boxes), "labels": torch.from_numpy(im.gt_labels),
+                       "iscrowd": torch.from_numpy(im.gt_crowd.astype(np.int64)),
+                       "area": torch.tensor(box_area, dtype=torch.float64)})
     return preds, target
+
+
+def _tm_masks(images: Sequence[coco_data.Image], preds: List[Dict[str, Any]], target: List[Dict[str, Any]]) -> None:
+    """Add the dense boolean masks torchmetrics takes (what a model outputs) to one batch, and the masks' areas."""
+    import torch
+    from pycocotools import mask as mask_util
+
+    for im, p, t in zip(images, preds, target):
+        p["masks"] = torch.from_numpy(mask_util.decode(im.det_masks).transpose(2, 0, 1).astype(bool))
+        t["masks"] = torch.from_numpy(mask_util.decode(im.gt_masks).transpose(2, 0, 1).astype(bool)) \
+            if im.gt_masks else torch.zeros((0, im.height, im.width), dtype=torch.bool)
+        t["area"] = torch.tensor([float(mask_util.area(m)) for m in im.gt_masks or []], dtype=torch.float64)
 
 
 def _tm_state_bytes(metric: Any) -> int:
@@ -356,7 +359,7 @@ def _dist_impl(comm: Comm, args: argparse.Namespace, backend: str, impl: str, sp
             notes.append("torchvision.ops.box_convert stand-in (no torchvision build for this torch)")
         from torchmetrics.detection.mean_ap import MeanAveragePrecision
 
-        preds, gts = _tm_inputs(images, iou)
+        preds, gts = _tm_inputs(images)
 
         def fresh() -> Any:
             # COCO's thresholds as pycocotools has them: torchmetrics' defaults are float32 linspaces
@@ -365,10 +368,16 @@ def _dist_impl(comm: Comm, args: argparse.Namespace, backend: str, impl: str, sp
                                         iou_thresholds=COCO_IOU_THRS, rec_thresholds=COCO_REC_THRS)
 
         def add(metric: Any) -> float:
-            t0 = time.perf_counter()
+            spent = 0.0
             for start in range(0, len(preds), BATCH):
-                metric.update(preds[start : start + BATCH], gts[start : start + BATCH])
-            return time.perf_counter() - t0
+                p = [dict(x) for x in preds[start : start + BATCH]]
+                t = [dict(x) for x in gts[start : start + BATCH]]
+                if iou == "segm":  # dense masks for this batch only (all of them at once: gigabytes), untimed
+                    _tm_masks(images[start : start + BATCH], p, t)
+                t0 = time.perf_counter()
+                metric.update(p, t)
+                spent += time.perf_counter() - t0
+            return spent
     else:
         preds, gts = coco_data.mmeval_inputs(images)
         if impl == "ours":

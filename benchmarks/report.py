@@ -722,7 +722,8 @@ def render(result: Dict[str, Any], out_dir: Path) -> str:
                   "COCO objects apart), add() + compute() for the metrics (each the slowest rank's, median over "
                   "iterations). B per detection: what our compute() sends per rank (comm-stats hook), or for the "
                   "others the bytes of the states every rank hands to the all-gather. peak extra: VmHWM during "
-                  "compute() minus VmRSS before it, rank 0.", "", *det]
+                  "compute() minus VmRSS before it, rank 0 (the heap trimmed first, so that memory freed by an "
+                  "earlier evaluation in the process is not reused unseen).", "", *det]
     lines += ["", "## Start-up", "", *startup_table(result),
               "", "## The safe codec vs pickle (one process, encode + decode of one frame)", "", *codec_table(result)]
     if plotted:
