@@ -15,7 +15,9 @@ Two modes:
   comm-stats hook) and rank 0's peak extra memory in ``compute()``. ``--impl torchmetrics`` runs
   torchmetrics' ``MeanAveragePrecision(backend='faster_coco_eval')`` on the same (unpadded) shards
   (``update()`` + ``compute()``, which all-gathers every box to every rank); ``--impl mmeval021``
-  runs MMEval 0.2.1's ``COCODetection`` with the Python of its own environment.
+  runs MMEval 0.2.1's ``COCODetection`` with the Python of its own environment. Ours at world size 2
+  is interleaved with rank 0 evaluating the whole set alone (the others waiting): the single-process
+  time under the same load, for the ws=2 / single ratio.
 
 Every record keeps the 12 COCO stats it computed; ``report.py`` compares each with pycocotools' on
 the same case. torchmetrics imports ``torchvision.ops.box_convert``; where torchvision cannot be
@@ -400,7 +402,27 @@ def _dist_impl(comm: Comm, args: argparse.Namespace, backend: str, impl: str, sp
     # torchmetrics and MMEval 0.2.1 take tens of seconds per evaluation at full size: one, not warmed up
     iters = args.iters if impl == "ours" else 1
     warmup = args.warmup if impl == "ours" else 0
+    # ours on one process beside it, interleaved: rank 0 evaluates the whole set alone while the others wait
+    # (on a shared machine, single-process figures from another job ran under another load)
+    beside = impl == "ours" and comm.ws == 2 and not args.no_single_beside
+    whole = coco_data.mmeval_inputs(coco_data.make_images(spec, range(spec.images))) if beside and comm.rank == 0 \
+        else None
+    singles: List[float] = []
     for it in range(warmup + iters):
+        if beside:
+            comm.barrier()
+            if whole is not None:
+                alone = _ours(spec, "non_dist")  # not the default: the group is up, only rank 0 runs it
+                t0 = time.perf_counter()
+                _add_all(alone, *whole)
+                with _quiet():
+                    alone.compute()
+                single_s = time.perf_counter() - t0
+                del alone
+            comm.barrier()
+            single = comm.max(single_s if whole is not None else 0.0)
+            if it >= warmup:
+                singles.append(single)
         metric = fresh()
         comm.barrier()
         added = add(metric)
@@ -427,6 +449,8 @@ def _dist_impl(comm: Comm, args: argparse.Namespace, backend: str, impl: str, sp
         "times_s": [a + c for a, c in zip(adds, computes)], "stats": stats,
         "peak_extra_bytes_per_rank": [float(np.median([p[r] for p in peaks])) for r in range(comm.ws)],
     }
+    if singles:
+        rec["single_beside_s"] = common.median(singles)
     if sent >= 0:
         sent_all = comm.gather_floats(float(sent))
         rec["sent_bytes_per_rank"] = sent_all
@@ -458,6 +482,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--iters", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1, help="dist mode: untimed iterations first")
     parser.add_argument("--pycocotools-iters", type=int, default=1, help="single mode: pycocotools is slow")
+    parser.add_argument("--no-single-beside", action="store_true",
+                        help="dist mode, ours at ws=2: do not also time rank 0 evaluating the whole set alone")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--out", default=None)
     return parser.parse_args(argv)

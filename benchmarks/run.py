@@ -2,9 +2,10 @@
 
 Run (``tox -e bench`` runs exactly this)::
 
-    python benchmarks/run.py                  # everything (~20 min on 2 cores)
+    python benchmarks/run.py                  # everything (~30 min on 2 cores, ~10 of them detection)
     python benchmarks/run.py --quick          # a smoke run: fewer payloads and iterations
     python benchmarks/run.py --parts startup codec --out-dir /tmp/bench
+    python benchmarks/run.py --parts detection --keep-other-parts   # re-measure one part into docs/
 
 Parts, each a child process with a hard timeout (a part that fails or times
 out is reported as such; the others still run):
