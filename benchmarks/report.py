@@ -40,7 +40,7 @@ def versions() -> Dict[str, str]:
         "import json, importlib.metadata as m\n"
         "out = {}\n"
         "for d in ('mmeval-core', 'mmeval-torch', 'mmeval-mpi4py', 'mmeval-horovod', 'torch', 'mpi4py', 'mpich',"
-        " 'numpy', 'matplotlib'):\n"
+        " 'numpy', 'matplotlib', 'pycocotools', 'faster-coco-eval', 'torchmetrics'):\n"
         "    try: out[d] = m.version(d)\n"
         "    except m.PackageNotFoundError: pass\n"
         "print(json.dumps(out))\n"
@@ -330,7 +330,7 @@ def _det_summary_bytes(rec: Dict[str, Any]) -> Optional[float]:
 
 
 def detection_targets(result: Dict[str, Any]) -> List[Target]:
-    """Issue 21's targets, each case of ``benchmarks/detection.py`` measured side by side."""
+    """The COCO detection targets, each case of ``benchmarks/detection.py`` measured side by side."""
     idx = _detection_index(result)
     out: List[Target] = []
     for case in sorted({k[0] for k in idx}, key=lambda c: ("bbox", "lvis", "segm").index(c) if c in
@@ -722,7 +722,7 @@ def render(result: Dict[str, Any], out_dir: Path) -> str:
               *compute_table(result)]
     det = detection_table(result)
     if len(det) > 2:
-        lines += ["", "## COCO detection (issue 21)", "",
+        lines += ["", "## COCO detection", "",
                   "`benchmarks/detection.py` on synthetic COCO-like data (`benchmarks/coco_data.py`, the same images "
                   "for every side). total = evaluate + accumulate for pycocotools / faster-coco-eval (building their "
                   "COCO objects apart), add() + compute() for the metrics (each the slowest rank's, median over "

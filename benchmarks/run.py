@@ -303,14 +303,23 @@ def main(argv: Optional[List[str]] = None) -> int:
                 rec["run"] = job.title
             runs[-1]["records"] = data["records"]
     previous = args.out_dir / "benchmarks.json"
+    kept_source: Optional[Dict[str, Any]] = None
     if args.keep_other_parts and previous.exists():
         old = report.load(previous)
         kept = [run for run in old.get("runs", []) if run.get("part") not in args.parts]
         if kept:
+            # where the kept runs come from: the run that measured them (carried over when it was itself a re-run)
             old_meta = old.get("meta", {})
+            source = old_meta.get("kept_source") or {
+                "time": old_meta.get("machine", {}).get("time", "?"), "command": old_meta.get("command", "?"),
+                "loadavg": old_meta.get("machine", {}).get("loadavg"), "notes": old_meta.get("notes", []),
+                "versions": old_meta.get("versions", {})}
+            kept_source = source
             notes.append(f"parts {', '.join(sorted({r['part'] for r in kept}))} kept from the run of "
-                         f"{old_meta.get('machine', {}).get('time', '?')} (`{old_meta.get('command', '?')}`); "
+                         f"{source['time']} (`{source['command']}`, load {source['loadavg']}); "
                          f"{', '.join(args.parts)} measured now")
+            notes += [f"(that run) {n}" for n in source.get("notes", [])
+                      if not n.startswith("parts ") and not n.startswith("(that run)")]
             runs = sorted(kept + runs, key=lambda r: PARTS.index(r["part"]) if r["part"] in PARTS else len(PARTS))
     result = {
         "meta": {
@@ -319,6 +328,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             "quick": args.quick, "seconds": round(time.monotonic() - started, 1), "notes": notes,
             "errors": errors, "allocator": common.MALLOC_PIN, "python": sys.version.split()[0],
             "versions": report.versions(),
+            **({"kept_source": kept_source} if kept_source else {}),
         },
         "runs": runs,
     }
