@@ -178,13 +178,21 @@ def test_keys_and_edge_cases():
     assert VOCMeanAP(dataset_meta={"classes": ("a", "b")})([perfect], [gt])["mAP"] == 1.0
 
 
+def test_nproc_one_or_less_means_no_pool():
+    """MMEval's nproc <= 1 (and -1) runs without a worker pool: accepted, same result."""
+    preds, gts = detections(12)
+    want = VOCMeanAP(num_classes=NUM_CLASSES)(preds, gts)
+    for nproc in (-1, 0, 1, 8):
+        assert VOCMeanAP(num_classes=NUM_CLASSES, nproc=nproc)(preds, gts) == want
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"iou_thrs": 0}, r"iou_thrs must be a number in \(0, 1\]"),
     ({"iou_thrs": []}, "iou_thrs must be"),
     ({"scale_ranges": [(0, 32, 64)]}, "scale_ranges must be"),
     ({"eval_mode": "coco"}, "eval_mode must be one of"),
     ({"num_classes": 0}, "num_classes must be a positive int"),
-    ({"nproc": -1}, "nproc must be"),
+    ({"nproc": 1.5}, "nproc must be"),
     ({"classwise": "yes"}, "classwise must be True or False"),
 ])
 def test_bad_arguments(kwargs, match):

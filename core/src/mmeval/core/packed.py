@@ -16,19 +16,21 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["pack_arrays", "unpack_arrays"]
+__all__ = ["TRITS_PER_WORD", "pack_arrays", "trits_to_words", "unpack_arrays", "words_to_trits"]
 
 #: dtype codes of the header (one byte each); other dtypes are refused
 _DTYPES = ("?", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f4", "f8")
 _CODE = {np.dtype(d): i for i, d in enumerate(_DTYPES)}
-_ENTRY = struct.Struct("<BI")
+_SHORT = struct.Struct("<BH")  # code | 0x80, length < 65536
+_LONG = struct.Struct("<BI")  # code, length
 
 
 def pack_arrays(*arrays: np.ndarray) -> bytes:
     """``arrays`` (flattened, little-endian; bool, int, uint or float of 1 to 8 bytes) as one ``bytes``.
 
-    Layout: one byte for the count, then per array its dtype code (1 byte)
-    and length (uint32), then the arrays' bytes one after another.
+    Layout: one byte for the count, then per array its dtype code (1 byte;
+    its high bit set when the length is a uint16) and length (uint16, else
+    uint32), then the arrays' bytes one after another.
     """
     head = bytearray([len(arrays)])
     body: List[bytes] = []
@@ -37,7 +39,7 @@ def pack_arrays(*arrays: np.ndarray) -> bytes:
         code = _CODE.get(np.dtype(dt))
         if code is None:
             raise TypeError(f"pack_arrays: dtype {a.dtype} is not packable (use one of {list(_DTYPES)})")
-        head += _ENTRY.pack(code, a.size)
+        head += _SHORT.pack(code | 0x80, a.size) if a.size < 65536 else _LONG.pack(code, a.size)
         body.append(np.ascontiguousarray(a, dtype=dt).tobytes())
     return bytes(head) + b"".join(body)
 
@@ -56,12 +58,57 @@ def unpack_arrays(blobs: Sequence[bytes], count: int) -> Tuple[np.ndarray, List[
     for i, blob in enumerate(blobs):
         if not blob or blob[0] != count:
             raise ValueError(f"unpack_arrays: summary {i} holds {blob[0] if blob else 0} arrays, expected {count}")
-        offset = 1 + count * _ENTRY.size
-        for j in range(count):
-            code, n = _ENTRY.unpack_from(blob, 1 + j * _ENTRY.size)
+        at = 1
+        heads = []
+        for _ in range(count):
+            code = blob[at]
+            if code & 0x80:
+                heads.append((code & 0x7F, _SHORT.unpack_from(blob, at)[1]))
+                at += _SHORT.size
+            else:
+                heads.append((code, _LONG.unpack_from(blob, at)[1]))
+                at += _LONG.size
+        offset = at
+        for j, (code, n) in enumerate(heads):
             dt = np.dtype(_DTYPES[code])
             parts[j].append(np.frombuffer(blob, dtype=dt, count=n, offset=offset))
             offset += n * dt.itemsize
             lengths[i, j] = n
     columns = [np.concatenate(p) if p else np.zeros(0) for p in parts]
     return lengths, columns
+
+
+#: three-valued flags (e.g. true positive / false positive / neither) packed per uint64 word: 3**40 < 2**64
+TRITS_PER_WORD = 40
+
+
+def trits_to_words(trits: np.ndarray) -> np.ndarray:
+    """(n, L) values in {0, 1, 2} as ``ceil(L / 40)`` uint64 words per row, flattened (trit i of a word weighs 3**i).
+
+    About 1.6 bits per flag: 40 three-valued flags in 8 bytes.
+    """
+    n, length = trits.shape
+    words = -(-length // TRITS_PER_WORD)
+    out = np.zeros((n, words), dtype=np.uint64)
+    for w in range(words):
+        part = trits[:, w * TRITS_PER_WORD:(w + 1) * TRITS_PER_WORD].astype(np.uint64)
+        weights = np.uint64(3) ** np.arange(part.shape[1], dtype=np.uint64)
+        out[:, w] = (part * weights).sum(axis=1, dtype=np.uint64)
+    return out.reshape(-1)
+
+
+def words_to_trits(words: np.ndarray, n: int, length: int, flag_major: bool = False) -> np.ndarray:
+    """The inverse of :func:`trits_to_words`: (n, length) uint8 values in {0, 1, 2}.
+
+    ``flag_major=True`` gives the transpose, (length, n), contiguous (each flag's values over the rows).
+    """
+    per = -(-length // TRITS_PER_WORD)
+    w = words.astype(np.uint64).reshape(n, per)
+    out = np.empty((per * TRITS_PER_WORD, n), dtype=np.uint8)
+    three = np.uint64(3)
+    for j in range(per):
+        acc = w[:, j].copy()
+        for i in range(TRITS_PER_WORD):
+            out[j * TRITS_PER_WORD + i] = (acc % three).astype(np.uint8)
+            acc //= three
+    return out[:length] if flag_major else np.ascontiguousarray(out[:length].T)

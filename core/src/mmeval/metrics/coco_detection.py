@@ -23,7 +23,7 @@ import numpy as np
 from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError
 from ..core.inputs import to_numpy
-from ..core.packed import pack_arrays, unpack_arrays
+from ..core.packed import TRITS_PER_WORD, pack_arrays, trits_to_words, unpack_arrays, words_to_trits
 from .extras import import_extra
 
 __all__ = ["COCODetection"]
@@ -35,8 +35,6 @@ AREA_RANGES = ((0 ** 2, 1e5 ** 2), (0 ** 2, 32 ** 2), (32 ** 2, 96 ** 2), (96 **
 AREA_LABELS = ("all", "small", "medium", "large")
 #: the 101 recall points of the interpolated precision (pycocotools' expression, for the same floats)
 REC_THRS = np.linspace(.0, 1.00, int(np.round((1.00 - .0) / .01)) + 1, endpoint=True)
-#: trits (true positive / false positive / ignored) packed in one uint64 (3**40 < 2**64)
-TRITS_PER_WORD = 40
 _IGNORED, _TP, _FP = 0, 1, 2
 _METRICS = ("bbox", "segm", "proposal")
 #: pending detections (summed over images) at which add() summarizes what waits (bounds the memory held)
@@ -107,6 +105,9 @@ class COCODetection(BaseMetric):
     ``_mAP_75``, ``_mAP_s``, ``_mAP_m``, ``_mAP_l`` for bbox / segm;
     ``AR@{n}`` ... ``AR_l@{n}`` for proposal; -1 where pycocotools gives -1
     (no ground truth in the range). ``{}`` when no image has a detection.
+
+    Units: every AP / AR value is a fraction in [0, 1] (-1: no ground truth), as in MMEval 0.2.1 and
+    pycocotools; ``{metric}_{class}_precision`` too (NaN: no ground truth of the class).
     """
 
     def __init__(
@@ -120,7 +121,7 @@ class COCODetection(BaseMetric):
         format_only: bool = False,
         outfile_prefix: Optional[str] = None,
         gt_mask_area: bool = True,
-        backend_args: Optional[dict] = None,
+        backend_args: Optional[Dict[str, Any]] = None,
         print_results: bool = True,
         **kwargs: Any,
     ) -> None:
@@ -146,7 +147,7 @@ class COCODetection(BaseMetric):
             raise MetricArgumentError(f"COCODetection: iou_thrs must lie in [0, 1], got {thrs.tolist()}")
         nums = list(proposal_nums) if isinstance(proposal_nums, (list, tuple, np.ndarray)) else None
         if nums is None or len(nums) != 3 or not all(
-                isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 1 for n in nums):
+                isinstance(n, numbers.Integral) and not isinstance(n, bool) and int(n) >= 1 for n in nums):
             raise MetricArgumentError(f"COCODetection: proposal_nums must be three positive ints (the maxDets), "
                                       f"got {proposal_nums!r}")
         for flag_name, flag in (("classwise", classwise), ("format_only", format_only),
@@ -221,10 +222,11 @@ class COCODetection(BaseMetric):
     def reset(self) -> None:
         super().reset()
         self._pending_dets = 0
+        self._cats = None  # dataset_meta may have changed: read the classes again at the next add()
 
     # -- add -----------------------------------------------------------------------
 
-    def add(self, predictions: Sequence[Dict[str, Any]], groundtruths: Sequence[Dict[str, Any]]) -> None:  # type: ignore[override]
+    def add(self, predictions: Sequence[Dict[str, Any]], groundtruths: Sequence[Dict[str, Any]]) -> None:
         """Add one prediction dict and one ground-truth dict per image (see the class docstring)."""
         if isinstance(predictions, dict) or isinstance(groundtruths, dict) or not isinstance(
                 predictions, Sequence) or not isinstance(groundtruths, Sequence):
@@ -278,7 +280,7 @@ class COCODetection(BaseMetric):
             if img_id is None:
                 raise MetricArgumentError(f"COCODetection.add(): with ann_file every prediction needs 'img_id' (the "
                                           f"image's id in the ann_file); {what} has none")
-            if img_id not in self._ann.images:
+            if img_id not in self._ann.images and k:  # (an image without detections adds nothing: accepted)
                 raise MetricArgumentError(f"COCODetection.add(): {what}['img_id']={img_id} is not an image of "
                                           f"ann_file {self.ann_file!r}")
             gts = self._ann.image_gts(img_id, cats, "segm" in self.metrics)
@@ -313,7 +315,7 @@ class COCODetection(BaseMetric):
             rles = _masks(gt["masks"], f"{what}['masks']", m, hw)
             if self.gt_mask_area and m:
                 mask = import_extra("pycocotools.mask", "COCODetection")
-                area = np.array([float(mask.area(r)) for r in rles], dtype=np.float64)
+                area = np.array([float(mask.area(r)) for r in rles], dtype=np.float64)  # one call each (see above)
         elif "segm" in self.metrics and m:
             raise _ArgumentKeyError(f"COCODetection.add(): metric 'segm' needs {what}['masks'] (one mask per box)")
         return _GroundTruths(xywh, labels, area, crowd, np.ones(m, dtype=bool), rles)
@@ -391,7 +393,7 @@ class COCODetection(BaseMetric):
             det_lens = lengths[:, 1 + 3 * j]
             scores = cols[1 + 3 * j].astype(np.float64)
             det_cat = cols[2 + 3 * j].astype(np.int64)
-            states = _decode_states(cols[3 + 3 * j], det_lens.sum(), len(thrs))
+            states = cols[3 + 3 * j]  # one uint64 word (or more) per detection, decoded in ranked order
             use_cats = metric != "proposal"
             npig = npig_cat if use_cats else npig_cat.sum(axis=0, keepdims=True)
             precision, recall = _accumulate(scores, det_cat if use_cats else np.zeros_like(det_cat), states,
@@ -454,7 +456,10 @@ class _Categories:
         self.ids = ids
         self.names = names
         self.sorted_ids = sorted(set(ids))
-        self.kpos = np.array([self.sorted_ids.index(c) for c in ids], dtype=np.int64)
+        where = {c: i for i, c in enumerate(self.sorted_ids)}
+        self.kpos = np.array([where[c] for c in ids], dtype=np.int64)
+        #: category id -> its label (index into ``ids``)
+        self.label_of = {c: i for i, c in enumerate(ids)}
 
 
 class _GroundTruths:
@@ -499,7 +504,7 @@ class _Annotations:
 
     def image_gts(self, img_id: int, cats: _Categories, masks: bool) -> _GroundTruths:
         """The ground truths of ``img_id`` whose category is evaluated, in the json's order."""
-        pos = {c: i for i, c in enumerate(cats.ids)}
+        pos = cats.label_of
         anns = [a for a in self.by_image.get(img_id, []) if a["category_id"] in pos]
         m = len(anns)
         xywh = np.array([a["bbox"] for a in anns], dtype=np.float64).reshape(m, 4)
@@ -517,16 +522,13 @@ class _Annotations:
         """Non-ignored ground truths per (sorted category, area range) over every image of the file."""
         if self._npig is None:
             pos = {c: i for i, c in enumerate(cats.sorted_ids)}
+            anns = [a for img_id in self.images for a in self.by_image.get(img_id, []) if a["category_id"] in pos]
+            k = np.array([pos[a["category_id"]] for a in anns], dtype=np.int64)
+            bits = _ignore_bits(np.array([float(a["area"]) for a in anns], dtype=np.float64),
+                                np.array([bool(a.get("iscrowd", 0)) for a in anns], dtype=bool))
             out = np.zeros((len(cats.sorted_ids), len(AREA_RANGES)), dtype=np.int64)
-            for img_id in self.images:
-                for a in self.by_image.get(img_id, []):
-                    k = pos.get(a["category_id"])
-                    if k is None:
-                        continue
-                    bits = int(_ignore_bits(np.array([float(a["area"])]), np.array([bool(a.get("iscrowd", 0))]))[0])
-                    for r in range(len(AREA_RANGES)):
-                        if not (bits >> r) & 1:
-                            out[k, r] += 1
+            for r in range(len(AREA_RANGES)):
+                np.add.at(out[:, r], k[(bits >> r) & 1 == 0], 1)
             self._npig = out
         return self._npig
 
@@ -561,30 +563,30 @@ def _img_id(value: Any, what: str) -> Optional[int]:
     return int(value)
 
 
-def _boxes(value: Any, what: str) -> np.ndarray:
+def _numbers(value: Any, what: str, n: Optional[int], width: Optional[int]) -> np.ndarray:
+    """Finite numbers as float64: (n,) per box (``width=None``), or (any n, width) boxes."""
     arr = to_numpy(value, what)
     if arr.size == 0:
-        arr = arr.reshape(0, 4)
-    if arr.ndim != 2 or arr.shape[1] != 4 or arr.dtype.kind not in "iuf":
-        raise MetricArgumentError(f"COCODetection.add(): {what} must be numbers of shape (n, 4) (x1, y1, x2, y2), "
-                                  f"got shape {arr.shape} dtype {arr.dtype}")
-    arr = arr.astype(np.float64)
-    if not np.isfinite(arr).all():
-        raise MetricArgumentError(f"COCODetection.add(): {what} holds NaN or infinite values")
-    return arr
-
-
-def _vector(value: Any, what: str, n: int, kind: type) -> np.ndarray:
-    arr = to_numpy(value, what)
-    if arr.ndim == 0 or (arr.size == 0 and n == 0):
+        arr = arr.reshape((0,) if width is None else (0, width))
+    elif arr.ndim == 0 and width is None:
         arr = arr.reshape(-1)
-    if arr.ndim != 1 or arr.shape[0] != n or (arr.size and arr.dtype.kind not in "biuf"):
-        raise MetricArgumentError(f"COCODetection.add(): {what} must hold {n} numbers (one per box), got shape "
-                                  f"{arr.shape} dtype {arr.dtype}")
+    shape_ok = arr.ndim == 1 and arr.shape[0] == n if width is None else arr.ndim == 2 and arr.shape[1] == width
+    if not shape_ok or (arr.size and arr.dtype.kind not in "biuf"):
+        want = f"{n} numbers (one per box)" if width is None else f"numbers of shape (n, {width}) (x1, y1, x2, y2)"
+        raise MetricArgumentError(f"COCODetection.add(): {what} must hold {want}, got shape {arr.shape} "
+                                  f"dtype {arr.dtype}")
     out = arr.astype(np.float64)
     if not np.isfinite(out).all():
         raise MetricArgumentError(f"COCODetection.add(): {what} holds NaN or infinite values")
     return out
+
+
+def _boxes(value: Any, what: str) -> np.ndarray:
+    return _numbers(value, what, None, 4)
+
+
+def _vector(value: Any, what: str, n: int, kind: type) -> np.ndarray:
+    return _numbers(value, what, n, None)
 
 
 def _labels(value: Any, what: str, n: int, c: int) -> np.ndarray:
@@ -640,7 +642,7 @@ def _outside(area: np.ndarray) -> np.ndarray:
     """(n, A) whether each area lies outside each range."""
     lo = np.array([r[0] for r in AREA_RANGES], dtype=np.float64)
     hi = np.array([r[1] for r in AREA_RANGES], dtype=np.float64)
-    return (area[:, None] < lo) | (area[:, None] > hi)  # type: ignore[no-any-return]
+    return (area[:, None] < lo) | (area[:, None] > hi)
 
 
 def _box_iou_pairs(d: np.ndarray, g: np.ndarray, crowd: np.ndarray) -> np.ndarray:
@@ -653,7 +655,7 @@ def _box_iou_pairs(d: np.ndarray, g: np.ndarray, crowd: np.ndarray) -> np.ndarra
     u = np.where(crowd, da, da + ga - i)
     with np.errstate(divide="ignore", invalid="ignore"):
         o = i / u
-    return np.where((w > 0) & (h > 0), o, 0.0)  # type: ignore[no-any-return]
+    return np.where((w > 0) & (h > 0), o, 0.0)
 
 
 def _match_images(images: List[_Image], metric: str, cats: _Categories, thrs: np.ndarray, max_det: int
@@ -704,6 +706,7 @@ def _match_images(images: List[_Image], metric: str, cats: _Categories, thrs: np
     if segm:
         mask = import_extra("pycocotools.mask", "COCODetection")
         all_rles = [r for im in images for r in (im.det_rles or [])]
+        # one call per mask: pycocotools' area() of a list of masks overflows (a uint8 result) past 255 pixels
         d_area = np.array([float(mask.area(all_rles[i])) for i in kept], dtype=np.float64)
     else:
         d_area = d_box[kept, 2] * d_box[kept, 3]
@@ -726,10 +729,14 @@ def _match_images(images: List[_Image], metric: str, cats: _Categories, thrs: np
             iou = _box_iou_pairs(d_box[kept[p_det]], g_box[p_gt], g_crowd[p_gt])
         _greedy(iou, p_det, p_slot, p_gt, cnt, d_key_k, g_area, g_crowd, g_idnz, thrs,
                 matched, to_ignored, to_zero_id)
+    # (n, A, T) states: trit index a * T + t
+    matched, to_ignored, to_zero_id = (x.transpose(0, 2, 1) for x in (matched, to_ignored, to_zero_id))
     effective = matched & ~to_zero_id
-    ignored = (matched & to_ignored) | (~effective & d_out[:, None, :])
-    state = np.where(ignored, _IGNORED, np.where(effective, _TP, _FP)).astype(np.uint64)  # (n, T, A)
-    words = _encode_states(state.transpose(0, 2, 1).reshape(kept.shape[0], -1))  # trit index a * T + t
+    ignored = (matched & to_ignored) | (~effective & d_out[:, :, None])
+    state = np.full(matched.shape, _FP, dtype=np.uint8)
+    state[effective] = _TP
+    state[ignored] = _IGNORED
+    words = trits_to_words(state.reshape(kept.shape[0], n_rng * n_thr))
     small = len(cats.ids) <= 255
     d_cat = (cats.kpos[d_lab[kept]] if use_cats else np.zeros(kept.shape[0], np.int64)).astype(
         np.uint8 if small else np.uint16)
@@ -854,40 +861,14 @@ def _greedy(iou: np.ndarray, p_det: np.ndarray, p_slot: np.ndarray, p_gt: np.nda
             to_zero_id[det_rows] = got & ~g_idnz[np.where(gid >= 0, gid, 0)]
 
 
-def _encode_states(trits: np.ndarray) -> np.ndarray:
-    """(n, L) trits in {0, 1, 2} as (n, ceil(L / 40)) uint64 words, flattened (trit i of a word weighs 3**i)."""
-    n, length = trits.shape
-    words = -(-length // TRITS_PER_WORD)
-    out = np.zeros((n, words), dtype=np.uint64)
-    for w in range(words):
-        part = trits[:, w * TRITS_PER_WORD:(w + 1) * TRITS_PER_WORD].astype(np.uint64)
-        acc = np.zeros(n, dtype=np.uint64)
-        for i in range(part.shape[1] - 1, -1, -1):
-            acc = acc * np.uint64(3) + part[:, i]
-        out[:, w] = acc
-    return out.reshape(-1)
-
-
-def _decode_states(words: np.ndarray, n: int, n_thr: int) -> np.ndarray:
-    """The inverse of :func:`_encode_states`: (n, A, T) uint8 states."""
-    length = n_thr * len(AREA_RANGES)
-    per = -(-length // TRITS_PER_WORD)
-    w = words.astype(np.uint64).reshape(int(n), per)
-    out = np.empty((int(n), per * TRITS_PER_WORD), dtype=np.uint8)
-    for j in range(per):
-        acc = w[:, j].copy()
-        for i in range(TRITS_PER_WORD):
-            out[:, j * TRITS_PER_WORD + i] = (acc % np.uint64(3)).astype(np.uint8)
-            acc //= np.uint64(3)
-    return out[:, :length].reshape(int(n), len(AREA_RANGES), n_thr)
-
-
 # -- accumulate and summarize on the computing rank ---------------------------------------------
 
 
 def _accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray, img_rank: np.ndarray, det_lens: np.ndarray,
                 npig: np.ndarray, thrs: np.ndarray, max_dets: List[int]) -> Tuple[np.ndarray, np.ndarray]:
     """pycocotools' ``accumulate``: precision (T, R, K, A, M) and recall (T, K, A, M), -1 where no ground truth.
+
+    ``states``: each detection's packed (area range, threshold) states (:func:`~mmeval.core.packed.trits_to_words`).
 
     Detections of a category are ranked by score, ties by image (in sorted
     image-id order) and then by their place in the image's list (pycocotools'
@@ -905,33 +886,56 @@ def _accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray, img_ran
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if n else np.zeros(0, np.int64)
     rank = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
     order = np.lexsort((pos, img_rank, -scores, cat))
-    cat_s = cat[order]
-    bounds = np.searchsorted(cat_s, np.arange(k_all + 1))
+    bounds = np.searchsorted(cat[order], np.arange(k_all + 1))
+    rank = rank[order]
+    words = -(-n_rng * n_thr // TRITS_PER_WORD)
+    st = words_to_trits(states.reshape(n, words)[order].reshape(-1), n, n_rng * n_thr, flag_major=True)
+    del pos, img_seq, key, starts
+    # (A, T, n) true / false positive flags in ranked order, each category a contiguous run
+    tp_all = (st == _TP).reshape(n_rng, n_thr, n)
+    fp_all = (st == _FP).reshape(n_rng, n_thr, n)
+    del st
     eps = np.spacing(1)
+    at = n_rng * n_thr
     for k in range(k_all):
-        seg = order[bounds[k]:bounds[k + 1]]
-        st = states[seg]  # (nk, A, T)
-        rk = rank[seg]
-        for a in range(n_rng):
-            npig_ka = int(npig[k, a])
-            if npig_ka == 0:
-                continue
-            for m, max_det in enumerate(max_dets):
-                s = st[rk < max_det, a, :].T  # (T, nd)
-                nd = s.shape[1]
-                tp_sum = np.cumsum(s == _TP, axis=1).astype(dtype=float)
-                fp_sum = np.cumsum(s == _FP, axis=1).astype(dtype=float)
-                rc = tp_sum / npig_ka
+        npk = npig[k].astype(np.int64)  # (A,)
+        live = npk > 0
+        if not live.any():
+            continue
+        lo, hi = int(bounds[k]), int(bounds[k + 1])
+        # the fewest true positives reaching each recall point: rc >= r  <=>  tp >= c_min (tp / npig is monotone)
+        c_min = np.zeros((n_rng, n_rec), dtype=np.int64)
+        for a in np.flatnonzero(live):
+            c_min[a] = np.searchsorted(np.arange(npk[a] + 1) / npk[a], REC_THRS, side="left")
+        rk = rank[lo:hi]
+        for m, max_det in enumerate(max_dets):
+            if rk.size and int(rk.max()) >= max_det:
+                sel = lo + np.flatnonzero(rk < max_det)
+                tp, fp = tp_all[:, :, sel], fp_all[:, :, sel]
+            else:
+                tp, fp = tp_all[:, :, lo:hi], fp_all[:, :, lo:hi]
+            nd = tp.shape[2]
+            q = np.zeros((n_rng, n_thr, n_rec))
+            if nd:
+                tp_n = np.cumsum(tp, axis=2, dtype=np.int64)
+                tp_sum = tp_n.astype(float)
+                fp_sum = np.cumsum(fp, axis=2, dtype=np.int64).astype(float)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    rc_last = tp_sum[:, :, -1] / np.where(live, npk, 1)[:, None]
                 pr = tp_sum / (fp_sum + tp_sum + eps)
-                recall[:, k, a, m] = rc[:, -1] if nd else 0
-                if nd:
-                    pr = np.maximum.accumulate(pr[:, ::-1], axis=1)[:, ::-1]
-                q = np.zeros((n_thr, n_rec))
-                for t in range(n_thr):
-                    inds = np.searchsorted(rc[t], REC_THRS, side="left")
-                    valid = inds < nd
-                    q[t, valid] = pr[t, inds[valid]]
-                precision[:, :, k, a, m] = q
+                pr = np.maximum.accumulate(pr[:, :, ::-1], axis=2)[:, :, ::-1]  # the precision envelope
+                big = max(nd, int(c_min.max())) + 2
+                base = (np.arange(at, dtype=np.int64) * big).reshape(n_rng, n_thr)
+                flat = (tp_n + base[:, :, None]).ravel()
+                keys = base[:, :, None] + c_min[:, None, :]  # (A, T, R)
+                inds = np.searchsorted(flat, keys.ravel(), side="left").reshape(keys.shape) - (
+                    np.arange(at, dtype=np.int64) * nd).reshape(n_rng, n_thr)[:, :, None]
+                valid = inds < nd
+                q[valid] = pr[np.nonzero(valid)[0], np.nonzero(valid)[1], inds[valid]]
+                recall[:, k, live, m] = rc_last[live].T
+            else:
+                recall[:, k, live, m] = 0
+            precision[:, :, k, live, m] = q[live].transpose(1, 2, 0)
     return precision, recall
 
 

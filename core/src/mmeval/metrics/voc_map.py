@@ -8,7 +8,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.base_metric import BaseMetric
+from ..core.errors import MetricArgumentError
 from ..core.inputs import to_numpy
+from ..core.packed import pack_arrays, trits_to_words, unpack_arrays, words_to_trits
 
 __all__ = ["VOCMeanAP"]
 
@@ -33,8 +35,9 @@ class VOCMeanAP(BaseMetric):
             precision at recall 0, 0.1, ..., 1, VOC2007).
         use_legacy_coordinate: widths and heights are ``x2 - x1 + 1`` and
             ``y2 - y1 + 1`` (the VOC devkit's pixel convention).
-        nproc: accepted for MMEval compatibility (a non-negative int); the
-            computation runs in the computing process.
+        nproc: accepted for MMEval compatibility (an int; ``<= 1`` and ``-1``
+            mean no worker pool, as in MMEval); the matching runs on the rank that
+            holds each image, vectorised, never in a pool.
         drop_class_ap: leave classes without ground truth (in a scale range)
             out of the means; otherwise they count as AP 0.
         classwise: also return ``classwise_result``: per class a dict with
@@ -51,7 +54,16 @@ class VOCMeanAP(BaseMetric):
     like :class:`~mmeval.metrics.Accuracy` converts them); K, M or G may be
     0. Bad keys, shapes, non-finite values or labels outside ``[0, C - 1]``
     raise a ``ValueError`` naming the image and the field, and keep nothing
-    of the batch. Each image is kept as one object (``self._results``).
+    of the batch.
+
+    Where the work runs: each image is matched on the rank that added it
+    (:meth:`_image_tpfp` per class, in bulk before ``compute()`` moves
+    anything); what moves is a packed summary per image: per detection its
+    score (4 bytes for float32 values, else 8), class (2 bytes) and one uint64
+    of true / false positive / neither per 40 (threshold, scale range) pairs;
+    per class present its ground-truth count per scale range. The per-image
+    hooks :meth:`_iou` and :meth:`_image_tpfp` keep their meaning: a
+    subclass overriding them changes the matching.
 
     Matching (the VOC rule): within a class and an image, detections are
     taken by descending score (ties: the earlier first); each is matched to
@@ -103,8 +115,8 @@ class VOCMeanAP(BaseMetric):
             raise ValueError(f"num_classes must be a positive int or None (from dataset_meta), got {num_classes!r}")
         if eval_mode not in _EVAL_MODES:
             raise ValueError(f"eval_mode must be one of {list(_EVAL_MODES)}, got {eval_mode!r}")
-        if not _is_int(nproc) or nproc < 0:
-            raise ValueError(f"nproc must be a non-negative int, got {nproc!r}")
+        if not _is_int(nproc):
+            raise MetricArgumentError(f"VOCMeanAP: nproc must be an int (<= 1 or -1: no worker pool), got {nproc!r}")
         for name, flag in (("use_legacy_coordinate", use_legacy_coordinate), ("drop_class_ap", drop_class_ap),
                            ("classwise", classwise)):
             if not isinstance(flag, (bool, np.bool_)):
@@ -150,48 +162,87 @@ class VOCMeanAP(BaseMetric):
             p = _fields(pred, f"predictions[{i}]", ("bboxes", "scores", "labels"), (), c)
             g = _fields(gt, f"groundtruths[{i}]", ("bboxes", "labels"), ("bboxes_ignore", "labels_ignore"), c)
             checked.append((p, g))
-        self._results.extend(checked)
+        self._keep_to_summarize(checked)
 
     # -- compute -------------------------------------------------------------
 
-    def compute_metric(self, results: Sequence[Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]]) -> Dict[str, Any]:
-        """The mAP of ``results``: one ``(prediction, groundtruth)`` pair of dicts per image, in dataset order."""
-        if not len(results):
-            raise ValueError("VOCMeanAP.compute_metric: no results to compute on (nothing was added)")
-        n_thr, n_rng = len(self.iou_thrs), len(self.scale_ranges)
-        areas = [(None if lo is None else lo * lo, None if hi is None else hi * hi) for lo, hi in self.scale_ranges]
-        per_class = []
-        for cls in range(self.num_classes):
-            scores, tps, fps = [], [], []
-            num_gts = np.zeros((n_thr, n_rng), dtype=np.int64)
-            for pred, gt in results:
-                pk = pred["labels"] == cls
-                boxes, sc = pred["bboxes"][pk], pred["scores"][pk]
+    def _summarize(self, samples: List[Any]) -> List[Any]:
+        """Each image matched here, on the rank that holds it: one packed summary per image (see the class doc).
+
+        Per image: the detections (in their order) with their score, class and
+        true / false positive / neither state per (threshold, scale range) in
+        base-3 words; the classes with ground truths and their counts per scale range.
+        """
+        n_thr = len(self.iou_thrs)
+        areas = self._area_bounds()
+        n_rng = len(areas)
+        out = []
+        for pred, gt in samples:
+            labels = pred["labels"]
+            k = labels.shape[0]
+            state = np.zeros((k, n_rng, n_thr), dtype=np.uint8)
+            gt_cls, gt_counts = [], []
+            for cls in np.unique(np.concatenate([labels, gt["labels"], gt["labels_ignore"]])):
+                pk = np.flatnonzero(labels == cls)
                 gts = gt["bboxes"][gt["labels"] == cls]
                 ign = gt["bboxes_ignore"][gt["labels_ignore"] == cls]
-                for j, (lo, hi) in enumerate(areas):
-                    num_gts[:, j] += int(np.count_nonzero(self._in_range(gts, lo, hi)))
-                if not len(sc):
+                counts = [int(np.count_nonzero(self._in_range(gts, lo, hi))) for lo, hi in areas]
+                if any(counts):
+                    gt_cls.append(int(cls))
+                    gt_counts.append(counts)
+                if not pk.size:
                     continue
-                tp, fp = self._image_tpfp(boxes, sc, gts, ign, areas)
-                scores.append(sc)
-                tps.append(tp)
-                fps.append(fp)
+                tp, fp = self._image_tpfp(pred["bboxes"][pk], pred["scores"][pk], gts, ign, areas)
+                tp, fp = np.asarray(tp) != 0, np.asarray(fp) != 0  # (thrs, ranges, K): 0 / 1 flags
+                state[pk] = np.where(tp, _TP, np.where(fp, _FP, _NEITHER)).transpose(2, 1, 0)
+            scores = pred["scores"]
+            if np.array_equal(scores.astype(np.float32).astype(np.float64), scores):
+                scores = scores.astype(np.float32)  # exact: 4 bytes a detection
+            out.append(pack_arrays(scores, labels.astype(np.uint16), trits_to_words(state.reshape(k, n_rng * n_thr)),
+                                   np.array(gt_cls, dtype=np.uint16),
+                                   np.array(gt_counts, dtype=np.int32).reshape(-1)))
+        return out
+
+    def _area_bounds(self) -> List[Tuple[Optional[float], Optional[float]]]:
+        return [(None if lo is None else lo * lo, None if hi is None else hi * hi) for lo, hi in self.scale_ranges]
+
+    def compute_metric(self, results: Sequence[Any]) -> Dict[str, Any]:
+        """The mAP of every image's summary (:meth:`_summarize`), in dataset order.
+
+        ``(prediction, groundtruth)`` pairs of dicts (kept by a subclass's own
+        ``add()``) are summarized here first.
+        """
+        if not len(results):
+            raise ValueError("VOCMeanAP.compute_metric: no results to compute on (nothing was added)")
+        blobs = [r if isinstance(r, bytes) else self._summarize([r])[0] for r in results]
+        n_thr, n_rng = len(self.iou_thrs), len(self.scale_ranges)
+        lengths, (scores, labels, words, gt_cls, gt_counts) = unpack_arrays(blobs, 5)
+        scores = scores.astype(np.float64)
+        labels = labels.astype(np.int64)
+        n = scores.shape[0]
+        states = words_to_trits(words, n, n_rng * n_thr).reshape(n, n_rng, n_thr)
+        num_gts_all = np.zeros((self.num_classes, n_rng), dtype=np.int64)
+        np.add.at(num_gts_all, gt_cls.astype(np.int64), gt_counts.astype(np.int64).reshape(-1, n_rng))
+        # per class, detections ranked by score, ties in dataset order (the summaries' order)
+        order = np.lexsort((np.arange(n), -scores, labels))
+        bounds = np.searchsorted(labels[order], np.arange(self.num_classes + 1))
+        per_class = []
+        eps = float(np.finfo(np.float32).eps)
+        for cls in range(self.num_classes):
+            num_gts = np.broadcast_to(num_gts_all[cls], (n_thr, n_rng))
+            seg = order[bounds[cls]:bounds[cls + 1]]
             ap = np.zeros((n_thr, n_rng))
-            num_dets = 0
-            if scores:
-                all_scores = np.concatenate(scores)
-                num_dets = int(all_scores.shape[0])
-                order = np.argsort(-all_scores, kind="stable")
-                tp_c = np.cumsum(np.concatenate(tps, axis=2)[..., order], axis=2)
-                fp_c = np.cumsum(np.concatenate(fps, axis=2)[..., order], axis=2)
-                eps = float(np.finfo(np.float32).eps)
+            if seg.size:
+                st = states[seg].transpose(2, 1, 0)  # (thrs, ranges, K)
+                tp_c = np.cumsum(st == _TP, axis=2).astype(np.float64)
+                fp_c = np.cumsum(st == _FP, axis=2).astype(np.float64)
                 precision = tp_c / np.maximum(tp_c + fp_c, eps)
                 recall = tp_c / np.maximum(num_gts[..., None], eps)
                 for i in range(n_thr):
                     for j in range(n_rng):
                         ap[i, j] = _average_precision(recall[i, j], precision[i, j], self.eval_mode)
-            per_class.append((num_gts, num_dets, ap))
+            per_class.append((np.array(num_gts), int(seg.size), ap))
+        del lengths
         out: Dict[str, Any] = {}
         means = np.full((n_thr, n_rng), np.nan)
         for i in range(n_thr):
@@ -279,6 +330,9 @@ def _average_precision(recall: np.ndarray, precision: np.ndarray, mode: str) -> 
         reached = precision[recall >= r]
         total += float(reached.max()) if reached.size else 0.0
     return total / 11.0
+
+
+_NEITHER, _TP, _FP = 0, 1, 2
 
 
 def _is_int(value: Any) -> bool:

@@ -1,0 +1,293 @@
+"""COCODetection against pycocotools' COCOeval on the same data, single-process and over 2 and 3 ranks."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any, Dict, List
+
+import numpy as np
+import pytest
+from coco_reference import coco_json, cocoeval, detections
+from hub_backend import run_ranks
+from metric_helpers import compute_sharded
+
+from mmeval.core.errors import MetricArgumentError, MissingExtraError
+from mmeval.metrics.coco_detection import COCODetection
+
+pytest.importorskip("pycocotools")
+
+C = 5
+CLASSES = [f"cls{i}" for i in range(C)]
+META = {"classes": CLASSES}
+DET_ITEMS = ["mAP", "mAP_50", "mAP_75", "mAP_s", "mAP_m", "mAP_l"]
+TOL = 1e-12
+
+
+def _stats(result: Dict[str, Any], metric: str, nums=(1, 10, 100)) -> np.ndarray:
+    if metric == "proposal":
+        return np.array([result[k] for k in [f"AR@{n}" for n in nums] + [f"AR_{s}@{nums[2]}" for s in "sml"]])
+    return np.array([result[f"{metric}_{k}"] for k in DET_ITEMS])
+
+
+def _want(ev: Any, metric: str) -> np.ndarray:
+    return ev.stats[6:] if metric == "proposal" else ev.stats[:6]
+
+
+def _run(preds, gts, batch: int = 9, **kwargs: Any) -> Dict[str, Any]:
+    metric = COCODetection(dataset_meta=META, print_results=False, **kwargs)
+    for s in range(0, len(preds), batch):
+        metric.add(preds[s:s + batch], gts[s:s + batch])
+    return metric.compute()
+
+
+@pytest.mark.parametrize("kwargs", [
+    {},
+    {"iou_thrs": [0.3, 0.5, 0.75, 0.9]},
+    {"proposal_nums": (1, 2, 3)},
+    {"proposal_nums": (3, 1, 100)},
+], ids=["default", "iou_thrs", "small-maxdets", "unsorted-maxdets"])
+def test_bbox_and_proposal_equal_cocoeval(kwargs):
+    """Crowd regions (30 %), every area range, maxDets cutting detections, empty images, classes without ground
+    truth: every stat and each class's AP equal pycocotools'."""
+    preds, gts = detections(45, C, seed=3, crowd=0.3)
+    got = _run(preds, gts, metric=["bbox", "proposal"], classwise=True, **kwargs)
+    nums = kwargs.get("proposal_nums", (1, 10, 100))
+    for metric in ("bbox", "proposal"):
+        ev = cocoeval(coco_json(gts, CLASSES), preds, CLASSES, metric, kwargs.get("iou_thrs"), nums)
+        assert np.abs(_stats(got, metric, nums) - _want(ev, metric)).max() <= TOL, (metric, got, ev.stats)
+    ev = cocoeval(coco_json(gts, CLASSES), preds, CLASSES, "bbox", kwargs.get("iou_thrs"), nums)
+    for k, name in enumerate(CLASSES):
+        p = ev.eval["precision"][:, :, k, 0, -1]
+        want = float(np.mean(p[p > -1])) if (p > -1).any() else float("nan")
+        value = got[f"bbox_{name}_precision"]
+        assert (math.isnan(want) and math.isnan(value)) or abs(value - want) <= TOL
+    assert math.isnan(got[f"bbox_{CLASSES[-1]}_precision"])  # the class without ground truth
+
+
+@pytest.mark.parametrize("polygons", [False, True], ids=["rle", "polygons"])
+def test_segm_equals_cocoeval(polygons):
+    # 60 images of seed 0: masks whose areas pycocotools' area() of a list would overflow (uint8)
+    preds, gts = detections(24, C, seed=5, masks=True, polygons=True) if polygons else detections(60, C, seed=0,
+                                                                                                  masks=True)
+    got = _run(preds, gts, metric=["segm", "bbox"])
+    for metric in ("segm", "bbox"):
+        ev = cocoeval(coco_json(gts, CLASSES), preds, CLASSES, metric)
+        assert np.abs(_stats(got, metric) - _want(ev, metric)).max() <= TOL, (metric, got, ev.stats)
+
+
+def test_segm_mask_scores_and_box_area():
+    preds, gts = detections(16, C, seed=6, masks=True)
+    for p in preds:
+        p["mask_scores"] = np.round(p["scores"][::-1].copy(), 2)
+    got = _run(preds, gts, metric="segm", gt_mask_area=False)
+    ev = cocoeval(coco_json(gts, CLASSES, mask_area=False), preds, CLASSES, "segm")
+    assert np.abs(_stats(got, "segm") - _want(ev, "segm")).max() <= TOL
+
+
+def test_ann_file_and_images_never_added(tmp_path):
+    """Ground truths from a COCO json (annotation order, float areas, an id 0): every image of the file counts,
+    the ones never added too (their objects are misses), as in pycocotools."""
+    preds, gts = detections(30, C, seed=7)
+    js = coco_json(gts, CLASSES)
+    rng = np.random.default_rng(0)
+    rng.shuffle(js["annotations"])
+    js["annotations"][0]["id"] = 0  # pycocotools: a match with annotation id 0 counts as no match
+    for ann in js["annotations"]:
+        ann["area"] *= 0.9
+    path = tmp_path / "ann.json"
+    path.write_text(json.dumps(js))
+    added = preds[:24]
+    metric = COCODetection(ann_file=str(path), metric=["bbox", "proposal"], dataset_meta=META, print_results=False)
+    metric.add_predictions(added[:10])
+    metric.add(added[10:], [{}] * 14)
+    got = metric.compute()
+    for m in ("bbox", "proposal"):
+        ev = cocoeval(js, added, CLASSES, m)
+        assert np.abs(_stats(got, m) - _want(ev, m)).max() <= TOL, (m, got, ev.stats)
+
+
+def test_images_without_ids_are_their_dataset_positions():
+    preds, gts = detections(20, C, seed=8)
+    for p, g in zip(preds, gts):
+        del p["img_id"], g["img_id"]
+    got = _run(preds, gts)
+    ev = cocoeval(coco_json(gts, CLASSES), preds, CLASSES, "bbox")
+    assert np.abs(_stats(got, "bbox") - _want(ev, "bbox")).max() <= TOL
+
+
+def test_float32_scores_and_no_detection_anywhere():
+    preds, gts = detections(20, C, seed=9, float32=True)
+    got = _run(preds, gts)
+    ev = cocoeval(coco_json(gts, CLASSES), preds, CLASSES, "bbox")
+    assert np.abs(_stats(got, "bbox") - _want(ev, "bbox")).max() <= TOL
+    empty = [{"img_id": g["img_id"], "bboxes": np.zeros((0, 4)), "scores": [], "labels": []} for g in gts]
+    assert _run(empty, gts) == {}  # MMEval: the whole dataset's results are empty
+
+
+def test_metric_items_and_stateless_call():
+    preds, gts = detections(12, C, seed=10)
+    metric = COCODetection(dataset_meta=META, metric_items=["mAP_50", "mAP_s"], print_results=False)
+    metric.add(preds[:3], gts[:3])
+    got = metric(preds, gts)
+    ev = cocoeval(coco_json(gts, CLASSES), preds, CLASSES, "bbox")
+    assert list(got) == ["bbox_mAP_50", "bbox_mAP_s"]
+    assert abs(got["bbox_mAP_50"] - ev.stats[1]) <= TOL and abs(got["bbox_mAP_s"] - ev.stats[3]) <= TOL
+    assert metric.num_results == 3  # the call left the state alone
+
+
+def test_result_files(tmp_path):
+    preds, gts = detections(6, C, seed=11, masks=True)
+    prefix = str(tmp_path / "res")
+    got = _run(preds, gts, metric=["bbox", "segm"], outfile_prefix=prefix)
+    assert "bbox_mAP" in got
+    boxes = json.loads((tmp_path / "res.bbox.json").read_text())
+    assert len(boxes) == sum(len(p["labels"]) for p in preds)
+    assert (tmp_path / "res.segm.json").exists()
+    (tmp_path / "res.bbox.json").unlink()
+    assert _run(preds, gts, metric="bbox", format_only=True, outfile_prefix=prefix) == {}
+    assert (tmp_path / "res.bbox.json").exists()
+
+
+def test_bad_arguments():
+    for kwargs in ({"metric": "xxx"}, {"metric": []}, {"iou_thrs": 1}, {"iou_thrs": [1.5]}, {"proposal_nums": (1, 2)},
+                   {"classwise": "yes"}, {"format_only": True}, {"metric_items": ["mAP_xl"]},
+                   {"ann_file": "/nonexistent.json"}):
+        with pytest.raises(MetricArgumentError, match="COCODetection"):
+            COCODetection(**kwargs)
+    with pytest.raises(KeyError):  # MMEval's exception types still catch them
+        COCODetection(metric="xxx")
+    with pytest.raises(TypeError):
+        COCODetection(iou_thrs=1)
+    preds, gts = detections(3, C, seed=12)
+    metric = COCODetection(dataset_meta=META)
+    bad: List[Any] = [
+        (preds[0], gts[0]),  # dicts, not sequences
+        ([{**preds[0], "bboxes": np.zeros((2, 3))}], gts[:1]),
+        ([{**preds[0], "labels": np.full(len(preds[0]["labels"]), C)}], gts[:1]),
+        ([{**preds[0], "scores": np.full(len(preds[0]["labels"]), np.nan)}], gts[:1]),
+        ([{k: v for k, v in preds[0].items() if k != "bboxes"}], gts[:1]),
+        ([{**preds[0], "img_id": 99}], gts[:1]),
+        (preds[:2], gts[:1]),
+    ]
+    for args in bad:
+        with pytest.raises(MetricArgumentError):
+            metric.add(*args)
+    assert metric.num_results == 0
+    with pytest.raises(MetricArgumentError, match="classes"):
+        COCODetection().add(preds, gts)
+
+
+def test_missing_pycocotools(monkeypatch):
+    preds, gts = detections(4, C, seed=13, masks=True)
+    monkeypatch.setitem(sys.modules, "pycocotools", None)
+    monkeypatch.setitem(sys.modules, "pycocotools.mask", None)
+    bbox_only = [{k: v for k, v in g.items() if k != "masks"} for g in gts]
+    assert "bbox_mAP" in _run(preds, bbox_only)  # bbox needs no field library
+    with pytest.raises(MissingExtraError, match="coco"):
+        _run(preds, gts, metric="segm")
+
+
+# -- over real ranks ------------------------------------------------------------------------------------------------
+
+N = 41
+
+
+def _data():
+    return detections(N, C, seed=21, masks=True)
+
+
+def shard_worker(backend, n):
+    preds, gts = _data()
+
+    def make(**kw):
+        return COCODetection(metric=["bbox", "segm", "proposal"], dataset_meta=META, print_results=False, **kw)
+
+    def add(metric, idx):
+        for s in range(0, len(idx), 4):
+            chunk = idx[s:s + 4]
+            metric.add([preds[i] for i in chunk], [gts[i] for i in chunk])
+
+    out = compute_sharded(backend, n, make, add)
+    # indices=: a shuffled order padded by wrapping, plus duplicates; each image counted once
+    rng = np.random.default_rng(backend.world_size)
+    order = [int(i) for i in rng.permutation(n)] + [0, 5, 5]
+    order += order[: -len(order) % backend.world_size]
+    metric = make(dist_backend=backend)
+    mine = order[backend.rank::backend.world_size]
+    for s in range(0, len(mine), 5):
+        chunk = mine[s:s + 5]
+        metric.add([preds[i] for i in chunk], [gts[i] for i in chunk], indices=chunk)
+    out["indices"] = metric.compute()
+    return out
+
+
+@pytest.mark.parametrize("ws", [2, 3])
+def test_ranks_equal_one_process(ws):
+    preds, gts = _data()
+    want = _run(preds, gts, metric=["bbox", "segm", "proposal"])
+    for m in ("bbox", "segm", "proposal"):
+        ev = cocoeval(coco_json(gts, CLASSES), preds, CLASSES, m)
+        assert np.abs(_stats(want, m) - _want(ev, m)).max() <= TOL
+    out = run_ranks(shard_worker, ws, N, timeout=120)
+    for rank in range(ws):
+        status, value = out[rank]
+        assert status == "ok", value
+        for scheme in ("padded", "uneven", "cat", "indices"):
+            assert value[scheme] == want, (rank, scheme)
+
+
+def dense_images(n: int, seed: int, per: int = 100) -> Any:
+    """COCO-like density: ``per`` detections and 3-12 objects an image (most detections are background)."""
+    rng = np.random.default_rng(seed)
+    preds, gts = [], []
+    for i in range(n):
+        m = int(rng.integers(3, 13))
+        xy = rng.uniform(0, 500, (m, 2))
+        g = np.concatenate([xy, xy + rng.uniform(8, 150, (m, 2))], 1)
+        labels = rng.integers(0, C - 1, m)
+        src = rng.integers(0, m, per)
+        d = g[src] + rng.normal(0, 6, (per, 4))
+        d[:, 2:] = np.maximum(d[:, 2:], d[:, :2] + 1)
+        preds.append({"img_id": seed * 10_000 + i, "bboxes": d, "scores": rng.random(per),
+                      "labels": np.where(rng.random(per) < 0.7, labels[src], rng.integers(0, C, per))})
+        gts.append({"img_id": seed * 10_000 + i, "bboxes": g, "labels": labels, "ignore_flags": rng.random(m) < 0.05})
+    return preds, gts
+
+
+def _bytes_worker(backend, n):
+    import warnings
+
+    from mmeval.core.hooks import enable_comm_stats
+
+    stats = enable_comm_stats(print_at_exit=False)
+    out = {}
+    for dtype in (np.float64, np.float32):
+        for images in (n, 2 * n):
+            preds, gts = dense_images(images, seed=backend.rank + 1)
+            metric = COCODetection(dataset_meta=META, print_results=False, dist_backend=backend)
+            metric.add([{**p, "scores": p["scores"].astype(dtype)} for p in preds], gts)
+            metric._summarize_pending()
+            stats.reset()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                metric.compute()
+            out[dtype.__name__, images] = (sum(r["bytes_sent"] for r in stats.rows()),
+                                           sum(len(p["labels"]) for p in preds))
+    return out
+
+
+def test_bytes_sent_per_detection():
+    """Rank 1 sends rank 0 its images' packed summaries, never a box: per detection 8 (a state word) + 1 (the
+    category) + 8 or 4 (the score: float32 values take 4) bytes, plus about 40 bytes an image and 2 a ground
+    truth. Measured as the bytes added by n more images of COCO-like density (the collectives' fixed slots
+    cancel)."""
+    out = run_ranks(_bytes_worker, 2, 20, timeout=120)
+    status, got = out[1]
+    assert status == "ok", got
+    for dtype, limit in (("float64", 18.0), ("float32", 14.0)):
+        (b1, d1), (b2, d2) = got[dtype, 20], got[dtype, 40]
+        per_det = (b2 - b1) / (d2 - d1)
+        print(f"{dtype} scores: {per_det:.2f} bytes sent per detection")
+        assert per_det <= limit, (dtype, per_det)

@@ -1,0 +1,105 @@
+"""Samples summarized on the rank that holds them (BaseMetric._keep_to_summarize) and packed summaries (core.packed)."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any, Dict, List
+
+import numpy as np
+import pytest
+from hub_backend import run_ranks
+
+from mmeval.core import BaseMetric
+from mmeval.core.packed import pack_arrays, trits_to_words, unpack_arrays, words_to_trits
+
+
+class Lengths(BaseMetric):
+    """Each sample (a list) summarized to its length, in bulk; counts how often _summarize ran."""
+
+    calls = 0
+
+    def add(self, items: List[List[int]]) -> None:  # type: ignore[override]
+        if any(not isinstance(i, list) for i in items):
+            raise ValueError("items must be lists")
+        self._keep_to_summarize(list(items))
+
+    def _summarize(self, samples: List[Any]) -> List[Any]:
+        type(self).calls += 1
+        if any(s == ["boom"] for s in samples):
+            raise RuntimeError("cannot summarize 'boom'")
+        return [len(s) for s in samples]
+
+    def compute_metric(self, results: List[int]) -> Dict[str, Any]:
+        return {"lengths": list(results)}
+
+
+def test_summarized_once_in_bulk_before_compute_and_in_order():
+    Lengths.calls = 0
+    m = Lengths()
+    m.add([[1], [1, 2]])
+    m.add([[], [1, 2, 3]])
+    assert m.num_results == 4 and m._num_pending == 4 and Lengths.calls == 0
+    assert m.compute() == {"lengths": [1, 2, 0, 3]} and Lengths.calls == 1
+    assert m.compute() == {"lengths": [1, 2, 0, 3]} and Lengths.calls == 1  # kept as summaries
+    assert m([[5, 5]]) == {"lengths": [2]} and m.num_results == 4  # a stateless call summarizes its own
+    restored = pickle.loads(pickle.dumps(m))
+    assert restored.compute() == {"lengths": [1, 2, 0, 3]}
+
+
+def test_indices_and_size_see_summaries_like_results():
+    m = Lengths()
+    m.add([[1, 1], [1]], indices=[5, 2])
+    m.add([[1, 1, 1], [1]], indices=[0, 2])  # index 2 again: its first occurrence counts
+    assert m.compute() == {"lengths": [3, 1, 2]}
+    m = Lengths()
+    m.add([[1], [1, 1], [1, 1, 1]])
+    with pytest.warns(Warning):
+        assert m.compute(size=2) == {"lengths": [1, 2]}
+
+
+def test_a_refused_add_keeps_nothing_pending():
+    m = Lengths()
+    m.add([[1]])
+    with pytest.raises(ValueError):
+        m.add([[1], [2]], indices=[0])  # two samples, one index: refused, nothing of it kept
+    assert m._num_pending == 1 and m.num_results == 1
+    m.reset()
+    assert m._num_pending == 0
+
+
+def _failing_worker(backend, _):
+    m = Lengths(dist_backend=backend)
+    m.add([["boom"]] if backend.rank == 1 else [[1]])
+    try:
+        m.compute()
+    except Exception as exc:  # the type and message are what the test checks
+        return type(exc).__name__, str(exc)
+    return "no error", ""
+
+
+def test_a_failed_summary_on_one_rank_raises_on_every_rank():
+    out = run_ranks(_failing_worker, 2, None, timeout=60)
+    (s0, (t0, m0)), (s1, (t1, m1)) = out[0], out[1]
+    assert s0 == s1 == "ok"
+    assert t1 == "ValueError" and "cannot summarize 'boom'" in m1
+    assert t0 in ("CollectiveMismatchError", "ValueError") and "rank 1" in m0
+
+
+def test_packed_round_trip():
+    rng = np.random.default_rng(0)
+    samples = [[rng.random(n).astype(np.float32), rng.integers(0, 9, n).astype(np.uint8),
+                np.arange(m, dtype=np.int64)] for n, m in ((3, 0), (0, 2), (70_000, 1))]
+    blobs = [pack_arrays(*s) for s in samples]
+    lengths, cols = unpack_arrays(blobs, 3)
+    assert lengths.tolist() == [[3, 3, 0], [0, 0, 2], [70_000, 70_000, 1]]
+    for j in range(3):
+        assert np.array_equal(cols[j], np.concatenate([s[j] for s in samples]))
+        assert cols[j].dtype == samples[0][j].dtype
+    with pytest.raises(ValueError, match="holds 3 arrays"):
+        unpack_arrays(blobs, 2)
+    with pytest.raises(TypeError, match="not packable"):
+        pack_arrays(np.array(["a"]))
+    trits = rng.integers(0, 3, (50, 83)).astype(np.uint8)
+    words = trits_to_words(trits)
+    assert words.dtype == np.uint64 and words.size == 50 * 3
+    assert np.array_equal(words_to_trits(words, 50, 83), trits)
