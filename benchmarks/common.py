@@ -168,6 +168,18 @@ def vm_status() -> Dict[str, int]:
     return out
 
 
+def trim_heap() -> None:
+    """Give the heap's free pages back to the system (glibc ``malloc_trim``), so that a peak measured next
+    counts fresh pages rather than reusing what earlier work in this process freed. No-op elsewhere."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def reset_peak_rss() -> bool:
     """Reset this process's peak RSS (``VmHWM``) to its current RSS; ``False`` where Linux does not allow it."""
     try:

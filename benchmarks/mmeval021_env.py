@@ -11,7 +11,8 @@ Run::
 Default location: ``$MMEVAL_BENCH_MMEVAL021_VENV``, else ``.tox/bench-mmeval021``
 under the repository. What goes in: ``mmeval==0.2.1`` with its own
 requirements, ``torch==2.13.0`` (the CPU wheel on this machine's disk),
-``mpi4py`` and the ``mpich`` wheel (for its MPI backend), and
+``mpi4py`` and the ``mpich`` wheel (for its MPI backend), ``pycocotools`` (its
+``COCODetection``), and
 ``opencv-python-headless`` in place of ``opencv-python`` (``import mmeval``
 imports cv2; the headless build needs no libGL).
 """
@@ -27,8 +28,10 @@ from pathlib import Path
 from typing import List, Optional
 
 REPO = Path(__file__).resolve().parent.parent
-#: What the environment must import for the bench (checked after every build).
-CHECK = "import mmeval, torch, mpi4py; assert mmeval.__version__ == '0.2.1', mmeval.__version__; print(mmeval.__file__)"
+#: What the environment must import for the bench (checked after every build; an older build without
+#: pycocotools fails it and is rebuilt).
+CHECK = ("import mmeval, torch, mpi4py, pycocotools; assert mmeval.__version__ == '0.2.1', mmeval.__version__; "
+         "print(mmeval.__file__)")
 #: Requirements of the bench's 0.2.1 side; 0.2.1 itself goes in with --no-deps (see the module doc).
 REQUIREMENTS = [
     "numpy",
@@ -40,6 +43,7 @@ REQUIREMENTS = [
     "torch==2.13.0",
     "mpi4py",
     "mpich",
+    "pycocotools",  # COCODetection (the detection part)
 ]
 
 

@@ -2,9 +2,10 @@
 
 Run (``tox -e bench`` runs exactly this)::
 
-    python benchmarks/run.py                  # everything (~20 min on 2 cores)
+    python benchmarks/run.py                  # everything (~30 min on 2 cores, ~10 of them detection)
     python benchmarks/run.py --quick          # a smoke run: fewer payloads and iterations
     python benchmarks/run.py --parts startup codec --out-dir /tmp/bench
+    python benchmarks/run.py --parts detection --keep-other-parts   # re-measure one part into docs/
 
 Parts, each a child process with a hard timeout (a part that fails or times
 out is reported as such; the others still run):
@@ -18,6 +19,9 @@ out is reported as such; the others still run):
 * ``compute`` -- ``compute.py``: Accuracy.compute end to end, ours and MMEval 0.2.1;
 * ``metrics`` -- ``metrics.py``: issue 15's figures (Accuracy's and MeanIoU's bytes sent by the state
   path, a per-sample metric's peak memory on rank 0) on torch_cpu and mpi4py at world sizes 2 and 4;
+* ``detection`` -- ``detection.py``: issue 21's figures (COCO mAP on synthetic COCO-like data): pycocotools,
+  faster-coco-eval and ours in one process; ours on torch_cpu at world sizes 2 and 3 and on mpi4py at 2,
+  torchmetrics' ``MeanAveragePrecision`` at 2, MMEval 0.2.1's ``COCODetection`` at 2 (its own venv);
 * ``startup`` -- ``startup.py``; ``codec`` -- ``codec.py``.
 
 Every child runs with ``MALLOC_MMAP_THRESHOLD_=65536``, gloo on the loopback
@@ -47,7 +51,7 @@ import common  # noqa: E402
 import mmeval021_env  # noqa: E402
 import report  # noqa: E402
 
-PARTS = ("collectives", "mmeval021", "compute", "metrics", "startup", "codec")
+PARTS = ("collectives", "mmeval021", "compute", "metrics", "detection", "startup", "codec")
 #: Distributions of the test suite's fixture plugins: never part of a measurement.
 FIXTURE_DISTS = "mmeval-fixture-plugin,mmeval-fixture-rival"
 
@@ -152,7 +156,7 @@ def plan(args: argparse.Namespace, notes: List[str]) -> List[Job]:
         else:
             notes.append(f"horovod not benchmarked: {why}")
     old_py: Optional[str] = None
-    if parts & {"mmeval021", "compute"} and not args.no_mmeval021:
+    if parts & {"mmeval021", "compute", "detection"} and not args.no_mmeval021:
         try:
             old_py = str(mmeval021_env.ensure(mmeval021_env.default_venv()))
         except RuntimeError as exc:
@@ -187,10 +191,38 @@ def plan(args: argparse.Namespace, notes: List[str]) -> List[Job]:
                 jobs.append(Job("metrics", f"metrics {backend} ws={ws}",
                                 [py, str(HERE / "metrics.py"), "--backend", backend, "--world-size", str(ws),
                                  *(small if quick else [])], 900))
+    if "detection" in parts:
+        jobs += detection_jobs(args, py, old_py, notes)
     if "startup" in parts:
         jobs.append(Job("startup", "start-up", [py, str(HERE / "startup.py"), "--reps", "3" if quick else "9"], 600))
     if "codec" in parts:
         jobs.append(Job("codec", "codecs", [py, str(HERE / "codec.py"), "--reps-scale", "0.3" if quick else "1"], 600))
+    return jobs
+
+
+def detection_jobs(args: argparse.Namespace, py: str, old_py: Optional[str], notes: List[str]) -> List[Job]:
+    """The detection part: one single-process job (the references and ours), then the distributed runs."""
+    script = str(HERE / "detection.py")
+    size = ["--quick", "--iters", "1", "--warmup", "0"] if args.quick else ["--iters", "2", "--warmup", "1"]
+    jobs = [Job("detection", "detection single process (pycocotools, faster-coco-eval, ours)",
+                [py, script, "--mode", "single", *(["--quick", "--iters", "2"] if args.quick else ["--iters", "3"])],
+                900)]
+    dist = [py, script, "--mode", "dist", *size]
+    jobs.append(Job("detection", "detection ours + torchmetrics torch_cpu ws=2",
+                    [*dist, "--backend", "torch_cpu", "--world-size", "2", "--impl", "ours", "torchmetrics"], 900))
+    jobs.append(Job("detection", "detection ours torch_cpu ws=3",
+                    [*dist, "--backend", "torch_cpu", "--world-size", "3", "--impl", "ours"], 600))
+    has_mpi = _importable(py, "import mpi4py.MPI")[0] and shutil.which(
+        "mpiexec", path=os.path.dirname(py) + os.pathsep + os.environ.get("PATH", ""))
+    if has_mpi:
+        jobs.append(Job("detection", "detection ours mpi4py ws=2",
+                        [*dist, "--backend", "mpi4py", "--world-size", "2", "--impl", "ours"], 600))
+    else:
+        notes.append("detection on mpi4py not run: mpi4py or mpiexec missing")
+    if old_py is not None:  # 0.2.1 gathers every image's dicts and runs pycocotools on rank 0: the bbox case only
+        jobs.append(Job("detection", "detection MMEval 0.2.1 torch_cpu ws=2",
+                        [old_py, script, "--mode", "dist", "--backend", "torch_cpu", "--world-size", "2",
+                         "--impl", "mmeval021", "--cases", "bbox", *(["--quick"] if args.quick else [])], 900))
     return jobs
 
 
@@ -239,6 +271,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--no-mmeval021", action="store_true", help="skip MMEval 0.2.1 (its env is not built)")
     parser.add_argument("--no-horovod", action="store_true")
     parser.add_argument("--out-dir", type=Path, default=REPO / "docs", help="where benchmarks.{json,md,png} go")
+    parser.add_argument("--keep-other-parts", action="store_true",
+                        help="keep the runs of the parts not given to --parts from the out-dir's benchmarks.json "
+                             "(re-measure one part, keep the rest of the document)")
     args = parser.parse_args(argv)
     started = time.monotonic()
     machine = common.machine_info()
@@ -267,6 +302,25 @@ def main(argv: Optional[List[str]] = None) -> int:
                 rec.setdefault("impl", "ours")
                 rec["run"] = job.title
             runs[-1]["records"] = data["records"]
+    previous = args.out_dir / "benchmarks.json"
+    kept_source: Optional[Dict[str, Any]] = None
+    if args.keep_other_parts and previous.exists():
+        old = report.load(previous)
+        kept = [run for run in old.get("runs", []) if run.get("part") not in args.parts]
+        if kept:
+            # where the kept runs come from: the run that measured them (carried over when it was itself a re-run)
+            old_meta = old.get("meta", {})
+            source = old_meta.get("kept_source") or {
+                "time": old_meta.get("machine", {}).get("time", "?"), "command": old_meta.get("command", "?"),
+                "loadavg": old_meta.get("machine", {}).get("loadavg"), "notes": old_meta.get("notes", []),
+                "versions": old_meta.get("versions", {})}
+            kept_source = source
+            notes.append(f"parts {', '.join(sorted({r['part'] for r in kept}))} kept from the run of "
+                         f"{source['time']} (`{source['command']}`, load {source['loadavg']}); "
+                         f"{', '.join(args.parts)} measured now")
+            notes += [f"(that run) {n}" for n in source.get("notes", [])
+                      if not n.startswith("parts ") and not n.startswith("(that run)")]
+            runs = sorted(kept + runs, key=lambda r: PARTS.index(r["part"]) if r["part"] in PARTS else len(PARTS))
     result = {
         "meta": {
             "machine": machine, "machine_at_end": common.machine_info(),
@@ -274,6 +328,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             "quick": args.quick, "seconds": round(time.monotonic() - started, 1), "notes": notes,
             "errors": errors, "allocator": common.MALLOC_PIN, "python": sys.version.split()[0],
             "versions": report.versions(),
+            **({"kept_source": kept_source} if kept_source else {}),
         },
         "runs": runs,
     }

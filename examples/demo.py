@@ -10,6 +10,12 @@ metrics of the two kinds mmeval has (docs/writing-a-metric.md):
 * ``AveragePrecision()`` (one-vs-rest mAP over the ten digits), a *per-sample*
   metric: ranking needs every score, so the scores are gathered to rank 0.
 
+Beside them, a detection case: ``COCODetection()`` (COCO box AP, MMEval 0.2.1's
+metric) over 250 synthetic COCO-like images (``benchmarks/coco_data.py``: 20
+detections, ~7.5 ground truths, 10 classes each; dealt like the digits, padded),
+matched on the rank that holds each image: ``compute()`` moves a few bytes per
+detection, never the boxes.
+
 Each runs:
 
 * single process (``non_dist``);
@@ -17,11 +23,11 @@ Each runs:
 * ``mpi4py``: ``mpiexec -n 3``;
 * ``torch_horovod`` / ``tf_horovod``: ``horovodrun -np 2 --gloo`` when installed.
 
-Every distributed row must equal the single-process row (top-1, top-3 and
-mAP); the demo exits 1 if one does not (or if a run fails).
+Every distributed row must equal the single-process row (top-1, top-3, mAP
+and the twelve COCO stats); the demo exits 1 if one does not (or if a run fails).
 
 Units: top-1 and top-3 are fractions (e.g. 0.9079) and mAP is a percentage
-(e.g. 91.8213). Each metric keeps MMEval 0.2.1's unit for compatibility
+(e.g. 91.8213); COCO AP is a fraction. Each metric keeps MMEval 0.2.1's unit for compatibility
 (docs/metrics.md lists every metric's). Bytes moved come from mmeval's
 communication-stats hook (rank 0's sent + received). The model's outputs are
 raw logits, so Accuracy gets ``thrs=None`` (its default ``thrs=0.0`` counts a
@@ -50,6 +56,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "digits_dist_eval"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "benchmarks"))  # coco_data: the synthetic detection set
 
 #: Accuracy's threshold. The model outputs raw logits: ``thrs=None`` ranks them
 #: as they are. Accuracy's default ``thrs=0.0`` would count a top-k hit only
@@ -60,8 +67,26 @@ THRS_NOTE = ("Accuracy(topk=(1, 3), thrs=None): the MLP's raw logits are ranked 
 
 
 #: The table's units: each metric keeps MMEval 0.2.1's (Accuracy: fractions; AveragePrecision: percentages).
-UNITS_NOTE = ("units: top-1 and top-3 are fractions (0-1), mAP a percentage (0-100), as in MMEval 0.2.1 "
-              "(kept for compatibility; docs/metrics.md)")
+UNITS_NOTE = ("units: top-1 and top-3 are fractions (0-1), mAP a percentage (0-100), COCO AP a fraction, "
+              "as in MMEval 0.2.1 (kept for compatibility; docs/metrics.md)")
+
+#: The detection case: synthetic COCO-like images (benchmarks/coco_data.py), small enough to take well under a second.
+DETECTION_IMAGES = 250
+
+
+def detection_case(rank: int, world_size: int, backend: str) -> Any:
+    """COCODetection over this rank's share of the synthetic images (round robin, padded), added in batches of 8."""
+    import coco_data
+
+    from mmeval import COCODetection
+
+    spec = coco_data.Spec(images=DETECTION_IMAGES, classes=10, dets_per_image=20)
+    preds, gts = coco_data.mmeval_inputs(coco_data.make_images(spec, coco_data.shard_ids(spec.images, rank, world_size)))
+    metric = COCODetection(dataset_meta={"classes": coco_data.class_names(spec)}, print_results=False,
+                           dist_backend=backend)
+    for start in range(0, len(preds), 8):
+        metric.add(preds[start : start + 8], gts[start : start + 8])
+    return metric, spec.images
 
 
 def evaluate(rank: int, world_size: int, backend: str, out_path: Optional[str]) -> Dict[str, Any]:
@@ -85,11 +110,13 @@ def evaluate(rank: int, world_size: int, backend: str, out_path: Optional[str]) 
             accuracy.add(predictions=logits, labels=labels)
             average_precision.add(predictions=logits.softmax(dim=1),
                                   labels=torch.nn.functional.one_hot(labels, logits.shape[1]))
+    detection, images = detection_case(rank, world_size, backend)  # per-sample, matched where the images are
     moved = {}
     result = {}
-    for name, metric in (("accuracy", accuracy), ("mAP", average_precision)):
+    for name, metric, size in (("accuracy", accuracy, total), ("mAP", average_precision, total),
+                               ("coco", detection, images)):
         before = stats.total_bytes
-        result.update(metric.compute(size=total))
+        result.update(metric.compute(size=size))
         moved[name] = stats.total_bytes - before
     row = {"backend": backend, "world_size": world_size, "result": result,
            "seconds": time.perf_counter() - start, "bytes": moved}
@@ -199,17 +226,19 @@ def main() -> int:
         del os.environ[MODEL_ENV]
 
     reference = rows[0]["result"]
-    print("bytes moved = rank 0's sent + received in compute(): Accuracy (state) / AveragePrecision (per-sample)")
+    print("bytes moved = rank 0's sent + received in compute(): Accuracy (state) / AveragePrecision (per-sample) / "
+          f"COCODetection ({DETECTION_IMAGES} images x 20 detections: a compact summary per detection)")
     print(UNITS_NOTE)
-    print(f"{'backend':<14} {'world':>5} {'top-1':>8} {'top-3':>8} {'mAP %':>8} {'wall s':>7} {'bytes moved':>21}  "
-          "same as single-process")
+    print(f"{'backend':<14} {'world':>5} {'top-1':>8} {'top-3':>8} {'mAP %':>8} {'COCO AP':>8} {'wall s':>7} "
+          f"{'bytes moved':>30}  same as single-process")
     for row in rows:
         same = row["result"] == reference
         if not same:
             failures.append(f"{row['backend']}: {row['result']} != {reference}")
-        moved = f"{row['bytes']['accuracy']:,} / {row['bytes']['mAP']:,}"
+        moved = f"{row['bytes']['accuracy']:,} / {row['bytes']['mAP']:,} / {row['bytes']['coco']:,}"
         print(f"{row['backend']:<14} {row['world_size']:>5} {row['result']['top1']:>8.4f} {row['result']['top3']:>8.4f} "
-              f"{row['result']['mAP']:>8.4f} {row['seconds']:>7.2f} {moved:>21}  {'yes' if same else 'NO'}")
+              f"{row['result']['mAP']:>8.4f} {row['result']['bbox_mAP']:>8.4f} {row['seconds']:>7.2f} {moved:>30}  "
+              f"{'yes' if same else 'NO'}")
     skipped = [f"{name} ({reason})" for name, reason in skip_reasons.items() if reason]
     if skipped:
         print("\nskipped: " + "; ".join(skipped))

@@ -1,0 +1,503 @@
+"""Issue 21's figures: COCO detection mAP, ours beside pycocotools, faster-coco-eval, torchmetrics and MMEval 0.2.1.
+
+Same synthetic COCO-like data for every side (``coco_data.py``; cases ``bbox`` 5,000 images x 100
+detections, ``lvis`` 1,203 classes x 300 detections, ``segm`` RLE masks; ``--quick`` shrinks them).
+Two modes:
+
+* ``--mode single`` (one process): pycocotools' ``COCOeval`` and faster-coco-eval's
+  ``COCOeval_faster`` (``evaluate()`` + ``accumulate()`` timed; building their ``COCO`` objects and
+  ``loadRes`` timed apart), and our ``COCODetection`` (``add()`` of every image, in batches of 8,
+  then ``compute()``), iterations interleaved;
+* ``--mode dist`` (``--world-size`` ranks: spawned gloo ranks for ``torch_cpu``, ``mpiexec`` for
+  ``mpi4py``): each rank builds its own shard (round robin, the last shard padded as
+  ``DistributedSampler`` pads it; ``compute(size=n)`` drops the padding) and times ``add()`` and
+  ``compute()`` (each the slowest rank's), the bytes each rank sends in ``compute()`` (the
+  comm-stats hook) and rank 0's peak extra memory in ``compute()``. ``--impl torchmetrics`` runs
+  torchmetrics' ``MeanAveragePrecision(backend='faster_coco_eval')`` on the same (unpadded) shards
+  (``update()`` + ``compute()``, which all-gathers every box to every rank); ``--impl mmeval021``
+  runs MMEval 0.2.1's ``COCODetection`` with the Python of its own environment. Ours at world size 2
+  is interleaved with rank 0 evaluating the whole set alone (the others waiting): the single-process
+  time under the same load, for the ws=2 / single ratio.
+
+Every record keeps the 12 COCO stats it computed; ``report.py`` compares each with pycocotools' on
+the same case. torchmetrics imports ``torchvision.ops.box_convert``; where torchvision cannot be
+imported (no CPU build for this torch here) the benchmark puts a stand-in module with that one
+function (the same arithmetic: ``x2 - x1``, ``y2 - y1``) in its place and says so in the record.
+
+Run::
+
+    python benchmarks/detection.py --mode single --quick --out /tmp/d1.json
+    python benchmarks/detection.py --mode dist --backend torch_cpu --world-size 2 --impl ours torchmetrics
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import gc
+import io
+import logging
+import os
+import pickle
+import sys
+import time
+import types
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import coco_data
+import common
+from compute import Comm, launch
+
+#: MMEval 0.2.1's names of the 12 COCO stats, in ``COCOeval.stats`` order.
+ITEMS = ("mAP", "mAP_50", "mAP_75", "mAP_s", "mAP_m", "mAP_l", "AR@1", "AR@10", "AR@100", "AR_s@100", "AR_m@100",
+         "AR_l@100")
+#: torchmetrics' names of the same stats.
+TM_KEYS = ("map", "map_50", "map_75", "map_small", "map_medium", "map_large", "mar_1", "mar_10", "mar_100",
+           "mar_small", "mar_medium", "mar_large")
+BATCH = 8
+#: pycocotools' IoU and recall thresholds (float64), handed to torchmetrics so that it computes the same stats.
+COCO_IOU_THRS = np.linspace(0.5, 0.95, int(np.round((0.95 - 0.5) / 0.05)) + 1, endpoint=True).tolist()
+COCO_REC_THRS = np.linspace(0.0, 1.00, int(np.round((1.00 - 0.0) / 0.01)) + 1, endpoint=True).tolist()
+
+
+def _spec(case: str, args: argparse.Namespace) -> coco_data.Spec:
+    spec = coco_data.CASES[case][1 if args.quick else 0]
+    return dataclasses.replace(spec, images=args.images) if args.images else spec
+
+
+def _iou_type(spec: coco_data.Spec) -> str:
+    return "segm" if spec.masks else "bbox"
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence the evaluators' summaries (pycocotools prints them; MMEval 0.2.1 logs them)."""
+    logging.disable(logging.INFO)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+# --------------------------------------------------------------------------
+# the evaluators
+# --------------------------------------------------------------------------
+
+
+def _cocoeval(lib: str, gt: Dict[str, Any], dt: List[Dict[str, Any]], iou: str) -> Tuple[float, float, List[float]]:
+    """pycocotools' or faster-coco-eval's evaluation: (build s, evaluate + accumulate s, 12 stats)."""
+    t0 = time.perf_counter()
+    with _quiet():
+        if lib == "pycocotools":
+            from pycocotools.coco import COCO
+            from pycocotools.cocoeval import COCOeval
+
+            coco = COCO()
+            coco.dataset = gt
+            coco.createIndex()
+            res = coco.loadRes([dict(d) for d in dt])  # loadRes writes into the dicts
+            ev = COCOeval(coco, res, iou)
+        else:
+            from faster_coco_eval import COCO as FCOCO
+            from faster_coco_eval import COCOeval_faster
+
+            coco = FCOCO(gt)
+            res = coco.loadRes([dict(d) for d in dt])
+            ev = COCOeval_faster(coco, res, iou)
+        build = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        ev.evaluate()
+        ev.accumulate()
+        run = time.perf_counter() - t0
+        ev.summarize()
+    return build, run, [float(x) for x in list(ev.stats)[:12]]
+
+
+def _ours(spec: coco_data.Spec, backend: Optional[str]) -> Any:
+    from mmeval.metrics import COCODetection
+
+    kwargs: Dict[str, Any] = {"metric": _iou_type(spec), "metric_items": list(ITEMS),
+                              "dataset_meta": {"classes": coco_data.class_names(spec)}}
+    if backend is not None:
+        kwargs["dist_backend"] = backend
+    try:
+        return COCODetection(print_results=False, **kwargs)
+    except TypeError:  # no print_results argument
+        return COCODetection(**kwargs)
+
+
+def _stats_of(result: Dict[str, Any], iou: str) -> List[float]:
+    return [float(result[f"{iou}_{item}"]) for item in ITEMS]
+
+
+def _add_all(metric: Any, preds: Sequence[Dict[str, Any]], gts: Sequence[Dict[str, Any]]) -> float:
+    t0 = time.perf_counter()
+    for start in range(0, len(preds), BATCH):
+        metric.add(preds[start : start + BATCH], gts[start : start + BATCH])
+    return time.perf_counter() - t0
+
+
+def _measure_compute(metric: Any, size: Optional[int], count_bytes: bool) -> Tuple[Dict[str, Any], float, int, int]:
+    """``compute()``'s result, seconds, peak extra bytes of this process, and bytes sent (-1 when not counted)."""
+    gc.collect()
+    common.trim_heap()  # an earlier evaluation's freed memory would otherwise hide this one's peak
+    before = common.vm_status().get("VmRSS", 0)
+    common.reset_peak_rss()
+    t0 = time.perf_counter()
+    call: Callable[[], Dict[str, Any]] = (lambda: metric.compute(size=size)) if size is not None else metric.compute
+    if count_bytes:
+        from metrics import _sent_during
+
+        with _quiet():
+            result, sent, _calls = _sent_during(call)
+    else:
+        with _quiet():
+            result = call()
+        sent = -1
+    dt = time.perf_counter() - t0
+    peak = common.vm_status().get("VmHWM", 0) - before
+    return result, dt, peak, sent
+
+
+# --------------------------------------------------------------------------
+# single process
+# --------------------------------------------------------------------------
+
+
+def run_single(args: argparse.Namespace) -> List[Dict[str, Any]]:
+    records: List[Dict[str, Any]] = []
+    for case in args.cases:
+        spec = _spec(case, args)
+        iou = _iou_type(spec)
+        t0 = time.perf_counter()
+        images = coco_data.make_images(spec, range(spec.images))
+        gen_s = time.perf_counter() - t0
+        preds, gts = coco_data.mmeval_inputs(images)
+        gt_json, dt_json = coco_data.coco_gt(images, spec.classes), coco_data.coco_dt(images, iou)
+        info = {"kind": "detection", "case": case, "iou_type": iou, "data": coco_data.summary(images),
+                "classes": spec.classes, "generate_s": gen_s, "backend": "single process", "ws": 1}
+        del images
+        base = {"pycocotools": {"build": [], "run": []}, "faster-coco-eval": {"build": [], "run": []}}
+        ours: Dict[str, List[float]] = {"add": [], "compute": [], "peak": []}
+        stats: Dict[str, List[float]] = {}
+        error: Optional[str] = None
+        for it in range(args.iters):
+            names = ["pycocotools", "faster-coco-eval", "ours"] if it < args.pycocotools_iters else \
+                ["faster-coco-eval", "ours"]
+            for name in names[it % len(names):] + names[: it % len(names)]:
+                gc.collect()
+                if name == "ours":
+                    if error is not None:
+                        continue
+                    try:
+                        metric = _ours(spec, None)
+                        ours["add"].append(_add_all(metric, preds, gts))
+                        result, dt, peak, _ = _measure_compute(metric, None, False)
+                    except Exception as exc:  # ours missing or failing: the others still run
+                        error = f"{type(exc).__name__}: {exc}"
+                        continue
+                    ours["compute"].append(dt)
+                    ours["peak"].append(float(peak))
+                    stats["ours"] = _stats_of(result, iou)
+                    del metric, result
+                else:
+                    build, run, st = _cocoeval(name, gt_json, dt_json, iou)
+                    base[name]["build"].append(build)
+                    base[name]["run"].append(run)
+                    stats[name] = st
+        for name, t in base.items():
+            records.append({**info, "impl": name, "build_s": common.median(t["build"]), "eval_s": common.median(t["run"]),
+                            "times_s": t["run"], "stats": stats.get(name)})
+        rec = {**info, "impl": "ours", "add_s": common.median(ours["add"]), "compute_s": common.median(ours["compute"]),
+               "times_s": [a + c for a, c in zip(ours["add"], ours["compute"])],
+               "peak_extra_bytes_per_rank": [common.median(ours["peak"])], "stats": stats.get("ours")}
+        if error is not None:
+            rec["error"] = error
+        records.append(rec)
+        _print(records[-3:])
+    return records
+
+
+def _print(recs: Sequence[Dict[str, Any]]) -> None:
+    for r in recs:
+        if r.get("error"):
+            print(f"  detection {r['case']} {r['impl']} {r['backend']} ws={r['ws']}: ERROR {r['error']}", flush=True)
+            continue
+        if "eval_s" in r:
+            timing = f"build {r['build_s']:.2f}s, evaluate+accumulate {r['eval_s']:.2f}s"
+        else:
+            timing = f"add {r['add_s']:.2f}s + compute {r['compute_s']:.2f}s"
+        extra = ""
+        if r.get("bytes_per_det") is not None:
+            extra += f", {r['bytes_per_det']:.1f} B/det sent"
+        if r.get("peak_extra_bytes_per_rank"):
+            extra += f", rank 0 peak extra {r['peak_extra_bytes_per_rank'][0] / 2**20:.1f} MB"
+        st = r.get("stats")
+        mAP = f", mAP {st[0]:.4f}" if st else ""
+        print(f"  detection {r['case']} {r['impl']} {r['backend']} ws={r['ws']}: {timing}{extra}{mAP}", flush=True)
+
+
+# --------------------------------------------------------------------------
+# distributed
+# --------------------------------------------------------------------------
+
+
+def _torchvision_stand_in() -> bool:
+    """Make ``torchvision.ops.box_convert`` importable for torchmetrics; ``True`` if a stand-in was needed."""
+    import torchmetrics.detection.mean_ap as mean_ap
+
+    try:
+        import torchvision.ops  # noqa: F401
+
+        return False
+    except Exception:  # not installed, or a build for another torch (its C extension fails to load)
+        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+            del sys.modules[name]
+    import torch
+
+    def box_convert(boxes: Any, in_fmt: str, out_fmt: str) -> Any:
+        if in_fmt == out_fmt:
+            return boxes.clone()
+        if (in_fmt, out_fmt) != ("xyxy", "xywh"):
+            raise NotImplementedError(f"stand-in box_convert: {in_fmt} -> {out_fmt}")
+        x1, y1, x2, y2 = boxes.unbind(-1)
+        return torch.stack((x1, y1, x2 - x1, y2 - y1), dim=-1)
+
+    package, ops = types.ModuleType("torchvision"), types.ModuleType("torchvision.ops")
+    ops.box_convert = box_convert  # type: ignore[attr-defined]
+    package.ops = ops  # type: ignore[attr-defined]
+    sys.modules["torchvision"], sys.modules["torchvision.ops"] = package, ops
+    mean_ap._TORCHVISION_AVAILABLE = True  # type: ignore[attr-defined]
+    return True
+
+
+def _tm_inputs(images: Sequence[coco_data.Image]) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """torchmetrics' inputs for the images (no masks: ``_tm_masks`` adds them batch by batch)."""
+    import torch
+
+    preds, target = [], []
+    for im in images:
+        preds.append({"boxes": torch.from_numpy(im.det_boxes), "scores": torch.from_numpy(im.det_scores),
+                      "labels": torch.from_numpy(im.det_labels)})
+        box_area = [w * h for _x, _y, w, h in coco_data._xywh(im.gt_boxes)]  # MMEval's ground-truth areas
+        target.append({"boxes": torch.from_numpy(im.gt_boxes), "labels": torch.from_numpy(im.gt_labels),
+                       "iscrowd": torch.from_numpy(im.gt_crowd.astype(np.int64)),
+                       "area": torch.tensor(box_area, dtype=torch.float64)})
+    return preds, target
+
+
+def _tm_masks(images: Sequence[coco_data.Image], preds: List[Dict[str, Any]], target: List[Dict[str, Any]]) -> None:
+    """Add the dense boolean masks torchmetrics takes (what a model outputs) to one batch, and the masks' areas."""
+    import torch
+    from pycocotools import mask as mask_util
+
+    for im, p, t in zip(images, preds, target):
+        p["masks"] = torch.from_numpy(mask_util.decode(im.det_masks).transpose(2, 0, 1).astype(bool))
+        t["masks"] = torch.from_numpy(mask_util.decode(im.gt_masks).transpose(2, 0, 1).astype(bool)) \
+            if im.gt_masks else torch.zeros((0, im.height, im.width), dtype=torch.bool)
+        t["area"] = torch.tensor([float(mask_util.area(m)) for m in im.gt_masks or []], dtype=torch.float64)
+
+
+def _tm_state_bytes(metric: Any) -> int:
+    """Bytes of the states torchmetrics all-gathers from this rank (tensors' bytes, pickled size of the rest)."""
+    total = 0
+    for name in metric._defaults:
+        value = getattr(metric, name)
+        for item in value if isinstance(value, list) else [value]:
+            if hasattr(item, "element_size"):
+                total += item.element_size() * item.numel()
+            else:
+                total += len(pickle.dumps(item, protocol=5))
+    return total
+
+
+def run_dist(comm: Comm, args: argparse.Namespace, backend: str) -> List[Dict[str, Any]]:
+    warnings.simplefilter("ignore")
+    records: List[Dict[str, Any]] = []
+    if args.impl == ["mmeval021"] and backend == "mpi4py":
+        os.environ.setdefault("OMPI_COMM_WORLD_SIZE", str(comm.ws))  # 0.2.1 only sees Open MPI (compute.py says why)
+    for case in args.cases:
+        spec = _spec(case, args)
+        iou = _iou_type(spec)
+        for impl in args.impl:
+            pad = impl in ("ours", "mmeval021")
+            ids = coco_data.shard_ids(spec.images, comm.rank, comm.ws, pad=pad)
+            images = coco_data.make_images(spec, ids)
+            dets = sum(len(im.det_scores) for im in images)
+            world_dets = int(sum(comm.gather_floats(float(dets))))
+            info: Dict[str, Any] = {"kind": "detection", "case": case, "iou_type": iou, "impl": impl,
+                                    "backend": backend, "ws": comm.ws, "classes": spec.classes,
+                                    "images": spec.images, "dets_per_rank": comm.gather_floats(float(dets)),
+                                    "world_detections": world_dets}
+            try:
+                rec = _dist_impl(comm, args, backend, impl, spec, images)
+            except Exception as exc:
+                rec = {"error": f"rank {comm.rank}: {type(exc).__name__}: {exc}"}
+            bad = comm.gather_floats(1.0 if "error" in rec else 0.0)
+            if any(bad) and "error" not in rec:
+                rec = {"error": "another rank failed"}
+            records.append({**info, **rec})
+            if comm.rank == 0:
+                _print(records[-1:])
+            del images
+            gc.collect()
+    return records
+
+
+def _dist_impl(comm: Comm, args: argparse.Namespace, backend: str, impl: str, spec: coco_data.Spec,
+               images: List[coco_data.Image]) -> Dict[str, Any]:
+    iou = _iou_type(spec)
+    notes: List[str] = []
+    if impl == "torchmetrics":
+        if _torchvision_stand_in():
+            notes.append("torchvision.ops.box_convert stand-in (no torchvision build for this torch)")
+        from torchmetrics.detection.mean_ap import MeanAveragePrecision
+
+        preds, gts = _tm_inputs(images)
+
+        def fresh() -> Any:
+            # COCO's thresholds as pycocotools has them: torchmetrics' defaults are float32 linspaces
+            # (0.0099999998 for 0.01), which move AP by ~1e-4 from COCOeval's on the same matches
+            return MeanAveragePrecision(iou_type=iou, backend="faster_coco_eval", box_format="xyxy",
+                                        iou_thresholds=COCO_IOU_THRS, rec_thresholds=COCO_REC_THRS)
+
+        def add(metric: Any) -> float:
+            spent = 0.0
+            for start in range(0, len(preds), BATCH):
+                p = [dict(x) for x in preds[start : start + BATCH]]
+                t = [dict(x) for x in gts[start : start + BATCH]]
+                if iou == "segm":  # dense masks for this batch only (all of them at once: gigabytes), untimed
+                    _tm_masks(images[start : start + BATCH], p, t)
+                t0 = time.perf_counter()
+                metric.update(p, t)
+                spent += time.perf_counter() - t0
+            return spent
+    else:
+        preds, gts = coco_data.mmeval_inputs(images)
+        if impl == "ours":
+            def fresh() -> Any:
+                return _ours(spec, backend)
+        else:  # MMEval 0.2.1 (this file runs with its environment's Python)
+            def fresh() -> Any:
+                from mmeval import COCODetection
+
+                return COCODetection(metric=iou, metric_items=list(ITEMS), print_results=False,
+                                     dataset_meta={"classes": coco_data.class_names(spec)}, dist_backend=backend)
+
+        def add(metric: Any) -> float:
+            return _add_all(metric, preds, gts)
+
+    adds, computes, peaks = [], [], []
+    sent = -1
+    state_bytes = 0
+    result: Dict[str, Any] = {}
+    # torchmetrics and MMEval 0.2.1 take tens of seconds per evaluation at full size: one, not warmed up
+    iters = args.iters if impl == "ours" else 1
+    warmup = args.warmup if impl == "ours" else 0
+    # ours on one process beside it, interleaved: rank 0 evaluates the whole set alone while the others wait
+    # (on a shared machine, single-process figures from another job ran under another load)
+    beside = impl == "ours" and comm.ws == 2 and not args.no_single_beside
+    whole = coco_data.mmeval_inputs(coco_data.make_images(spec, range(spec.images))) if beside and comm.rank == 0 \
+        else None
+    singles: List[float] = []
+    for it in range(warmup + iters):
+        if beside:
+            comm.barrier()
+            if whole is not None:
+                alone = _ours(spec, "non_dist")  # not the default: the group is up, only rank 0 runs it
+                t0 = time.perf_counter()
+                _add_all(alone, *whole)
+                with _quiet():
+                    alone.compute()
+                single_s = time.perf_counter() - t0
+                del alone
+            comm.barrier()
+            single = comm.max(single_s if whole is not None else 0.0)
+            if it >= warmup:
+                singles.append(single)
+        metric = fresh()
+        comm.barrier()
+        added = add(metric)
+        if impl == "torchmetrics":
+            state_bytes = _tm_state_bytes(metric)
+        elif impl == "mmeval021":
+            state_bytes = len(pickle.dumps(metric._results, protocol=pickle.HIGHEST_PROTOCOL))
+        comm.barrier()
+        size = spec.images if impl in ("ours", "mmeval021") else None
+        out, dt, peak, sent_now = _measure_compute(metric, size, count_bytes=impl == "ours")
+        if it == 0:
+            result, sent = out, sent_now
+        del metric, out
+        worst_add, worst_compute = comm.max(added), comm.max(dt)
+        peak_all = comm.gather_floats(float(peak))
+        if it >= warmup:
+            adds.append(worst_add)
+            computes.append(worst_compute)
+            peaks.append(peak_all)
+    stats = ([float(result[k]) for k in TM_KEYS] if impl == "torchmetrics" else _stats_of(result, iou))
+    dets = sum(len(im.det_scores) for im in images)
+    rec: Dict[str, Any] = {
+        "add_s": common.median(adds), "compute_s": common.median(computes),
+        "times_s": [a + c for a, c in zip(adds, computes)], "stats": stats,
+        "peak_extra_bytes_per_rank": [float(np.median([p[r] for p in peaks])) for r in range(comm.ws)],
+    }
+    if singles:
+        rec["single_beside_s"] = common.median(singles)
+    if sent >= 0:
+        sent_all = comm.gather_floats(float(sent))
+        rec["sent_bytes_per_rank"] = sent_all
+        rec["bytes_per_det"] = max(s / max(d, 1) for s, d in zip(sent_all, comm.gather_floats(float(dets))))
+    if state_bytes:
+        rec["gathered_bytes_per_rank"] = comm.gather_floats(float(state_bytes))
+        rec["gathered_bytes_per_det"] = max(comm.gather_floats(float(state_bytes) / max(dets, 1)))
+    if notes:
+        rec["notes"] = notes
+    return rec
+
+
+# --------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """The command line (``main``'s, also for the smoke test)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=("single", "dist"), default="single")
+    parser.add_argument("--impl", nargs="+", choices=("ours", "torchmetrics", "mmeval021"), default=["ours"],
+                        help="dist mode: what to run on the ranks")
+    parser.add_argument("--cases", nargs="+", choices=tuple(coco_data.CASES), default=list(coco_data.CASES))
+    parser.add_argument("--quick", action="store_true", help="the small sizes (a smoke run)")
+    parser.add_argument("--images", type=int, default=0, help="this many images in every case instead")
+    parser.add_argument("--backend", choices=("torch_cpu", "mpi4py"), default="torch_cpu")
+    parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--iters", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1, help="dist mode: untimed iterations first")
+    parser.add_argument("--pycocotools-iters", type=int, default=1, help="single mode: pycocotools is slow")
+    parser.add_argument("--no-single-beside", action="store_true",
+                        help="dist mode, ours at ws=2: do not also time rank 0 evaluating the whole set alone")
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--out", default=None)
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    if args.mode == "single":
+        records = run_single(args)
+        if args.out:
+            common.write_json(Path(args.out), {"meta": {"python": sys.executable}, "records": records})
+        return 1 if any(r.get("error") for r in records) else 0
+    return launch(__file__, args, argv, run_dist)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
