@@ -19,6 +19,8 @@ out is reported as such; the others still run):
 * ``compute`` -- ``compute.py``: Accuracy.compute end to end, ours and MMEval 0.2.1;
 * ``metrics`` -- ``metrics.py``: issue 15's figures (Accuracy's and MeanIoU's bytes sent by the state
   path, a per-sample metric's peak memory on rank 0) on torch_cpu and mpi4py at world sizes 2 and 4;
+* ``catalogue`` -- ``catalogue.py``: every metric of the shared test table (MMEval 0.2.1's catalogue):
+  bytes sent per rank and ``compute()`` time at n and 4 n samples, on torch_cpu (and mpi4py) at world size 2;
 * ``detection`` -- ``detection.py``: issue 21's figures (COCO mAP on synthetic COCO-like data): pycocotools,
   faster-coco-eval and ours in one process; ours on torch_cpu at world sizes 2 and 3 and on mpi4py at 2,
   torchmetrics' ``MeanAveragePrecision`` at 2, MMEval 0.2.1's ``COCODetection`` at 2 (its own venv);
@@ -51,7 +53,7 @@ import common  # noqa: E402
 import mmeval021_env  # noqa: E402
 import report  # noqa: E402
 
-PARTS = ("collectives", "mmeval021", "compute", "metrics", "detection", "startup", "codec")
+PARTS = ("collectives", "mmeval021", "compute", "metrics", "catalogue", "detection", "startup", "codec")
 #: Distributions of the test suite's fixture plugins: never part of a measurement.
 FIXTURE_DISTS = "mmeval-fixture-plugin,mmeval-fixture-rival"
 
@@ -191,6 +193,13 @@ def plan(args: argparse.Namespace, notes: List[str]) -> List[Job]:
                 jobs.append(Job("metrics", f"metrics {backend} ws={ws}",
                                 [py, str(HERE / "metrics.py"), "--backend", backend, "--world-size", str(ws),
                                  *(small if quick else [])], 900))
+    if "catalogue" in parts:
+        has_mpi = _importable(py, "import mpi4py.MPI")[0] and shutil.which(
+            "mpiexec", path=os.path.dirname(py) + os.pathsep + os.environ.get("PATH", ""))
+        for backend in ("torch_cpu", "mpi4py") if has_mpi else ("torch_cpu",):
+            jobs.append(Job("catalogue", f"catalogue {backend} ws=2",
+                            [py, str(HERE / "catalogue.py"), "--backend", backend, "--world-size", "2",
+                             "--iters", "1" if quick else "3"], 900))
     if "detection" in parts:
         jobs += detection_jobs(args, py, old_py, notes)
     if "startup" in parts:
