@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.base_metric import BaseMetric
-from ..core.errors import MetricArgumentError
+from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentTypeError
 from ..core.inputs import to_numpy
 from ..core.packed import TRITS_PER_WORD, pack_arrays, trits_to_words, unpack_arrays, words_to_trits
 from .extras import import_extra
@@ -39,17 +39,6 @@ _IGNORED, _TP, _FP = 0, 1, 2
 _METRICS = ("bbox", "segm", "proposal")
 #: pending detections (summed over images) at which add() summarizes what waits (bounds the memory held)
 SUMMARIZE_EVERY = 200_000
-
-
-class _ArgumentKeyError(MetricArgumentError, KeyError):
-    """A refused name (MMEval raised ``KeyError`` here)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
-class _ArgumentTypeError(MetricArgumentError, TypeError):
-    """A refused type (MMEval raised ``TypeError`` here)."""
 
 
 def _default_iou_thrs() -> np.ndarray:
@@ -129,7 +118,7 @@ class COCODetection(BaseMetric):
         metrics = list(metric) if isinstance(metric, (list, tuple)) else [metric]
         for m in metrics:
             if m not in _METRICS:
-                raise _ArgumentKeyError(f"COCODetection: metric should be one of {list(_METRICS)} or a list of them, "
+                raise MetricArgumentKeyError(f"COCODetection: metric should be one of {list(_METRICS)} or a list of them, "
                                         f"got {m!r}")
         if not metrics:
             raise MetricArgumentError("COCODetection: metric is an empty list; give 'bbox', 'segm' or 'proposal'")
@@ -141,7 +130,7 @@ class COCODetection(BaseMetric):
                 isinstance(t, (float, np.floating)) for t in iou_thrs):
             thrs = np.array(iou_thrs, dtype=np.float64)
         else:
-            raise _ArgumentTypeError(f"COCODetection: iou_thrs should be None, a float or a non-empty list of floats, "
+            raise MetricArgumentTypeError(f"COCODetection: iou_thrs should be None, a float or a non-empty list of floats, "
                                      f"got {iou_thrs!r}")
         if not np.all((thrs >= 0) & (thrs <= 1)):
             raise MetricArgumentError(f"COCODetection: iou_thrs must lie in [0, 1], got {thrs.tolist()}")
@@ -166,7 +155,7 @@ class COCODetection(BaseMetric):
             known = self._item_names()
             bad = [i for i in items if i not in known]
             if bad:
-                raise _ArgumentKeyError(f"COCODetection: metric item(s) {bad} are not supported; use some of "
+                raise MetricArgumentKeyError(f"COCODetection: metric item(s) {bad} are not supported; use some of "
                                         f"{list(known)}")
         self.metric_items: Optional[List[str]] = items
         self.format_only = bool(format_only)
@@ -261,7 +250,7 @@ class COCODetection(BaseMetric):
         what = f"predictions[{i}]"
         for key in ("bboxes", "scores", "labels"):
             if key not in pred:
-                raise _ArgumentKeyError(f"COCODetection.add(): {what} has no {key!r}; it needs 'bboxes', 'scores', "
+                raise MetricArgumentKeyError(f"COCODetection.add(): {what} has no {key!r}; it needs 'bboxes', 'scores', "
                                         f"'labels' (and 'masks' for segm)")
         boxes = _boxes(pred["bboxes"], f"{what}['bboxes']")
         k = boxes.shape[0]
@@ -272,7 +261,7 @@ class COCODetection(BaseMetric):
         det_rles: Optional[List[Any]] = None
         if "segm" in self.metrics:
             if "masks" not in pred:
-                raise _ArgumentKeyError(f"COCODetection.add(): metric 'segm' needs {what}['masks'] (one RLE per box)")
+                raise MetricArgumentKeyError(f"COCODetection.add(): metric 'segm' needs {what}['masks'] (one RLE per box)")
             det_rles = _masks(pred["masks"], f"{what}['masks']", k, None)
             if "mask_scores" in pred:
                 seg_scores = _vector(pred["mask_scores"], f"{what}['mask_scores']", k, float)
@@ -300,7 +289,7 @@ class COCODetection(BaseMetric):
     def _gts_of(self, gt: Dict[str, Any], what: str, cats: "_Categories") -> "_GroundTruths":
         for key in ("bboxes", "labels"):
             if key not in gt:
-                raise _ArgumentKeyError(f"COCODetection.add(): {what} has no {key!r}; without ann_file each ground "
+                raise MetricArgumentKeyError(f"COCODetection.add(): {what} has no {key!r}; without ann_file each ground "
                                         f"truth needs 'bboxes' and 'labels' (and 'masks' for segm)")
         boxes = _boxes(gt["bboxes"], f"{what}['bboxes']")
         m = boxes.shape[0]
@@ -317,7 +306,7 @@ class COCODetection(BaseMetric):
                 mask = import_extra("pycocotools.mask", "COCODetection")
                 area = np.array([float(mask.area(r)) for r in rles], dtype=np.float64)  # one call each (see above)
         elif "segm" in self.metrics and m:
-            raise _ArgumentKeyError(f"COCODetection.add(): metric 'segm' needs {what}['masks'] (one mask per box)")
+            raise MetricArgumentKeyError(f"COCODetection.add(): metric 'segm' needs {what}['masks'] (one mask per box)")
         return _GroundTruths(xywh, labels, area, crowd, np.ones(m, dtype=bool), rles)
 
     # -- the work on the holding rank ---------------------------------------------------
