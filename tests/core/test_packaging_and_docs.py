@@ -210,6 +210,7 @@ def test_run_tox_works_on_an_externally_managed_python(tmp_path: Path) -> None:
     (repo / "tools").mkdir(parents=True)
     shutil.copy2(ROOT / "tools" / "run-tox", repo / "tools" / "run-tox")
     shutil.copy2(ROOT / "tools" / "tox_summary.py", repo / "tools" / "tox_summary.py")  # its closing lines
+    shutil.copy2(ROOT / "tools" / "prune_tox_env.py", repo / "tools" / "prune_tox_env.py")
     shutil.copy2(ROOT / ".python-version", repo / ".python-version")
     listed = (ROOT / ".python-version").read_text().split()
     versions = [v for v in listed if shutil.which(f"python{v}")]
@@ -218,6 +219,7 @@ def test_run_tox_works_on_an_externally_managed_python(tmp_path: Path) -> None:
     (repo / "tox.ini").write_text(
         "[tox]\nenv_list = " + ", ".join(envs) + "\nskip_missing_interpreters = false\n\n"
         "[testenv]\npackage = skip\ncommands = python -c \"import sys; print('PYVER', *sys.version_info[:2])\"\n"
+        "commands_post = python {toxinidir}/tools/prune_tox_env.py {work_dir} {env_dir}\n"
     )
 
     env = _clean_env(PYTHON=str(python))
@@ -232,6 +234,20 @@ def test_run_tox_works_on_an_externally_managed_python(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     for v in versions:
         assert f"PYVER {v.replace('.', ' ')}" in run.stdout, f"tox did not run on Python {v}:\n{run.stdout[-3000:]}"
+    # the whole suite leaves no env behind (a machine with less free disk than all envs together runs it) ...
+    # (tox writes the env's log/ after its commands_post: that few KB is all that may stay)
+    kept_envs = [name for name in envs if (repo / ".tox" / name / "bin").exists()]
+    assert not kept_envs, f"the whole-suite run kept its envs: {kept_envs}"
+    assert not (repo / ".tox" / ".mmeval-prune").exists(), "the run left its prune marker behind"
+    # ... while a run of named envs, and a whole-suite run asked to, keep them for the next run
+    named = subprocess.run([str(repo / "tools" / "run-tox"), "-e", envs[0]], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert named.returncode == 0, named.stdout[-3000:] + named.stderr[-3000:]
+    assert (repo / ".tox" / envs[0] / "bin").is_dir(), "`run-tox -e NAME` removed the env"
+    kept = subprocess.run([str(repo / "tools" / "run-tox")], cwd=tmp_path, env={**env, "MMEVAL_TOX_KEEP_ENVS": "1"},
+                          capture_output=True, text=True, timeout=600)
+    assert kept.returncode == 0, kept.stdout[-3000:] + kept.stderr[-3000:]
+    assert all((repo / ".tox" / name / "bin").is_dir() for name in envs), "MMEVAL_TOX_KEEP_ENVS=1 removed envs"
 
 
 # -- the docs speak to users, and every link leads somewhere -------------------------
