@@ -6,8 +6,7 @@ free disk than that the later envs fail to even create their virtualenv (CI once
 died that way, 808 s in, on ``virtualenv``'s copy of setuptools). ``run-tox``
 writes the marker file ``<toxworkdir>/.mmeval-prune`` for such a run, and every
 env's ``commands_post`` (tox.ini's ``[testenv]``) calls this script, so an env's
-directory goes as soon as it has its verdict (tox then writes the few KB of its
-``log/`` there again) and the suite needs the disk of the
+directory goes (all but the few KB of its ``log/``) as soon as it has its verdict and the suite needs the disk of the
 envs running at once only (3 by default), not of all of them.
 
 Without the marker (``./tools/run-tox -e NAME``, plain ``tox``, or
@@ -39,13 +38,20 @@ def main(argv: List[str]) -> int:
     if os.path.dirname(env_dir) != work_dir or not os.path.isdir(env_dir):
         print(f"prune_tox_env: {env_dir} is not an env of {work_dir}; left as it is", file=sys.stderr)
         return 0
-    try:
-        # removing the directory of the interpreter that runs this is fine on POSIX: its files stay
-        # open until it exits; tox reads nothing more from the env after commands_post
-        shutil.rmtree(env_dir)
-    except OSError as exc:
-        print(f"prune_tox_env: could not remove {env_dir}: {exc}; left as it is", file=sys.stderr)
-        return 0
+    # everything but log/, where tox writes this very command's log once it ends (tox 4 releases for
+    # Python 3.9 fail the env when that directory has gone); removing the interpreter that runs this
+    # is fine on POSIX: its files stay open until it exits, and tox runs nothing more from the env
+    for name in sorted(os.listdir(env_dir)):
+        if name == "log":
+            continue
+        path = os.path.join(env_dir, name)
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+        except OSError as exc:
+            print(f"prune_tox_env: could not remove {path}: {exc}; left as it is", file=sys.stderr)
     return 0  # quietly: the env's last line stays pytest's summary (tools/tox_summary.py shows it)
 
 

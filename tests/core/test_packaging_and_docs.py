@@ -235,7 +235,7 @@ def test_run_tox_works_on_an_externally_managed_python(tmp_path: Path) -> None:
     for v in versions:
         assert f"PYVER {v.replace('.', ' ')}" in run.stdout, f"tox did not run on Python {v}:\n{run.stdout[-3000:]}"
     # the whole suite leaves no env behind (a machine with less free disk than all envs together runs it) ...
-    # (tox writes the env's log/ after its commands_post: that few KB is all that may stay)
+    # (the env keeps its log/, a few KB, where tox writes the last command's log)
     kept_envs = [name for name in envs if (repo / ".tox" / name / "bin").exists()]
     assert not kept_envs, f"the whole-suite run kept its envs: {kept_envs}"
     assert not (repo / ".tox" / ".mmeval-prune").exists(), "the run left its prune marker behind"
