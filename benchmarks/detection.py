@@ -398,6 +398,7 @@ def _dist_impl(comm: Comm, args: argparse.Namespace, backend: str, impl: str, sp
     adds, computes, peaks = [], [], []
     sent = -1
     state_bytes = 0
+    summary_bytes = -1.0
     result: Dict[str, Any] = {}
     # torchmetrics and MMEval 0.2.1 take tens of seconds per evaluation at full size: one, not warmed up
     iters = args.iters if impl == "ours" else 1
@@ -435,6 +436,8 @@ def _dist_impl(comm: Comm, args: argparse.Namespace, backend: str, impl: str, sp
         out, dt, peak, sent_now = _measure_compute(metric, size, count_bytes=impl == "ours")
         if it == 0:
             result, sent = out, sent_now
+            if impl == "ours":  # the compact summaries this rank made (kept after compute()), packed
+                summary_bytes = float(sum(len(r[0] if isinstance(r, tuple) else r) for r in metric._local_results()))
         del metric, out
         worst_add, worst_compute = comm.max(added), comm.max(dt)
         peak_all = comm.gather_floats(float(peak))
@@ -451,6 +454,8 @@ def _dist_impl(comm: Comm, args: argparse.Namespace, backend: str, impl: str, sp
     }
     if singles:
         rec["single_beside_s"] = common.median(singles)
+    if summary_bytes >= 0:
+        rec["summary_bytes_per_rank"] = comm.gather_floats(summary_bytes)
     if sent >= 0:
         sent_all = comm.gather_floats(float(sent))
         rec["sent_bytes_per_rank"] = sent_all

@@ -352,7 +352,10 @@ def _det_diff(rec: Dict[str, Any], reference: Optional[Dict[str, Any]]) -> Optio
 
 
 def _det_summary_bytes(rec: Dict[str, Any]) -> Optional[float]:
-    """The compact summaries of the world: the bytes per detection the sending ranks sent, times every detection."""
+    """The compact summaries of the world: every rank's packed summaries (older records: the bytes per
+    detection the sending ranks sent, times every detection -- when they all went to rank 0)."""
+    if rec.get("summary_bytes_per_rank"):
+        return float(sum(rec["summary_bytes_per_rank"]))
     sent, dets = rec.get("sent_bytes_per_rank"), rec.get("dets_per_rank")
     if not sent or not dets or rec["ws"] < 2:
         return None

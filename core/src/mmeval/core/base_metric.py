@@ -1,8 +1,8 @@
 """The base class of every mmeval metric: the metric API (``add`` / ``compute``) and the choice of path.
 
 ``compute()`` validates, then runs locally, through the state path
-(:mod:`mmeval.core.state_sync`) or through the per-sample gather
-(:mod:`mmeval.core.gather`); which samples count and in what order is
+(:mod:`mmeval.core.state_sync`), through the per-sample gather
+(:mod:`mmeval.core.gather`) or in parts (:mod:`mmeval.core.partitioned`); which samples count and in what order is
 :mod:`mmeval.core.ordering`, what a rank kept :mod:`mmeval.core.results`.
 """
 
@@ -21,6 +21,7 @@ from .dist_backends.transport import asking
 from .errors import RemoteMetricError, ShardingWarning
 from .gather import gather_and_compute
 from .ordering import kept_in_one_process, kept_samples
+from .partitioned import partitioned_compute
 from .refusals import check_arguments, check_runtime, refusal, refuse
 from .results import ArrayResults, RankResults, select
 from .state import MetricState, StateSpec, check_rows, declared, reduce_rows
@@ -222,6 +223,41 @@ class BaseMetric(metaclass=ABCMeta):
             kept.objects[pos] = summary
         kept.pending = []
 
+    # -- computing in parts, one per rank (see mmeval.core.partitioned) ---------------
+
+    def _computes_in_parts(self) -> bool:
+        """Whether :meth:`compute` across ranks takes the partitioned path (the same answer on every rank).
+
+        A per-sample metric whose work splits by a key of its own returns
+        ``True`` and implements :meth:`_partition`, :meth:`_compute_part` and
+        :meth:`_combine_parts`; each rank then computes on its part of the
+        world's results and only the partial results meet on rank 0
+        (:mod:`mmeval.core.partitioned`). Its :meth:`compute_metric` should be
+        ``_combine_parts([_compute_part(_partition(results, positions, 1))])``
+        so that one process gives the very same numbers.
+        """
+        return False
+
+    def _partition(self, results: List[Any], positions: np.ndarray, world_size: int) -> List[Any]:
+        """This rank's counted results split into ``world_size`` parts, part ``r`` for rank ``r``.
+
+        ``positions``: each result's place in dataset order among the world's
+        counted results (0 .. n-1), what the gather path would order them by.
+        """
+        raise NotImplementedError(f"{self.name} computes in parts but does not implement _partition()")
+
+    def _compute_part(self, parts: List[Any]) -> Any:
+        """The partial result of the parts every rank sent to this one (in rank order).
+
+        ``parts`` is the metric's to consume: clearing it once read releases
+        the received data before the work that follows.
+        """
+        raise NotImplementedError(f"{self.name} computes in parts but does not implement _compute_part()")
+
+    def _combine_parts(self, partials: List[Any]) -> Dict[str, Any]:
+        """The metric from every rank's partial result (in rank order), on rank 0."""
+        raise NotImplementedError(f"{self.name} computes in parts but does not implement _combine_parts()")
+
     def _local_results(self) -> Union[List[Any], ArrayResults]:
         return self._kept.merged()
 
@@ -324,7 +360,9 @@ class BaseMetric(metaclass=ABCMeta):
         :meth:`compute_metric` on the same state. A per-sample metric gathers
         its results to rank 0 (:mod:`mmeval.core.gather`), which orders them,
         calls :meth:`compute_metric` and sends the result, or the exception it
-        raised, to every rank.
+        raised, to every rank; one that computes in parts
+        (:meth:`_computes_in_parts`) sends each rank its part instead, and rank 0
+        combines the partial results (:mod:`mmeval.core.partitioned`).
 
         Warns (:class:`ShardingWarning`) with ``'unzip'`` on several ranks and
         neither ``size`` nor indices, and when more than ``size + world_size -
@@ -361,6 +399,8 @@ class BaseMetric(metaclass=ABCMeta):
         with asking(question):
             layout = backend.all_gather_object((self.num_results, flag, top))
         keep, indices = kept_samples(backend, question, layout, indices, self.dist_collect_mode, size, self.name)
+        if self._computes_in_parts():
+            return partitioned_compute(self, backend, question, [int(c) for c, _, _ in layout], keep, indices)
         return gather_and_compute(self, backend, question, size, keep, indices)
 
     def _compute_here(self, size: Optional[int]) -> Dict[str, Any]:

@@ -11,7 +11,7 @@ import itertools
 import logging
 import pickle
 import sys
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from .base_metric import BaseMetric
 
 __all__ = [
-    "ArrayBatches", "MAX_SENT_BATCHES", "Placement", "assemble", "broadcast_failure", "collect", "gather_and_compute",
-    "pack_exception", "plain_data_only", "truncate", "unpack_exception", "warn_short",
+    "ArrayBatches", "MAX_SENT_BATCHES", "Placement", "answered_by_rank0", "assemble", "broadcast_failure", "collect",
+    "gather_and_compute", "pack_exception", "plain_data_only", "truncate", "unpack_exception", "warn_short",
 ]
 
 logger = logging.getLogger("mmeval")
@@ -282,13 +282,21 @@ def gather_and_compute(metric: "BaseMetric", backend: BaseDistBackend, question:
         if computes:
             broadcast_failure(backend, exc)
         raise
-    if computes:
-        assert gathered is not None
+    box: List[List[Any]] = [gathered] if gathered is not None else []
+    del gathered
+
+    def compute() -> Dict[str, Any]:
+        return metric.compute_metric(_results_in_order(metric, box, own, plain, keep, indices, size))
+
+    return answered_by_rank0(backend, metric.name, plain, compute)
+
+
+def answered_by_rank0(backend: BaseDistBackend, name: str, plain: bool, compute: Callable[[], Dict[str, Any]]
+                      ) -> Dict[str, Any]:
+    """Rank 0 runs ``compute()`` and sends its result, or the exception it raised, to every rank; all return it."""
+    if backend.rank == 0:
         try:
-            box = [gathered]
-            del gathered
-            collected = _results_in_order(metric, box, own, plain, keep, indices, size)
-            result = metric.compute_metric(collected)
+            result = compute()
         except Exception as exc:
             backend.broadcast_object(("error", pack_exception(exc)), src=0)
             raise
@@ -296,7 +304,7 @@ def gather_and_compute(metric: "BaseMetric", backend: BaseDistBackend, question:
         return result
     status, value = backend.broadcast_object(None, src=0)
     if status == "error":
-        raise unpack_exception(value, metric.name, trusted=not plain)
+        raise unpack_exception(value, name, trusted=not plain)
     return value  # type: ignore[no-any-return]
 
 

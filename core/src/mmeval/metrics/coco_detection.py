@@ -23,22 +23,20 @@ import numpy as np
 from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentTypeError
 from ..core.inputs import to_numpy
-from ..core.packed import TRITS_PER_WORD, pack_arrays, trits_to_words, unpack_arrays, words_to_trits
+from ..core.packed import pack_arrays, trits_to_words, unpack_arrays
+from .coco_accumulate import AREA_RANGES, FP, IGNORED, TP, combine_partials, join_parts, split_summaries, summarize_sums
 from .extras import import_extra
 
 __all__ = ["COCODetection"]
 
 logger = logging.getLogger("mmeval")
 
-#: pycocotools' area ranges (all, small, medium, large): an object is outside when area < lo or area > hi
-AREA_RANGES = ((0 ** 2, 1e5 ** 2), (0 ** 2, 32 ** 2), (32 ** 2, 96 ** 2), (96 ** 2, 1e5 ** 2))
-AREA_LABELS = ("all", "small", "medium", "large")
-#: the 101 recall points of the interpolated precision (pycocotools' expression, for the same floats)
-REC_THRS = np.linspace(.0, 1.00, int(np.round((1.00 - .0) / .01)) + 1, endpoint=True)
-_IGNORED, _TP, _FP = 0, 1, 2
 _METRICS = ("bbox", "segm", "proposal")
 #: pending detections (summed over images) at which add() summarizes what waits (bounds the memory held)
-SUMMARIZE_EVERY = 200_000
+SUMMARIZE_EVERY = 16_384
+#: detections matched at once (summed over images): the matching's working memory (~1 KB per detection
+#: for boxes: the IoU pairs and their orders) follows this, not how many images wait
+MATCH_SLICE = 2_048
 
 
 def _default_iou_thrs() -> np.ndarray:
@@ -318,10 +316,11 @@ class COCODetection(BaseMetric):
             return [(None, _records(im)) for im in images]
         cats = self._categories()
         sections: List[List[np.ndarray]] = [[] for _ in images]
-        for metric in self.metrics:
-            per_image = _match_images(images, metric, cats, self.iou_thrs, max(self.proposal_nums))
-            for s, arrays in zip(sections, per_image):
-                s.extend(arrays)
+        for lo, hi in _slices([im.det_labels.shape[0] for im in images], MATCH_SLICE):
+            for metric in self.metrics:
+                per_image = _match_images(images[lo:hi], metric, cats, self.iou_thrs, max(self.proposal_nums))
+                for s, arrays in zip(sections[lo:hi], per_image):
+                    s.extend(arrays)
         out: List[Any] = []
         small = len(cats.ids) <= 255
         for im, arrays in zip(images, sections):
@@ -336,58 +335,56 @@ class COCODetection(BaseMetric):
             out.append(blob if im.records is None else (blob, _records(im)))
         return out
 
-    # -- compute on rank 0 -----------------------------------------------------------
+    # -- compute: every rank accumulates its share of the categories ----------------------
 
-    def compute_metric(self, results: Sequence[Any]) -> Dict[str, Any]:
-        """The COCO stats of every image's summary, in dataset order (see :meth:`_summarize`)."""
-        if not len(results):
-            raise ValueError("COCODetection.compute_metric: no results to compute on (nothing was added)")
+    def _computes_in_parts(self) -> bool:
+        """Across ranks, each rank accumulates the categories ``k`` with ``k % world_size == rank``.
+
+        Not when result files are written (every record goes to rank 0 then).
+        """
+        return not self.format_only and self.outfile_prefix is None
+
+    def _partition(self, results: List[Any], positions: np.ndarray, world_size: int) -> List[Any]:
+        """This rank's image summaries split by category owner (see :func:`.coco_accumulate.split_summaries`)."""
         blobs = [r[0] if isinstance(r, tuple) else r for r in results]
-        records = [r[1] if isinstance(r, tuple) else None for r in results]
         cats = self._categories()
-        if self.format_only:
-            self._write_results(records, None)
-            logger.info("COCODetection: results are saved in %s", os.path.dirname(str(self.outfile_prefix)))
-            return {}
-        count = 1 + 3 * len(self.metrics) + 2
-        lengths, cols = unpack_arrays(blobs, count)
+        lengths, cols = unpack_arrays(blobs, 1 + 3 * len(self.metrics) + 2)
         meta = cols[0].reshape(-1, 2)
-        ids = np.where(meta[:, 1] != 0, meta[:, 0], np.arange(len(blobs), dtype=np.int64))
-        if self.outfile_prefix is not None:
-            self._write_results(records, ids)
-        if len(np.unique(ids)) != len(ids):
+        det_cols = [(lengths[:, 1 + 3 * j], cols[1 + 3 * j], cols[2 + 3 * j] if metric != "proposal"
+                     else np.zeros_like(cols[2 + 3 * j]), cols[3 + 3 * j]) for j, metric in enumerate(self.metrics)]
+        if self._ann is None:
+            gt_cat, gt_ig = cols[-2], cols[-1]
+        else:
+            gt_cat, gt_ig = np.zeros(0, np.uint8), np.zeros(0, np.uint8)
+        del blobs, results
+        return split_summaries(np.asarray(positions, dtype=np.int64), meta[:, 0], meta[:, 1] != 0, det_cols,
+                               gt_cat, gt_ig, len(cats.sorted_ids), world_size)
+
+    def _compute_part(self, parts: List[Any]) -> Any:
+        """Accumulate this rank's categories from the parts every rank sent it."""
+        cats = self._categories()
+        npig = self._ann.npig(cats) if self._ann is not None else None
+        part = join_parts(parts, len(self.metrics))
+        parts.clear()  # the received arrays: joined now, their memory goes
+        if part.duplicate_ids:
             logger.warning("COCODetection: several images share an img_id; each is evaluated as its own image "
                            "(pycocotools would merge them). Pass indices= to add() to count an image once.")
-        img_rank = np.empty(len(ids), dtype=np.int64)
-        img_rank[np.argsort(ids, kind="stable")] = np.arange(len(ids))
-        if sum(int(lengths[:, 1 + 3 * j].sum()) for j in range(len(self.metrics))) == 0:
+        return part.accumulate(self.metrics, npig, self.iou_thrs, sorted(self.proposal_nums), self.classwise)
+
+    def _combine_parts(self, partials: List[Any]) -> Dict[str, Any]:
+        """The COCO stats (and classwise rows) from every rank's accumulated categories."""
+        cats = self._categories()
+        if sum(int(n) for n in partials[0]["dets"]) == 0:
             logger.warning("COCODetection: the testing results of the whole dataset are empty")
             return {}
-        gt_lens = lengths[:, -1]
-        gt_cat = cols[-2].astype(np.int64)
-        gt_ig = cols[-1]
-        k = len(cats.sorted_ids)
-        if self._ann is not None:
-            npig_cat = self._ann.npig(cats)
-        else:
-            npig_cat = np.zeros((k, len(AREA_RANGES)), dtype=np.int64)
-            for a in range(len(AREA_RANGES)):
-                np.add.at(npig_cat[:, a], gt_cat[(gt_ig >> a) & 1 == 0], 1)
-        del gt_lens
-        out: Dict[str, Any] = {}
         thrs, nums = self.iou_thrs, sorted(self.proposal_nums)
         names = self._item_names()
+        out: Dict[str, Any] = {}
         table: List[str] = []
         for j, metric in enumerate(self.metrics):
-            det_lens = lengths[:, 1 + 3 * j]
-            scores = cols[1 + 3 * j].astype(np.float64)
-            det_cat = cols[2 + 3 * j].astype(np.int64)
-            states = cols[3 + 3 * j]  # one uint64 word (or more) per detection, decoded in ranked order
-            use_cats = metric != "proposal"
-            npig = npig_cat if use_cats else npig_cat.sum(axis=0, keepdims=True)
-            precision, recall = _accumulate(scores, det_cat if use_cats else np.zeros_like(det_cat), states,
-                                            np.repeat(img_rank, det_lens), det_lens, npig, thrs, nums)
-            stats = _summarize_stats(precision, recall, thrs, nums)
+            k_eff = len(cats.sorted_ids) if metric != "proposal" else 1
+            psum, recall, classwise = combine_partials(partials, j, k_eff)
+            stats = summarize_sums(psum, recall, thrs, nums)
             if metric == "proposal":
                 items = self.metric_items or [f"AR@{n}" for n in self.proposal_nums] + [
                     f"AR_{s}@{self.proposal_nums[2]}" for s in "sml"]
@@ -399,14 +396,32 @@ class COCODetection(BaseMetric):
                     out[f"{metric}_{item}"] = float(stats[names[item]])
                 if self.classwise:
                     for idx, cat_id in enumerate(cats.sorted_ids):
-                        p = precision[:, :, idx, 0, -1]
-                        p = p[p > -1]
-                        out[f"{metric}_{cats.names[cat_id]}_precision"] = float(np.mean(p)) if p.size else float("nan")
+                        out[f"{metric}_{cats.names[cat_id]}_precision"] = float(classwise[idx])
             table.append(f"{metric}: " + ", ".join(f"{key}={val:.4f}" for key, val in out.items()
                                                    if not isinstance(val, str)))
         if self.print_results:
             (self.logger or logger).info("COCODetection results:\n%s", "\n".join(table))
         return out
+
+    def compute_metric(self, results: Sequence[Any]) -> Dict[str, Any]:
+        """The COCO stats of every image's summary, in dataset order (see :meth:`_summarize`).
+
+        The very computation of the ranks' partitioned path, in one part.
+        """
+        if not len(results):
+            raise ValueError("COCODetection.compute_metric: no results to compute on (nothing was added)")
+        records = [r[1] if isinstance(r, tuple) else None for r in results]
+        if self.format_only:
+            self._write_results(records, None)
+            logger.info("COCODetection: results are saved in %s", os.path.dirname(str(self.outfile_prefix)))
+            return {}
+        blobs = [r[0] if isinstance(r, tuple) else r for r in results]
+        if self.outfile_prefix is not None:
+            _, cols = unpack_arrays(blobs, 1 + 3 * len(self.metrics) + 2)
+            meta = cols[0].reshape(-1, 2)
+            self._write_results(records, np.where(meta[:, 1] != 0, meta[:, 0], np.arange(len(blobs))))
+        positions = np.arange(len(blobs), dtype=np.int64)
+        return self._combine_parts([self._compute_part(self._partition(list(blobs), positions, 1))])
 
     def _write_results(self, records: List[Any], ids: Optional[np.ndarray]) -> None:
         """MMEval's result files: ``{outfile_prefix}.bbox.json`` (and ``.segm.json`` with masks)."""
@@ -634,6 +649,20 @@ def _outside(area: np.ndarray) -> np.ndarray:
     return (area[:, None] < lo) | (area[:, None] > hi)
 
 
+def _slices(counts: Sequence[int], most: int) -> List[Tuple[int, int]]:
+    """Consecutive ``[lo, hi)`` runs of ``counts`` summing to at most ``most`` (one item alone may exceed it)."""
+    out: List[Tuple[int, int]] = []
+    lo, total = 0, 0
+    for i, c in enumerate(counts):
+        if i > lo and total + c > most:
+            out.append((lo, i))
+            lo, total = i, 0
+        total += c
+    if lo < len(counts):
+        out.append((lo, len(counts)))
+    return out
+
+
 def _box_iou_pairs(d: np.ndarray, g: np.ndarray, crowd: np.ndarray) -> np.ndarray:
     """pycocotools' ``bbIou`` for pairs of xywh boxes, operation for operation (the same float64 results)."""
     da = d[:, 2] * d[:, 3]
@@ -722,9 +751,9 @@ def _match_images(images: List[_Image], metric: str, cats: _Categories, thrs: np
     matched, to_ignored, to_zero_id = (x.transpose(0, 2, 1) for x in (matched, to_ignored, to_zero_id))
     effective = matched & ~to_zero_id
     ignored = (matched & to_ignored) | (~effective & d_out[:, :, None])
-    state = np.full(matched.shape, _FP, dtype=np.uint8)
-    state[effective] = _TP
-    state[ignored] = _IGNORED
+    state = np.full(matched.shape, FP, dtype=np.uint8)
+    state[effective] = TP
+    state[ignored] = IGNORED
     words = trits_to_words(state.reshape(kept.shape[0], n_rng * n_thr))
     small = len(cats.ids) <= 255
     d_cat = (cats.kpos[d_lab[kept]] if use_cats else np.zeros(kept.shape[0], np.int64)).astype(
@@ -851,107 +880,3 @@ def _greedy(iou: np.ndarray, p_det: np.ndarray, p_slot: np.ndarray, p_gt: np.nda
 
 
 # -- accumulate and summarize on the computing rank ---------------------------------------------
-
-
-def _accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray, img_rank: np.ndarray, det_lens: np.ndarray,
-                npig: np.ndarray, thrs: np.ndarray, max_dets: List[int]) -> Tuple[np.ndarray, np.ndarray]:
-    """pycocotools' ``accumulate``: precision (T, R, K, A, M) and recall (T, K, A, M), -1 where no ground truth.
-
-    ``states``: each detection's packed (area range, threshold) states (:func:`~mmeval.core.packed.trits_to_words`).
-
-    Detections of a category are ranked by score, ties by image (in sorted
-    image-id order) and then by their place in the image's list (pycocotools'
-    stable sorts); each (image, category)'s first ``maxDet`` count.
-    """
-    n_thr, n_rec = thrs.shape[0], REC_THRS.shape[0]
-    k_all, n_rng, n_m = npig.shape[0], npig.shape[1], len(max_dets)
-    precision = -np.ones((n_thr, n_rec, k_all, n_rng, n_m))
-    recall = -np.ones((n_thr, k_all, n_rng, n_m))
-    n = scores.shape[0]
-    pos = np.arange(n) - np.repeat(np.cumsum(det_lens) - det_lens, det_lens)
-    # rank within (image, category): summaries list each image's detections grouped by category, by score
-    img_seq = np.repeat(np.arange(det_lens.shape[0]), det_lens)
-    key = img_seq * (k_all + 1) + cat
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if n else np.zeros(0, np.int64)
-    rank = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
-    order = np.lexsort((pos, img_rank, -scores, cat))
-    bounds = np.searchsorted(cat[order], np.arange(k_all + 1))
-    rank = rank[order]
-    words = -(-n_rng * n_thr // TRITS_PER_WORD)
-    st = words_to_trits(states.reshape(n, words)[order].reshape(-1), n, n_rng * n_thr, flag_major=True)
-    del pos, img_seq, key, starts
-    # (A, T, n) true / false positive flags in ranked order, each category a contiguous run
-    tp_all = (st == _TP).reshape(n_rng, n_thr, n)
-    fp_all = (st == _FP).reshape(n_rng, n_thr, n)
-    del st
-    eps = np.spacing(1)
-    at = n_rng * n_thr
-    for k in range(k_all):
-        npk = npig[k].astype(np.int64)  # (A,)
-        live = npk > 0
-        if not live.any():
-            continue
-        lo, hi = int(bounds[k]), int(bounds[k + 1])
-        # the fewest true positives reaching each recall point: rc >= r  <=>  tp >= c_min (tp / npig is monotone)
-        c_min = np.zeros((n_rng, n_rec), dtype=np.int64)
-        for a in np.flatnonzero(live):
-            c_min[a] = np.searchsorted(np.arange(npk[a] + 1) / npk[a], REC_THRS, side="left")
-        rk = rank[lo:hi]
-        for m, max_det in enumerate(max_dets):
-            if rk.size and int(rk.max()) >= max_det:
-                sel = lo + np.flatnonzero(rk < max_det)
-                tp, fp = tp_all[:, :, sel], fp_all[:, :, sel]
-            else:
-                tp, fp = tp_all[:, :, lo:hi], fp_all[:, :, lo:hi]
-            nd = tp.shape[2]
-            q = np.zeros((n_rng, n_thr, n_rec))
-            if nd:
-                tp_n = np.cumsum(tp, axis=2, dtype=np.int64)
-                tp_sum = tp_n.astype(float)
-                fp_sum = np.cumsum(fp, axis=2, dtype=np.int64).astype(float)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    rc_last = tp_sum[:, :, -1] / np.where(live, npk, 1)[:, None]
-                pr = tp_sum / (fp_sum + tp_sum + eps)
-                pr = np.maximum.accumulate(pr[:, :, ::-1], axis=2)[:, :, ::-1]  # the precision envelope
-                big = max(nd, int(c_min.max())) + 2
-                base = (np.arange(at, dtype=np.int64) * big).reshape(n_rng, n_thr)
-                flat = (tp_n + base[:, :, None]).ravel()
-                keys = base[:, :, None] + c_min[:, None, :]  # (A, T, R)
-                inds = np.searchsorted(flat, keys.ravel(), side="left").reshape(keys.shape) - (
-                    np.arange(at, dtype=np.int64) * nd).reshape(n_rng, n_thr)[:, :, None]
-                valid = inds < nd
-                q[valid] = pr[np.nonzero(valid)[0], np.nonzero(valid)[1], inds[valid]]
-                recall[:, k, live, m] = rc_last[live].T
-            else:
-                recall[:, k, live, m] = 0
-            precision[:, :, k, live, m] = q[live].transpose(1, 2, 0)
-    return precision, recall
-
-
-def _summarize_stats(precision: np.ndarray, recall: np.ndarray, thrs: np.ndarray, max_dets: List[int]) -> np.ndarray:
-    """pycocotools' ``summarize`` for detections: the 12 stats (maxDets sorted, as ``evaluate`` sorts them)."""
-
-    def one(ap: bool, iou_thr: Optional[float] = None, area: str = "all", max_det: int = 100) -> float:
-        aind = [i for i, lbl in enumerate(AREA_LABELS) if lbl == area]
-        mind = [i for i, m in enumerate(max_dets) if m == max_det]
-        if ap:
-            s = precision
-            if iou_thr is not None:
-                s = s[np.where(iou_thr == thrs)[0]]
-            s = s[:, :, :, aind, mind]
-        else:
-            s = recall
-            if iou_thr is not None:
-                s = s[np.where(iou_thr == thrs)[0]]
-            s = s[:, :, aind, mind]
-        return -1.0 if len(s[s > -1]) == 0 else float(np.mean(s[s > -1]))
-
-    m = max_dets
-    return np.array([
-        one(True), one(True, .5, max_det=m[2]), one(True, .75, max_det=m[2]),
-        one(True, area="small", max_det=m[2]), one(True, area="medium", max_det=m[2]),
-        one(True, area="large", max_det=m[2]),
-        one(False, max_det=m[0]), one(False, max_det=m[1]), one(False, max_det=m[2]),
-        one(False, area="small", max_det=m[2]), one(False, area="medium", max_det=m[2]),
-        one(False, area="large", max_det=m[2]),
-    ])
