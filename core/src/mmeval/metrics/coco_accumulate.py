@@ -159,7 +159,7 @@ def accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray, img_rank
     n = scores.shape[0]
     order, within, bounds = _ranked(scores, cat, img_rank, det_lens, k_all)
     psum = np.zeros((n_thr, k_all, n_rng, len(cols)))
-    tps = -np.ones((n_thr, k_all, n_rng, n_m), dtype=np.int64)
+    tps = np.full((n_thr, k_all, n_rng, n_m), -1, dtype=np.int32)
     ap = np.full(k_all if classwise else 0, np.nan)
     words = -(-n_rng * n_thr // TRITS_PER_WORD)
     states = states.reshape(n, words)
@@ -242,7 +242,7 @@ class JoinedPart:
             # only the cells with ground truth (the others are -1 by definition): what LVIS's many
             # categories without objects in an area range would otherwise send
             live = npig > 0
-            count_type = np.uint16 if not tps.size or int(tps.max()) < 65535 else np.int64
+            count_type = np.uint16 if not tps.size or int(tps.max()) < 65535 else np.int32
             out.append({"npig": npig.astype(np.int64), "psum": psum[:, live],
                         "tp": tps[:, live].astype(count_type), "classwise": cw})
         return {"rank": r, "world_size": ws, "dets": [int(d) for d in self.dets], "metrics": out}

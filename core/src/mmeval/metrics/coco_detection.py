@@ -33,7 +33,7 @@ logger = logging.getLogger("mmeval")
 
 _METRICS = ("bbox", "segm", "proposal")
 #: pending detections (summed over images) at which add() summarizes what waits (bounds the memory held)
-SUMMARIZE_EVERY = 16_384
+SUMMARIZE_EVERY = 4_096
 #: detections matched at once (summed over images): the matching's working memory (~1 KB per detection
 #: for boxes: the IoU pairs and their orders) follows this, not how many images wait
 MATCH_SLICE = 2_048
