@@ -47,6 +47,10 @@ AREA_LABELS = ("all", "small", "medium", "large")
 REC_THRS = np.linspace(.0, 1.00, int(np.round((1.00 - .0) / .01)) + 1, endpoint=True)
 #: (row, detection) flags one :func:`_interpolated` call takes at most: its working memory, ~16 bytes each
 INTERPOLATE_CELLS = 1 << 16
+#: detections, and categories, of consecutive categories accumulated together (a larger category alone):
+#: a group's working memory is ~100 bytes per detection plus ~3 KB per (category, area, threshold)
+GROUP_DETECTIONS = 4096
+GROUP_CATEGORIES = 16
 #: the three states of a detection at one (area range, IoU threshold)
 IGNORED, TP, FP = 0, 1, 2
 
@@ -94,41 +98,60 @@ def _ranked(scores: np.ndarray, cat: np.ndarray, img_rank: np.ndarray, det_lens:
     return order, within, bounds
 
 
-def _fewest_tps(npk: np.ndarray) -> np.ndarray:
-    """(A, R): the fewest true positives ``c`` with ``c / npig >= r`` per area range and recall point."""
-    c_min = np.zeros((npk.shape[0], REC_THRS.shape[0]), dtype=np.int64)
-    for a in np.flatnonzero(npk > 0):
-        c_min[a] = np.searchsorted(np.arange(npk[a] + 1) / npk[a], REC_THRS, side="left")
+def _fewest_tps(npig: np.ndarray) -> np.ndarray:
+    """(K, A, R): the fewest true positives ``c`` with ``c / npig >= r`` per category, area range and recall point."""
+    c_min = np.zeros((npig.shape[0], npig.shape[1], REC_THRS.shape[0]), dtype=np.int64)
+    for k, a in zip(*np.nonzero(npig > 0)):
+        n = int(npig[k, a])
+        c_min[k, a] = np.searchsorted(np.arange(n + 1) / n, REC_THRS, side="left")
     return c_min
 
 
-def _interpolated(tp: np.ndarray, fp: np.ndarray, c_min: np.ndarray) -> np.ndarray:
-    """(rows, R): pycocotools' interpolated precision ``q`` of ranked rows of true / false positive flags.
+def _interpolated(tp: np.ndarray, fp: np.ndarray, col_start: np.ndarray, c_min: np.ndarray) -> np.ndarray:
+    """(rows * C, R): pycocotools' interpolated precision ``q`` of each (row, category) run of ranked flags.
 
-    ``c_min`` (rows, R): the true positives each recall point needs (see the module docstring).
+    ``tp``, ``fp`` (rows, columns): true / false positive flags; the columns
+    are the ranked detections of C categories one after another, category c
+    at ``col_start[c]:col_start[c + 1]``. ``c_min`` (rows * C, R): the true
+    positives each recall point needs (see the module docstring). Runs are
+    taken row-major (row, then category).
     """
     rows, nd = tp.shape
     n_rec = c_min.shape[1]
-    tp_at = np.flatnonzero(tp)  # row-major: row * nd + place, sorted
+    tp_at = np.flatnonzero(tp)  # row * nd + place, sorted: runs in (row, category) order
     fp_at = np.flatnonzero(fp)
-    row_starts = np.arange(rows + 1, dtype=np.int64) * nd
-    tp_first = np.searchsorted(tp_at, row_starts)  # each row's first true positive in tp_at, and the end
+    run_lo = (np.arange(rows, dtype=np.int64)[:, None] * nd + col_start[None, :-1]).ravel()
+    tp_first = np.searchsorted(tp_at, np.append(run_lo, rows * nd))  # each run's first true positive, and the end
     n_tp = np.diff(tp_first)
-    k = np.arange(1, tp_at.shape[0] + 1, dtype=np.int64) - np.repeat(tp_first[:-1], n_tp)  # 1-based, per row
-    fp_before = np.searchsorted(fp_at, tp_at) - np.repeat(np.searchsorted(fp_at, row_starts[:-1]), n_tp)
+    k = np.arange(1, tp_at.shape[0] + 1, dtype=np.int64) - np.repeat(tp_first[:-1], n_tp)  # 1-based, per run
+    fp_before = np.searchsorted(fp_at, tp_at) - np.repeat(np.searchsorted(fp_at, run_lo), n_tp)
     tp_sum = k.astype(float)
     # the same expression as pycocotools' tp_sum / (fp_sum + tp_sum + eps), element for element
     pr = tp_sum / (fp_before.astype(float) + tp_sum + np.spacing(1))
     valid = (c_min <= n_tp[:, None]) & (n_tp[:, None] > 0)
-    # where each recall point's suffix starts in pr; past the row's end where not reached
+    # where each recall point's suffix starts in pr; past the run's end where not reached
     first = tp_first[:-1, None] + np.where(valid, np.maximum(c_min - 1, 0), n_tp[:, None])
     pr_end = np.append(pr, -1.0)  # a segment that starts at the very end reads -1: masked below
-    seg = np.maximum.reduceat(pr_end, first.ravel()).reshape(rows, n_rec)
+    seg = np.maximum.reduceat(pr_end, first.ravel()).reshape(-1, n_rec)
     seg = np.where(valid, seg, -1.0)
-    # segment r covers [first_r, first_r+1) (the last one up to the row's end): the envelope is the
+    # segment r covers [first_r, first_r+1) (the last one up to the run's end): the envelope is the
     # running maximum of the segments from the end
     q = np.maximum.accumulate(seg[:, ::-1], axis=1)[:, ::-1]
     return np.where(valid, q, 0.0)
+
+
+def _groups(bounds: np.ndarray, most: int, categories: int) -> List[Tuple[int, int]]:
+    """Consecutive category ranges ``[k0, k1)`` of at most ``most`` detections (a larger category alone)
+    and at most ``categories`` categories."""
+    out: List[Tuple[int, int]] = []
+    k_all = bounds.shape[0] - 1
+    k0 = 0
+    while k0 < k_all:
+        k1 = int(np.searchsorted(bounds, bounds[k0] + most, side="right")) - 1
+        k1 = min(max(k1, k0 + 1), k_all, k0 + categories)
+        out.append((k0, k1))
+        k0 = k1
+    return out
 
 
 def accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray, img_rank: np.ndarray,
@@ -146,12 +169,16 @@ def accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray, img_rank
       area 'all' and the largest ``maxDets``, as pycocotools' arrays give it),
       NaN without ground truth; else an empty array.
 
-    Only one category's precision (A, T, R) exists at a time. ``scores``,
-    ``cat`` and ``states`` (each detection's packed (area range, threshold)
-    states, :func:`~mmeval.core.packed.trits_to_words`) follow the images'
-    summaries in order; ``img_rank`` is each image's place in sorted image-id
-    order, ``det_lens`` its detection count, ``npig`` (K, A) the ground truths
-    that count.
+    Categories are taken a group at a time (consecutive categories of about
+    :data:`GROUP_DETECTIONS` detections and at most :data:`GROUP_CATEGORIES` categories
+    together, all vectorised), so the
+    working memory follows the group, and many small categories cost a few
+    large operations, not many small ones. ``scores``, ``cat`` and ``states``
+    (each detection's packed (area range, threshold) states,
+    :func:`~mmeval.core.packed.trits_to_words`) follow the images' summaries
+    in order; ``img_rank`` is each image's place in sorted image-id order,
+    ``det_lens`` its detection count, ``npig`` (K, A) the ground truths that
+    count. Each category's numbers do not depend on the group it is in.
     """
     n_thr, n_rec = thrs.shape[0], REC_THRS.shape[0]
     k_all, n_rng, n_m = npig.shape[0], npig.shape[1], len(max_dets)
@@ -163,41 +190,48 @@ def accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray, img_rank
     ap = np.full(k_all if classwise else 0, np.nan)
     words = -(-n_rng * n_thr // TRITS_PER_WORD)
     states = states.reshape(n, words)
-    for k in range(k_all):
-        npk = npig[k].astype(np.int64)  # (A,)
-        live = npk > 0
+    live_all = npig > 0
+    rows = n_rng * n_thr
+    for k0, k1 in _groups(bounds, GROUP_DETECTIONS, GROUP_CATEGORIES):
+        live = live_all[k0:k1]  # (C, A)
         if not live.any():
             continue
-        lo, hi = int(bounds[k]), int(bounds[k + 1])
-        ranked = order[lo:hi]
-        st = words_to_trits(states[ranked].reshape(-1), hi - lo, n_rng * n_thr, flag_major=True)
-        tp_k, fp_k = st == TP, st == FP  # (A * T, detections of k), ranked
+        nc = k1 - k0
+        ranked = order[bounds[k0]:bounds[k1]]
+        col_start = bounds[k0:k1 + 1] - bounds[k0]
+        st = words_to_trits(states[ranked].reshape(-1), ranked.shape[0], rows, flag_major=True)
+        tp_g, fp_g = st == TP, st == FP  # (A * T, detections of the group), ranked, category after category
         del st
         rk = within[ranked]
-        c_min: Optional[np.ndarray] = None
+        c_min = None
         for m, max_det in enumerate(max_dets):
             cut = bool(rk.size) and int(rk.max()) >= max_det
             keep = np.flatnonzero(rk < max_det) if cut else None
-            tp = tp_k[:, keep] if keep is not None else tp_k
-            if tp.shape[1] == 0:
-                tps[:, k, live, m] = 0
-            else:
-                tps[:, k, live, m] = tp.sum(axis=1, dtype=np.int64).reshape(n_rng, n_thr)[live].T
+            tp = tp_g[:, keep] if keep is not None else tp_g
+            starts = np.searchsorted(keep, col_start) if keep is not None else col_start
+            # true positives per (area, threshold, category): one count per run
+            at = np.flatnonzero(tp)
+            lo = (np.arange(rows, dtype=np.int64)[:, None] * tp.shape[1] + starts[None, :]).ravel()
+            # (each row's last difference spans the row's end to the next row's start: always 0)
+            counts = np.diff(np.searchsorted(at, np.append(lo, rows * tp.shape[1]))).reshape(rows, nc + 1)[:, :nc]
+            del at
+            counts = counts.reshape(n_rng, n_thr, nc).transpose(1, 2, 0)  # (T, C, A)
+            tps[:, k0:k1, :, m] = np.where(live[None], counts, -1)
             if m not in cols:
                 continue
-            q = np.zeros((n_rng, n_thr, n_rec))
-            if tp.shape[1]:
-                if c_min is None:
-                    c_min = _fewest_tps(npk)
-                fp = fp_k[:, keep] if keep is not None else fp_k
-                need = np.repeat(c_min, n_thr, axis=0)
-                # a few rows at a time for a large category: the positions found take 8 bytes per flag
-                step = max(1, INTERPOLATE_CELLS // max(tp.shape[1], 1))
-                q = np.concatenate([_interpolated(tp[i:i + step], fp[i:i + step], need[i:i + step])
-                                    for i in range(0, tp.shape[0], step)]).reshape(n_rng, n_thr, n_rec)
-            psum[:, k, live, cols.index(m)] = q[live].sum(axis=2).T
-            if classwise and m == n_m - 1 and live[0]:
-                ap[k] = np.mean(q[0])  # (T, R), every cell counted: pycocotools' mean of the same numbers
+            if c_min is None:
+                c_min = _fewest_tps(npig[k0:k1])  # (C, A, R)
+            need = np.broadcast_to(c_min.transpose(1, 0, 2)[:, None], (n_rng, n_thr, nc, n_rec)).reshape(-1, n_rec)
+            fp = fp_g[:, keep] if keep is not None else fp_g
+            # a few rows at a time for a large group: the positions found take 8 bytes per flag
+            step = max(1, INTERPOLATE_CELLS // max(tp.shape[1], nc * n_rec, 1))
+            q = np.concatenate([_interpolated(tp[i:i + step], fp[i:i + step], starts, need[i * nc:(i + step) * nc])
+                                for i in range(0, rows, step)]).reshape(n_rng, n_thr, nc, n_rec)
+            psum[:, k0:k1, :, cols.index(m)] = np.where(live[None], q.sum(axis=3).transpose(1, 2, 0), 0.0)
+            if classwise and m == n_m - 1:
+                # per category its (T, R) cells at area 'all', every one counted: pycocotools' mean of them
+                per = q[0].transpose(1, 0, 2).reshape(nc, n_thr * n_rec).mean(axis=1)
+                ap[k0:k1] = np.where(live[:, 0], per, np.nan)
     return psum, tps, ap
 
 
