@@ -19,8 +19,8 @@ from .errors import ShardingWarning
 from .inputs import warn_user
 
 __all__ = [
-    "DENSE_CLAIMS_SLACK", "check_layout", "first_occurrences", "kept_by_size", "kept_count", "owned_positions",
-    "kept_in_one_process", "kept_samples", "round_robin_order", "round_robin_positions", "round_robin_spans",
+    "DENSE_CLAIMS_SLACK", "check_layout", "dataset_positions", "first_occurrences", "kept_by_size", "kept_count",
+    "owned_positions", "kept_in_one_process", "kept_samples", "round_robin_order", "round_robin_positions", "round_robin_spans",
     "warn_sharding", "warn_short",
 ]
 
@@ -75,15 +75,18 @@ def round_robin_order(counts: Sequence[int]) -> np.ndarray:
     return order
 
 
+def dataset_positions(counts: Sequence[int], rank: int, mode: str) -> np.ndarray:
+    """Each of ``rank``'s samples' place in dataset order: ``'cat'`` rank after rank, else round-robin."""
+    if mode == "cat":
+        return sum(int(c) for c in counts[:rank]) + np.arange(int(counts[rank]), dtype=np.int64)
+    return round_robin_positions(counts, rank)
+
+
 def kept_by_size(counts: Sequence[int], rank: int, mode: str, size: Optional[int]) -> Optional[np.ndarray]:
     """The mask of ``rank``'s samples that lie before ``size`` in dataset order; ``None`` keeps them all."""
     if size is None or size >= sum(counts):
         return None
-    if mode == "cat":
-        pos = sum(counts[:rank]) + np.arange(counts[rank], dtype=np.int64)
-    else:
-        pos = round_robin_positions(counts, rank)
-    return pos < size
+    return dataset_positions(counts, rank, mode) < size
 
 
 def kept_count(counts: Sequence[int], rank: int, mode: str, size: Optional[int]) -> int:

@@ -37,7 +37,7 @@ import numpy as np
 from .dist_backends.base_backend import BaseDistBackend
 from .dist_backends.transport import asking
 from .gather import SHARED_FAILURES, answered_by_rank0, pack_exception, plain_data_only, unpack_exception
-from .ordering import round_robin_positions
+from .ordering import dataset_positions
 from .results import select
 
 if TYPE_CHECKING:
@@ -63,10 +63,7 @@ def kept_positions(backend: BaseDistBackend, question: Dict[str, Any], counts: S
             every = backend.all_gather_object(np.sort(mine))
         world = np.sort(np.concatenate([np.asarray(e, dtype=np.int64) for e in every]))
         return np.asarray(np.searchsorted(world, mine), dtype=np.int64)
-    if mode == "cat":
-        pos = sum(int(c) for c in counts[:rank]) + np.arange(int(counts[rank]), dtype=np.int64)
-    else:
-        pos = round_robin_positions(counts, rank)
+    pos = dataset_positions(counts, rank, mode)
     return pos if keep is None else pos[keep]
 
 

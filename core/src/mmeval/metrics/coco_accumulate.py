@@ -38,7 +38,7 @@ import numpy as np
 from ..core.packed import TRITS_PER_WORD, words_to_trits
 
 __all__ = ["AREA_LABELS", "AREA_RANGES", "REC_THRS", "JoinedPart", "accumulate", "combine_partials", "join_parts",
-           "precision_columns", "split_summaries", "summarize_sums"]
+           "precision_columns", "runs", "split_summaries", "summarize_sums"]
 
 #: pycocotools' area ranges (all, small, medium, large): an object is outside when area < lo or area > hi
 AREA_RANGES = ((0 ** 2, 1e5 ** 2), (0 ** 2, 32 ** 2), (32 ** 2, 96 ** 2), (96 ** 2, 1e5 ** 2))
@@ -140,17 +140,18 @@ def _interpolated(tp: np.ndarray, fp: np.ndarray, col_start: np.ndarray, c_min: 
     return np.where(valid, q, 0.0)
 
 
-def _groups(bounds: np.ndarray, most: int, categories: int) -> List[Tuple[int, int]]:
-    """Consecutive category ranges ``[k0, k1)`` of at most ``most`` detections (a larger category alone)
-    and at most ``categories`` categories."""
+def runs(counts: Sequence[int], most: int, items: Optional[int] = None) -> List[Tuple[int, int]]:
+    """Consecutive ``[lo, hi)`` runs of ``counts`` summing to at most ``most`` (one item alone may exceed it),
+    of at most ``items`` items each."""
     out: List[Tuple[int, int]] = []
-    k_all = bounds.shape[0] - 1
-    k0 = 0
-    while k0 < k_all:
-        k1 = int(np.searchsorted(bounds, bounds[k0] + most, side="right")) - 1
-        k1 = min(max(k1, k0 + 1), k_all, k0 + categories)
-        out.append((k0, k1))
-        k0 = k1
+    lo, total = 0, 0
+    for i, c in enumerate(counts):
+        if i > lo and (total + c > most or (items is not None and i - lo >= items)):
+            out.append((lo, i))
+            lo, total = i, 0
+        total += int(c)
+    if lo < len(counts):
+        out.append((lo, len(counts)))
     return out
 
 
@@ -192,7 +193,7 @@ def accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray, img_rank
     states = states.reshape(n, words)
     live_all = npig > 0
     rows = n_rng * n_thr
-    for k0, k1 in _groups(bounds, GROUP_DETECTIONS, GROUP_CATEGORIES):
+    for k0, k1 in runs(np.diff(bounds).tolist(), GROUP_DETECTIONS, GROUP_CATEGORIES):
         live = live_all[k0:k1]  # (C, A)
         if not live.any():
             continue
@@ -254,13 +255,13 @@ class JoinedPart:
 
         A metric's categories here are ``k`` with ``k % world_size == rank``
         (``'proposal'`` has one, on rank 0); ``npig_file``: the ground-truth
-        counts of an annotation file, else the parts' counts.
+        counts of an annotation file, else the parts' counts. Runs once: the
+        detections are dropped as each metric is done.
         """
         r, ws = self.rank, self.world_size
         out: List[Dict[str, np.ndarray]] = []
-        for j, metric in enumerate(metrics):
-            lens, scores, cats, states = self.dets_of[j]
-            self.dets_of[j] = (lens, lens[:0], lens[:0], lens[:0])  # their memory goes with this metric's work
+        for metric in metrics:
+            lens, scores, cats, states = self.dets_of.pop(0)  # their memory goes with this metric's work
             if metric == "proposal":
                 total = npig_file.sum(axis=0) if npig_file is not None else self.npig_all
                 npig = total[None, :] if r == 0 else np.zeros((0, total.shape[0]), dtype=np.int64)

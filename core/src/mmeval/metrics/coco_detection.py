@@ -24,7 +24,7 @@ from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentTypeError
 from ..core.inputs import to_numpy
 from ..core.packed import pack_arrays, trits_to_words, unpack_arrays
-from .coco_accumulate import AREA_RANGES, FP, IGNORED, TP, combine_partials, join_parts, split_summaries, summarize_sums
+from .coco_accumulate import AREA_RANGES, FP, IGNORED, TP, combine_partials, join_parts, runs, split_summaries, summarize_sums
 from .extras import import_extra
 
 __all__ = ["COCODetection"]
@@ -316,7 +316,7 @@ class COCODetection(BaseMetric):
             return [(None, _records(im)) for im in images]
         cats = self._categories()
         sections: List[List[np.ndarray]] = [[] for _ in images]
-        for lo, hi in _slices([im.det_labels.shape[0] for im in images], MATCH_SLICE):
+        for lo, hi in runs([im.det_labels.shape[0] for im in images], MATCH_SLICE):
             for metric in self.metrics:
                 per_image = _match_images(images[lo:hi], metric, cats, self.iou_thrs, max(self.proposal_nums))
                 for s, arrays in zip(sections[lo:hi], per_image):
@@ -344,11 +344,15 @@ class COCODetection(BaseMetric):
         """
         return not self.format_only and self.outfile_prefix is None
 
+    def _unpack(self, blobs: List[Any]) -> Tuple[np.ndarray, List[np.ndarray]]:
+        """The summaries' columns (see :meth:`_summarize`): meta, three per metric, the ground truths' two."""
+        return unpack_arrays(blobs, 1 + 3 * len(self.metrics) + 2)
+
     def _partition(self, results: List[Any], positions: np.ndarray, world_size: int) -> List[Any]:
         """This rank's image summaries split by category owner (see :func:`.coco_accumulate.split_summaries`)."""
         blobs = [r[0] if isinstance(r, tuple) else r for r in results]
         cats = self._categories()
-        lengths, cols = unpack_arrays(blobs, 1 + 3 * len(self.metrics) + 2)
+        lengths, cols = self._unpack(blobs)
         meta = cols[0].reshape(-1, 2)
         det_cols = [(lengths[:, 1 + 3 * j], cols[1 + 3 * j], cols[2 + 3 * j] if metric != "proposal"
                      else np.zeros_like(cols[2 + 3 * j]), cols[3 + 3 * j]) for j, metric in enumerate(self.metrics)]
@@ -417,7 +421,7 @@ class COCODetection(BaseMetric):
             return {}
         blobs = [r[0] if isinstance(r, tuple) else r for r in results]
         if self.outfile_prefix is not None:
-            _, cols = unpack_arrays(blobs, 1 + 3 * len(self.metrics) + 2)
+            _, cols = self._unpack(blobs)
             meta = cols[0].reshape(-1, 2)
             self._write_results(records, np.where(meta[:, 1] != 0, meta[:, 0], np.arange(len(blobs))))
         positions = np.arange(len(blobs), dtype=np.int64)
@@ -647,20 +651,6 @@ def _outside(area: np.ndarray) -> np.ndarray:
     lo = np.array([r[0] for r in AREA_RANGES], dtype=np.float64)
     hi = np.array([r[1] for r in AREA_RANGES], dtype=np.float64)
     return (area[:, None] < lo) | (area[:, None] > hi)
-
-
-def _slices(counts: Sequence[int], most: int) -> List[Tuple[int, int]]:
-    """Consecutive ``[lo, hi)`` runs of ``counts`` summing to at most ``most`` (one item alone may exceed it)."""
-    out: List[Tuple[int, int]] = []
-    lo, total = 0, 0
-    for i, c in enumerate(counts):
-        if i > lo and total + c > most:
-            out.append((lo, i))
-            lo, total = i, 0
-        total += c
-    if lo < len(counts):
-        out.append((lo, len(counts)))
-    return out
 
 
 def _box_iou_pairs(d: np.ndarray, g: np.ndarray, crowd: np.ndarray) -> np.ndarray:
