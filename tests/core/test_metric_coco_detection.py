@@ -257,7 +257,7 @@ def test_ranks_equal_one_process(ws):
             assert value[scheme] == want, (rank, scheme)
 
 
-def dense_images(n: int, seed: int, per: int = 100) -> Any:
+def dense_images(n: int, seed: int, per: int = 100, classes: int = C) -> Any:
     """COCO-like density: ``per`` detections and 3-12 objects an image (most detections are background)."""
     rng = np.random.default_rng(seed)
     preds, gts = [], []
@@ -265,12 +265,12 @@ def dense_images(n: int, seed: int, per: int = 100) -> Any:
         m = int(rng.integers(3, 13))
         xy = rng.uniform(0, 500, (m, 2))
         g = np.concatenate([xy, xy + rng.uniform(8, 150, (m, 2))], 1)
-        labels = rng.integers(0, C - 1, m)
+        labels = rng.integers(0, classes - 1, m)
         src = rng.integers(0, m, per)
         d = g[src] + rng.normal(0, 6, (per, 4))
         d[:, 2:] = np.maximum(d[:, 2:], d[:, :2] + 1)
         preds.append({"img_id": seed * 10_000 + i, "bboxes": d, "scores": rng.random(per),
-                      "labels": np.where(rng.random(per) < 0.7, labels[src], rng.integers(0, C, per))})
+                      "labels": np.where(rng.random(per) < 0.7, labels[src], rng.integers(0, classes, per))})
         gts.append({"img_id": seed * 10_000 + i, "bboxes": g, "labels": labels, "ignore_flags": rng.random(m) < 0.05})
     return preds, gts
 
@@ -312,3 +312,42 @@ def test_bytes_sent_per_detection():
             per_det = (b2 - b1) / (d2 - d1)
             print(f"rank {rank}, {dtype} scores: {per_det:.2f} bytes sent per detection")
             assert per_det <= limit, (rank, dtype, per_det)
+
+
+def _live_memory_worker(backend, n, classes):
+    import tracemalloc
+    import warnings
+
+    preds, gts = dense_images(n, seed=backend.rank + 1, per=200, classes=classes)
+    meta = {"classes": [f"c{i}" for i in range(classes)]}
+    metric = COCODetection(dataset_meta=meta, print_results=False, dist_backend=backend)
+    metric.add(preds, gts)
+    metric._summarize_pending()
+    mine = sum(len(r[0] if isinstance(r, tuple) else r) for r in metric._local_results())
+    del preds, gts
+    tracemalloc.start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = metric.compute()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return mine, peak, result["bbox_mAP"]
+
+
+@pytest.mark.parametrize("classes", [5, 80, 1203])
+def test_live_memory_in_compute_follows_the_summaries(classes):
+    """compute() at world size 2 holds, at its peak, at most twice the world's packed summaries beyond what
+    the rank held before (Python's and numpy's allocations, tracemalloc; the hub transport's buffers included):
+    its own summaries split by category owner, the part it receives, its categories' ranking and the
+    accumulation's working rows -- never the world's boxes, nor arrays of (thresholds x categories x areas x
+    maxDets x recall points)."""
+    out = run_ranks(_live_memory_worker, 2, 200, classes, timeout=180)
+    got = [value for status, value in (out[0], out[1]) if status == "ok"]
+    assert len(got) == 2, out
+    world = sum(mine for mine, _, _ in got)
+    assert got[0][2] == got[1][2]
+    for rank, (_, peak, _) in enumerate(got):
+        print(f"rank {rank}: traced peak in compute() {peak / 2**20:.2f} MB, world's summaries {world / 2**20:.2f} MB")
+        assert peak <= 2 * world, (rank, peak, world)

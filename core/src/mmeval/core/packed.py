@@ -16,7 +16,7 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["TRITS_PER_WORD", "pack_arrays", "trits_to_words", "unpack_arrays", "words_to_trits"]
+__all__ = ["TRITS_PER_WORD", "PackedColumns", "pack_arrays", "trit_rows", "trits_to_words", "unpack_arrays", "words_to_trits"]
 
 #: dtype codes of the header (one byte each); other dtypes are refused
 _DTYPES = ("?", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f4", "f8")
@@ -44,6 +44,53 @@ def pack_arrays(*arrays: np.ndarray) -> bytes:
     return bytes(head) + b"".join(body)
 
 
+class PackedColumns:
+    """Many blobs of :func:`pack_arrays` (``count`` arrays each), their headers read once.
+
+    ``lengths`` (len(blobs), count) int64: how many items blob i gave array
+    j; :meth:`column` joins array ``j`` of every blob, in blob order, into one
+    new array (dtypes promoted as ``np.concatenate`` does), so a caller can
+    hold one column at a time. Raises ``ValueError`` on a blob that does not
+    hold ``count`` arrays.
+    """
+
+    def __init__(self, blobs: Sequence[bytes], count: int) -> None:
+        self._blobs = blobs
+        self.lengths = np.zeros((len(blobs), count), dtype=np.int64)
+        self._offsets = np.zeros((len(blobs), count), dtype=np.int64)
+        self._codes = np.zeros((len(blobs), count), dtype=np.int8)
+        for i, blob in enumerate(blobs):
+            if not blob or blob[0] != count:
+                raise ValueError(f"unpack_arrays: summary {i} holds {blob[0] if blob else 0} arrays, expected {count}")
+            at = 1
+            for j in range(count):
+                code = blob[at]
+                if code & 0x80:
+                    code, n = code & 0x7F, _SHORT.unpack_from(blob, at)[1]
+                    at += _SHORT.size
+                else:
+                    n = _LONG.unpack_from(blob, at)[1]
+                    at += _LONG.size
+                self._codes[i, j], self.lengths[i, j] = code, n
+            for j in range(count):
+                self._offsets[i, j] = at
+                at += int(self.lengths[i, j]) * np.dtype(_DTYPES[self._codes[i, j]]).itemsize
+
+    def column(self, j: int) -> np.ndarray:
+        """Array ``j`` of every blob, joined (``float64`` and empty without blobs, as before any was packed)."""
+        if not len(self._blobs):
+            return np.zeros(0)
+        codes = self._codes[:, j]
+        out = np.empty(int(self.lengths[:, j].sum()), dtype=np.result_type(*[_DTYPES[c] for c in np.unique(codes)]))
+        at = 0
+        for blob, code, n, offset in zip(self._blobs, codes.tolist(), self.lengths[:, j].tolist(),
+                                         self._offsets[:, j].tolist()):
+            if n:
+                out[at:at + n] = np.frombuffer(blob, dtype=_DTYPES[code], count=n, offset=offset)
+                at += n
+        return out
+
+
 def unpack_arrays(blobs: Sequence[bytes], count: int) -> Tuple[np.ndarray, List[np.ndarray]]:
     """Every blob's ``count`` arrays joined column by column, and each blob's lengths.
 
@@ -51,31 +98,10 @@ def unpack_arrays(blobs: Sequence[bytes], count: int) -> Tuple[np.ndarray, List[
     (how many items blob i gave column j) and ``columns[j]`` the
     concatenation of column j over the blobs, in blob order (dtypes promoted
     as ``np.concatenate`` does). Raises ``ValueError`` on a blob that does not
-    hold ``count`` arrays.
+    hold ``count`` arrays. :class:`PackedColumns` gives one column at a time.
     """
-    lengths = np.zeros((len(blobs), count), dtype=np.int64)
-    parts: List[List[np.ndarray]] = [[] for _ in range(count)]
-    for i, blob in enumerate(blobs):
-        if not blob or blob[0] != count:
-            raise ValueError(f"unpack_arrays: summary {i} holds {blob[0] if blob else 0} arrays, expected {count}")
-        at = 1
-        heads = []
-        for _ in range(count):
-            code = blob[at]
-            if code & 0x80:
-                heads.append((code & 0x7F, _SHORT.unpack_from(blob, at)[1]))
-                at += _SHORT.size
-            else:
-                heads.append((code, _LONG.unpack_from(blob, at)[1]))
-                at += _LONG.size
-        offset = at
-        for j, (code, n) in enumerate(heads):
-            dt = np.dtype(_DTYPES[code])
-            parts[j].append(np.frombuffer(blob, dtype=dt, count=n, offset=offset))
-            offset += n * dt.itemsize
-            lengths[i, j] = n
-    columns = [np.concatenate(p) if p else np.zeros(0) for p in parts]
-    return lengths, columns
+    packed = PackedColumns(blobs, count)
+    return packed.lengths, [packed.column(j) for j in range(count)]
 
 
 #: three-valued flags (e.g. true positive / false positive / neither) packed per uint64 word: 3**40 < 2**64
@@ -112,3 +138,17 @@ def words_to_trits(words: np.ndarray, n: int, length: int, flag_major: bool = Fa
             out[j * TRITS_PER_WORD + i] = (acc % three).astype(np.uint8)
             acc //= three
     return out[:length] if flag_major else np.ascontiguousarray(out[:length].T)
+
+
+def trit_rows(words: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Flags ``lo .. hi-1`` of every row of :func:`trits_to_words`'s output, (hi - lo, n) uint8 in {0, 1, 2}.
+
+    ``words``: (n, words per row) uint64. The working memory follows the
+    flags asked for, not the row's length (:func:`words_to_trits` decodes them all).
+    """
+    out = np.empty((hi - lo, words.shape[0]), dtype=np.uint8)
+    three = np.uint64(3)
+    for f in range(lo, hi):
+        w, t = divmod(f, TRITS_PER_WORD)
+        out[f - lo] = (words[:, w] // three ** np.uint64(t)) % three
+    return out

@@ -115,7 +115,8 @@ def partitioned_compute(metric: "BaseMetric", backend: BaseDistBackend, question
             received = [(status, parts[rank] if r == rank and status == "ok" else value)
                         for r, (status, value) in enumerate(got)]
         if dst != rank:
-            parts[dst] = None  # sent: its memory goes now
+            parts[dst] = None  # sent: its memory goes now (no name below may hold it)
+        del payload, got
     partial: Tuple[str, Any]
     if failure is not None:
         partial = failure

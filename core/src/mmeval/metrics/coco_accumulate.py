@@ -31,11 +31,11 @@ a time, so the working memory follows the largest category, not the world.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..core.packed import TRITS_PER_WORD, words_to_trits
+from ..core.packed import TRITS_PER_WORD, trit_rows
 
 __all__ = ["AREA_LABELS", "AREA_RANGES", "REC_THRS", "JoinedPart", "accumulate", "combine_partials", "join_parts",
            "precision_columns", "runs", "split_summaries", "summarize_sums"]
@@ -45,8 +45,10 @@ AREA_RANGES = ((0 ** 2, 1e5 ** 2), (0 ** 2, 32 ** 2), (32 ** 2, 96 ** 2), (96 **
 AREA_LABELS = ("all", "small", "medium", "large")
 #: the 101 recall points of the interpolated precision (pycocotools' expression, for the same floats)
 REC_THRS = np.linspace(.0, 1.00, int(np.round((1.00 - .0) / .01)) + 1, endpoint=True)
-#: (row, detection) flags one :func:`_interpolated` call takes at most: its working memory, ~16 bytes each
-INTERPOLATE_CELLS = 1 << 16
+#: (row, detection) flags one :func:`_interpolated` call takes at most: its working memory, up to ~40 bytes each
+INTERPOLATE_CELLS = 1 << 14
+#: detections :func:`_ranked` sorts at a time: its working memory beyond its results, ~40 bytes each
+RANK_CHUNK = 1 << 12
 #: detections, and categories, of consecutive categories accumulated together (a larger category alone):
 #: a group's working memory is ~100 bytes per detection plus ~3 KB per (category, area, threshold)
 GROUP_DETECTIONS = 4096
@@ -62,39 +64,46 @@ def precision_columns(max_dets: Sequence[int]) -> List[int]:
     return sorted(wanted)
 
 
-def _ranked(scores: np.ndarray, cat: np.ndarray, img_rank: np.ndarray, det_lens: np.ndarray,
-            k_all: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _ranked(scores: np.ndarray, cat: np.ndarray, det_lens: np.ndarray, k_all: int
+            ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ranking order, each detection's place in its (image, category), and the categories' bounds in the order.
 
-    Ranked by category, then score (highest first), ties by image (in sorted
-    image-id order) and then place in the image's list: pycocotools' stable
-    sorts. The input lists each image's detections grouped by category, by score.
+    Ranked by category, then score (highest first), ties by place in the
+    input (images in sorted image-id order, then place in the image's list):
+    pycocotools' stable sorts. The input lists each image's detections grouped
+    by category, by score. A stable counting sort by category, then a stable
+    sort by score within each category; both int32 and done
+    :data:`RANK_CHUNK` detections at a time, so the working memory beyond the
+    8 bytes a detection of the two results follows the chunk.
     """
     n = scores.shape[0]
     bounds = np.r_[0, np.cumsum(np.bincount(cat, minlength=k_all))].astype(np.int64)
-    if img_rank.size < 2 or bool(np.all(img_rank[1:] > img_rank[:-1])):
-        # the usual case: images come in image-id order, so the input order already breaks ties:
-        # a stable sort by category (a radix sort on small ints), then by score within each category,
-        # in place (int32: the working memory follows the detections, 8 bytes each with ``within``)
-        order = np.argsort(cat if cat.dtype.itemsize <= 2 else cat.astype(np.int64), kind="stable"
-                           ).astype(np.int32)
-        for k in np.flatnonzero(np.diff(bounds) > 1):
-            run = order[bounds[k]:bounds[k + 1]]
-            run[:] = run[np.argsort(-scores[run], kind="stable")]
-    else:
-        img_seq = np.repeat(np.arange(det_lens.shape[0], dtype=np.int64), det_lens)
-        pos = np.arange(n, dtype=np.int64) - np.repeat(np.cumsum(det_lens) - det_lens, det_lens)
-        order = np.lexsort((pos, img_rank[img_seq], -scores, cat)).astype(np.int32)
-        del pos, img_seq
-    # each detection's place in its (image, category) run
-    new_run = np.ones(n, dtype=bool)
-    if n:
-        new_run[1:] = cat[1:] != cat[:-1]
-        new_run[(np.cumsum(det_lens) - det_lens)[det_lens > 0]] = True
-    starts = np.flatnonzero(new_run).astype(np.int32)
-    del new_run
-    within = np.arange(n, dtype=np.int32) - np.repeat(starts, np.diff(np.r_[starts, n]).astype(np.int64))
-    del starts
+    order = np.empty(n, dtype=np.int32)
+    fill = bounds[:-1].copy()  # each category's next free place in the order
+    for lo in range(0, n, RANK_CHUNK):
+        c = cat[lo:lo + RANK_CHUNK]
+        o = np.argsort(c, kind="stable")
+        cs = c[o]
+        order[fill[cs] + np.arange(cs.shape[0]) - np.searchsorted(cs, cs, side="left")] = o + lo
+        fill += np.bincount(c, minlength=k_all)[:k_all]
+        del o, cs
+    for k in np.flatnonzero(np.diff(bounds) > 1):
+        run = order[bounds[k]:bounds[k + 1]]
+        run[:] = run[np.argsort(-scores[run], kind="stable")]
+    # each detection's place in its (image, category) run: its distance from the run's first detection
+    within = np.empty(n, dtype=np.int32)
+    img_start = (np.cumsum(det_lens) - det_lens)[det_lens > 0]
+    carry = 0
+    for lo in range(0, n, RANK_CHUNK):
+        hi = min(lo + RANK_CHUNK, n)
+        first = np.zeros(hi - lo, dtype=bool)
+        first[1:] = cat[lo + 1:hi] != cat[lo:hi - 1]
+        first[0] = lo == 0 or cat[lo] != cat[lo - 1]
+        first[img_start[np.searchsorted(img_start, lo):np.searchsorted(img_start, hi)] - lo] = True
+        idx = np.arange(lo, hi, dtype=np.int64)
+        last = np.maximum.accumulate(np.where(first, idx, carry))
+        within[lo:hi] = idx - last
+        carry = int(last[-1])
     return order, within, bounds
 
 
@@ -107,8 +116,18 @@ def _fewest_tps(npig: np.ndarray) -> np.ndarray:
     return c_min
 
 
-def _interpolated(tp: np.ndarray, fp: np.ndarray, col_start: np.ndarray, c_min: np.ndarray) -> np.ndarray:
-    """(rows * C, R): pycocotools' interpolated precision ``q`` of each (row, category) run of ranked flags.
+def _tp_counts(tp: np.ndarray, col_start: np.ndarray) -> np.ndarray:
+    """(rows * C,): the true positives of each (row, category) run of ranked flags (see :func:`_interpolated`)."""
+    rows, nd = tp.shape
+    at = np.flatnonzero(tp)
+    run_lo = (np.arange(rows, dtype=np.int64)[:, None] * nd + col_start[None, :-1]).ravel()
+    return np.diff(np.searchsorted(at, np.append(run_lo, rows * nd)))
+
+
+def _interpolated(tp: np.ndarray, fp: np.ndarray, col_start: np.ndarray, c_min: np.ndarray
+                  ) -> Tuple[np.ndarray, np.ndarray]:
+    """(rows * C, R): pycocotools' interpolated precision ``q`` of each (row, category) run of ranked flags,
+    and (rows * C,) each run's true positives.
 
     ``tp``, ``fp`` (rows, columns): true / false positive flags; the columns
     are the ranked detections of C categories one after another, category c
@@ -123,21 +142,31 @@ def _interpolated(tp: np.ndarray, fp: np.ndarray, col_start: np.ndarray, c_min: 
     run_lo = (np.arange(rows, dtype=np.int64)[:, None] * nd + col_start[None, :-1]).ravel()
     tp_first = np.searchsorted(tp_at, np.append(run_lo, rows * nd))  # each run's first true positive, and the end
     n_tp = np.diff(tp_first)
-    k = np.arange(1, tp_at.shape[0] + 1, dtype=np.int64) - np.repeat(tp_first[:-1], n_tp)  # 1-based, per run
-    fp_before = np.searchsorted(fp_at, tp_at) - np.repeat(np.searchsorted(fp_at, run_lo), n_tp)
-    tp_sum = k.astype(float)
+    fp_before = np.searchsorted(fp_at, tp_at)
+    del tp_at
+    fp_before -= np.repeat(np.searchsorted(fp_at, run_lo), n_tp)
+    del fp_at
+    # k, 1-based per run, as a float (exact: an integer below 2**53)
+    tp_sum = np.arange(1, fp_before.shape[0] + 1, dtype=float)
+    tp_sum -= np.repeat(tp_first[:-1], n_tp)
     # the same expression as pycocotools' tp_sum / (fp_sum + tp_sum + eps), element for element
-    pr = tp_sum / (fp_before.astype(float) + tp_sum + np.spacing(1))
+    pr = fp_before.astype(float)
+    del fp_before
+    pr += tp_sum
+    pr += np.spacing(1)
+    np.divide(tp_sum, pr, out=pr)
+    del tp_sum
     valid = (c_min <= n_tp[:, None]) & (n_tp[:, None] > 0)
     # where each recall point's suffix starts in pr; past the run's end where not reached
     first = tp_first[:-1, None] + np.where(valid, np.maximum(c_min - 1, 0), n_tp[:, None])
     pr_end = np.append(pr, -1.0)  # a segment that starts at the very end reads -1: masked below
+    del pr
     seg = np.maximum.reduceat(pr_end, first.ravel()).reshape(-1, n_rec)
     seg = np.where(valid, seg, -1.0)
     # segment r covers [first_r, first_r+1) (the last one up to the run's end): the envelope is the
     # running maximum of the segments from the end
     q = np.maximum.accumulate(seg[:, ::-1], axis=1)[:, ::-1]
-    return np.where(valid, q, 0.0)
+    return np.where(valid, q, 0.0), n_tp
 
 
 def runs(counts: Sequence[int], most: int, items: Optional[int] = None) -> List[Tuple[int, int]]:
@@ -155,7 +184,7 @@ def runs(counts: Sequence[int], most: int, items: Optional[int] = None) -> List[
     return out
 
 
-def accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray, img_rank: np.ndarray,
+def accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray,
                det_lens: np.ndarray, npig: np.ndarray, thrs: np.ndarray, max_dets: Sequence[int],
                classwise: bool = False) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """pycocotools' ``accumulate``, reduced to what ``summarize`` reads: precision sums, true positives, classwise AP.
@@ -165,7 +194,7 @@ def accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray, img_rank
       area range (pycocotools' -1 cells, never counted);
     * the true positives (T, K, A, M), -1 there; the recall is the count over
       ``npig`` (pycocotools' ``tp_sum[-1] / npig``: an integer over an
-      integer, the same floats; :func:`combine_partials`);
+      integer, the same floats; :func:`summarize_sums`);
     * with ``classwise``, each category's AP (the mean of its precision at
       area 'all' and the largest ``maxDets``, as pycocotools' arrays give it),
       NaN without ground truth; else an empty array.
@@ -176,21 +205,20 @@ def accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray, img_rank
     working memory follows the group, and many small categories cost a few
     large operations, not many small ones. ``scores``, ``cat`` and ``states``
     (each detection's packed (area range, threshold) states,
-    :func:`~mmeval.core.packed.trits_to_words`) follow the images' summaries
-    in order; ``img_rank`` is each image's place in sorted image-id order,
-    ``det_lens`` its detection count, ``npig`` (K, A) the ground truths that
-    count. Each category's numbers do not depend on the group it is in.
+    :func:`~mmeval.core.packed.trits_to_words`) follow the images' summaries,
+    the images in sorted image-id order (:func:`join_parts` puts them so);
+    ``det_lens`` is each image's detection count, ``npig`` (K, A) the ground
+    truths that count. Each category's numbers do not depend on the group it is in.
     """
     n_thr, n_rec = thrs.shape[0], REC_THRS.shape[0]
     k_all, n_rng, n_m = npig.shape[0], npig.shape[1], len(max_dets)
     cols = precision_columns(max_dets)
     n = scores.shape[0]
-    order, within, bounds = _ranked(scores, cat, img_rank, det_lens, k_all)
+    order, within, bounds = _ranked(scores, cat, det_lens, k_all)
     psum = np.zeros((n_thr, k_all, n_rng, len(cols)))
     tps = np.full((n_thr, k_all, n_rng, n_m), -1, dtype=np.int32)
     ap = np.full(k_all if classwise else 0, np.nan)
-    words = -(-n_rng * n_thr // TRITS_PER_WORD)
-    states = states.reshape(n, words)
+    states = states.reshape(n, -(-n_rng * n_thr // TRITS_PER_WORD))
     live_all = npig > 0
     rows = n_rng * n_thr
     for k0, k1 in runs(np.diff(bounds).tolist(), GROUP_DETECTIONS, GROUP_CATEGORIES):
@@ -200,39 +228,48 @@ def accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray, img_rank
         nc = k1 - k0
         ranked = order[bounds[k0]:bounds[k1]]
         col_start = bounds[k0:k1 + 1] - bounds[k0]
-        st = words_to_trits(states[ranked].reshape(-1), ranked.shape[0], rows, flag_major=True)
-        tp_g, fp_g = st == TP, st == FP  # (A * T, detections of the group), ranked, category after category
-        del st
+        group_words = states[ranked]  # (detections of the group, words): ranked, category after category
         rk = within[ranked]
-        c_min = None
-        for m, max_det in enumerate(max_dets):
-            cut = bool(rk.size) and int(rk.max()) >= max_det
-            keep = np.flatnonzero(rk < max_det) if cut else None
-            tp = tp_g[:, keep] if keep is not None else tp_g
-            starts = np.searchsorted(keep, col_start) if keep is not None else col_start
-            # true positives per (area, threshold, category): one count per run
-            at = np.flatnonzero(tp)
-            lo = (np.arange(rows, dtype=np.int64)[:, None] * tp.shape[1] + starts[None, :]).ravel()
-            # (each row's last difference spans the row's end to the next row's start: always 0)
-            counts = np.diff(np.searchsorted(at, np.append(lo, rows * tp.shape[1]))).reshape(rows, nc + 1)[:, :nc]
-            del at
-            counts = counts.reshape(n_rng, n_thr, nc).transpose(1, 2, 0)  # (T, C, A)
-            tps[:, k0:k1, :, m] = np.where(live[None], counts, -1)
-            if m not in cols:
-                continue
-            if c_min is None:
-                c_min = _fewest_tps(npig[k0:k1])  # (C, A, R)
-            need = np.broadcast_to(c_min.transpose(1, 0, 2)[:, None], (n_rng, n_thr, nc, n_rec)).reshape(-1, n_rec)
-            fp = fp_g[:, keep] if keep is not None else fp_g
-            # a few rows at a time for a large group: the positions found take 8 bytes per flag
-            step = max(1, INTERPOLATE_CELLS // max(tp.shape[1], nc * n_rec, 1))
-            q = np.concatenate([_interpolated(tp[i:i + step], fp[i:i + step], starts, need[i * nc:(i + step) * nc])
-                                for i in range(0, rows, step)]).reshape(n_rng, n_thr, nc, n_rec)
-            psum[:, k0:k1, :, cols.index(m)] = np.where(live[None], q.sum(axis=3).transpose(1, 2, 0), 0.0)
-            if classwise and m == n_m - 1:
-                # per category its (T, R) cells at area 'all', every one counted: pycocotools' mean of them
-                per = q[0].transpose(1, 0, 2).reshape(nc, n_thr * n_rec).mean(axis=1)
-                ap[k0:k1] = np.where(live[:, 0], per, np.nan)
+        kept = []  # per maxDet: the ranked detections it keeps (None: all) and where each category starts then
+        for max_det in max_dets:
+            keep = np.flatnonzero(rk < max_det) if rk.size and int(rk.max()) >= max_det else None
+            kept.append((keep, np.searchsorted(keep, col_start) if keep is not None else col_start))
+        del rk
+        c_min = _fewest_tps(npig[k0:k1])  # (C, A, R)
+        counts = np.empty((n_m, rows, nc), dtype=np.int64)
+        sums = np.empty((len(cols), rows, nc))
+        q_all = np.empty((n_thr, nc, n_rec)) if classwise else None
+        # a few (area, threshold) rows at a time: their flags are decoded, the true positives counted and
+        # the precision summed (and, for the classwise AP, kept at area 'all') before the next rows;
+        # the positions found take 8 bytes per flag
+        step = max(1, INTERPOLATE_CELLS // max(ranked.shape[0], nc * n_rec, 1))
+        for i in range(0, rows, step):
+            j = min(i + step, rows)
+            st = trit_rows(group_words, i, j)
+            tp_rows, fp_rows = st == TP, st == FP
+            del st
+            need = c_min[:, np.arange(i, j) // n_thr].transpose(1, 0, 2).reshape(-1, n_rec)  # rows are (A, T)
+            for m, (keep, starts) in enumerate(kept):
+                tp = tp_rows[:, keep] if keep is not None else tp_rows
+                if m not in cols:
+                    counts[m, i:j] = _tp_counts(tp, starts).reshape(j - i, nc)
+                    continue
+                q, n_tp = _interpolated(tp, fp_rows[:, keep] if keep is not None else fp_rows, starts, need)
+                counts[m, i:j] = n_tp.reshape(j - i, nc)
+                q = q.reshape(j - i, nc, n_rec)
+                sums[cols.index(m), i:j] = q.sum(axis=2)
+                if q_all is not None and m == n_m - 1 and i < n_thr:
+                    q_all[i:min(j, n_thr)] = q[:min(j, n_thr) - i]
+                del q, tp
+        # (T, C, A) per maxDet: true positives, and the precision summed over the recall points
+        for m in range(n_m):
+            tps[:, k0:k1, :, m] = np.where(live[None], counts[m].reshape(n_rng, n_thr, nc).transpose(1, 2, 0), -1)
+        for c in range(len(cols)):
+            psum[:, k0:k1, :, c] = np.where(live[None], sums[c].reshape(n_rng, n_thr, nc).transpose(1, 2, 0), 0.0)
+        if q_all is not None:
+            # per category its (T, R) cells at area 'all', every one counted: pycocotools' mean of them
+            per = q_all.transpose(1, 0, 2).reshape(nc, n_thr * n_rec).mean(axis=1)
+            ap[k0:k1] = np.where(live[:, 0], per, np.nan)
     return psum, tps, ap
 
 
@@ -271,7 +308,7 @@ class JoinedPart:
                 npig = self.npig_own
             local = cats // ws if ws > 1 else cats
             del cats
-            psum, tps, cw = accumulate(scores, local, states, np.arange(lens.shape[0]), lens, npig, thrs,
+            psum, tps, cw = accumulate(scores, local, states, lens, npig, thrs,
                                        max_dets, classwise)
             del scores, local, states
             # only the cells with ground truth (the others are -1 by definition): what LVIS's many
@@ -284,17 +321,18 @@ class JoinedPart:
 
 
 def split_summaries(positions: np.ndarray, img_ids: np.ndarray, has_id: np.ndarray,
-                    dets: Sequence[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], gt_cat: np.ndarray,
-                    gt_ig: np.ndarray, k_all: int, world_size: int) -> List[List[np.ndarray]]:
+                    dets: Sequence[Tuple[np.ndarray, Callable[[], np.ndarray], np.ndarray, Callable[[], np.ndarray]]],
+                    gt_cat: np.ndarray, gt_ig: np.ndarray, k_all: int, world_size: int) -> List[List[np.ndarray]]:
     """One part (a list of arrays) per rank of this rank's image summaries: rank ``r`` gets the categories ``k % ws == r``.
 
-    ``dets``: per metric, each image's detection count, then every
-    detection's score, category (``0`` for every one of ``'proposal'``) and
-    state words. A part holds the images with a detection there (dataset
-    position, image id), their detections of those categories, the
-    non-ignored ground-truth counts of those categories (and of all, for
-    ``'proposal'``), this rank's detection totals, and for rank 0 every image's
-    effective id (to warn of duplicates once).
+    ``dets``: per metric, each image's detection count, a function giving
+    every detection's score, every detection's category (``0`` for every one
+    of ``'proposal'``), and a function giving their state words: each of
+    those two columns is read, split and dropped in turn. A part holds the
+    images with a detection there (dataset position, image id), their
+    detections of those categories, the non-ignored ground-truth counts of
+    those categories (and of all, for ``'proposal'``), this rank's detection
+    totals, and for rank 0 every image's effective id (to warn of duplicates once).
     """
     n_img, n_rng = positions.shape[0], len(AREA_RANGES)
     npig = np.zeros((k_all, n_rng), dtype=np.int64)
@@ -303,34 +341,41 @@ def split_summaries(positions: np.ndarray, img_ids: np.ndarray, has_id: np.ndarr
         npig[:, a] = np.bincount(counted, minlength=k_all)[:k_all]
     totals = np.array([int(d[0].sum()) for d in dets], dtype=np.int64)
     eff = np.where(has_id, img_ids, positions).astype(np.int64)
-    ends = [np.cumsum(d[0], dtype=np.int64) for d in dets]  # each image's end in the detection columns
-    parts: List[List[np.ndarray]] = []
-    for r in range(world_size):
-        chosen = []
-        inc = np.zeros(n_img, dtype=bool)
-        for (lens, _, cats, _), end in zip(dets, ends):
-            mask = None if world_size == 1 else (cats % world_size == r)
-            if mask is None:
-                counts = lens
+    # per metric and rank: which detections go there (None: all), and each image's count of them
+    chosen: List[List[Tuple[Optional[np.ndarray], np.ndarray]]] = []
+    inc = np.zeros((world_size, n_img), dtype=bool)
+    for lens, _, cats, _ in dets:
+        end = np.cumsum(lens, dtype=np.int64)  # each image's end in the detection columns
+        per_rank = []
+        for r in range(world_size):
+            if world_size == 1:
+                mask, counts = None, lens
             else:  # per image, its detections of rank r's categories (a running count: 4 bytes a detection)
+                mask = cats % world_size == r
                 running = np.concatenate([np.zeros(1, np.int32), np.cumsum(mask, dtype=np.int32)])
                 counts = running[end] - running[end - lens]
                 del running
-            inc |= counts > 0
-            chosen.append((mask, counts))
-        arrays: List[np.ndarray] = [np.array([r, world_size], dtype=np.int64)]
-        arrays += [positions[inc], img_ids[inc].astype(np.int64), has_id[inc].astype(np.uint8)]
-        for (_, scores, cats, states), (mask, counts) in zip(dets, chosen):
-            n = scores.shape[0]
-            words = states.size // n if n else 1
-            if mask is None:
-                arrays += [counts[inc].astype(np.uint32), scores, cats, states]
-            else:
-                arrays += [counts[inc].astype(np.uint32), scores[mask], cats[mask],
-                           states.reshape(n, words)[mask].reshape(-1)]
-        arrays += [npig[r::world_size].reshape(-1), npig.sum(axis=0), totals,
-                   eff if r == 0 else np.zeros(0, dtype=np.int64)]
-        parts.append(arrays)
+            inc[r] |= counts > 0
+            per_rank.append((mask, counts))
+        chosen.append(per_rank)
+    parts: List[List[np.ndarray]] = [[np.array([r, world_size], dtype=np.int64), positions[inc[r]],
+                                      img_ids[inc[r]].astype(np.int64), has_id[inc[r]].astype(np.uint8)]
+                                     for r in range(world_size)]
+    for (_, scores_of, cats, states_of), per_rank in zip(dets, chosen):
+        for r, (_, counts) in enumerate(per_rank):
+            parts[r] += [counts[inc[r]].astype(np.uint32), np.zeros(0), np.zeros(0), np.zeros(0)]
+        at = len(parts[0]) - 3
+        for i, column_of in ((0, scores_of), (1, lambda c=cats: c), (2, states_of)):
+            column = column_of()
+            n = cats.shape[0]
+            if i == 2 and n:
+                column = column.reshape(n, column.size // n)
+            for r, (mask, _) in enumerate(per_rank):
+                parts[r][at + i] = (column if mask is None else column[mask]).reshape(-1)
+            del column
+    for r in range(world_size):
+        parts[r] += [npig[r::world_size].reshape(-1), npig.sum(axis=0), totals,
+                     eff if r == 0 else np.zeros(0, dtype=np.int64)]
     return parts
 
 
@@ -395,34 +440,40 @@ def join_parts(parts: Sequence[List[Any]], n_metrics: int) -> JoinedPart:
 
 
 def combine_partials(partials: Sequence[Dict[str, Any]], j: int, k_eff: int
-                     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Metric ``j``'s precision sums (T, K, A, M'), recall (T, K, A, M) and classwise AP (K,) over every rank."""
+                     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Metric ``j``'s precision sums (T, K, A, M'), true positives (T, K, A, M; -1 without ground truth), the
+    ground truths that count (K, A) and the classwise AP (K,), over every rank."""
     first = partials[0]["metrics"][j]
     n_thr, _, n_p = np.shape(first["psum"])
     n_m = np.shape(first["tp"])[2]
     n_rng = len(AREA_RANGES)
     psum = np.zeros((n_thr, k_eff, n_rng, n_p))
-    recall = -np.ones((n_thr, k_eff, n_rng, n_m))
+    tps = np.full((n_thr, k_eff, n_rng, n_m), -1, dtype=np.int32)
+    npig_all = np.zeros((k_eff, n_rng), dtype=np.int64)
     classwise = np.full(k_eff, np.nan)
     for part in partials:
         own = np.arange(int(part["rank"]), k_eff, int(part["world_size"]))
         m = part["metrics"][j]
         npig = np.asarray(m["npig"], dtype=np.int64).reshape(own.shape[0], n_rng)
+        npig_all[own] = npig
         kk, aa = np.nonzero(npig > 0)
         psum[:, own[kk], aa, :] = np.asarray(m["psum"]).reshape(n_thr, kk.shape[0], n_p)
-        tps = np.asarray(m["tp"]).astype(np.int64).reshape(n_thr, kk.shape[0], n_m)
-        recall[:, own[kk], aa, :] = tps / npig[kk, aa][None, :, None]
+        tps[:, own[kk], aa, :] = np.asarray(m["tp"]).reshape(n_thr, kk.shape[0], n_m)
         if np.size(m["classwise"]):
             classwise[own] = m["classwise"]
-    return psum, recall, classwise
+    return psum, tps, npig_all, classwise
 
 
-def summarize_sums(psum: np.ndarray, recall: np.ndarray, thrs: np.ndarray, max_dets: Sequence[int]) -> np.ndarray:
+def summarize_sums(psum: np.ndarray, tps: np.ndarray, npig: np.ndarray, thrs: np.ndarray, max_dets: Sequence[int]
+                   ) -> np.ndarray:
     """pycocotools' ``summarize`` for detections: the 12 stats (maxDets sorted, as ``evaluate`` sorts them).
 
     ``psum``: the precision summed over the recall points (T, K, A, M' of
-    :func:`precision_columns`); a cell counts where its recall is not -1 (a
-    category with ground truth in the area range), as in pycocotools. AP is
+    :func:`precision_columns`); ``tps`` (T, K, A, M) the true positives, -1
+    for a category without ground truth in the area range, whose cells do not
+    count (pycocotools' -1); ``npig`` (K, A) the ground truths that count. The
+    recall of a selection is its true positives over ``npig`` (pycocotools'
+    ``tp_sum[-1] / npig``: an integer over an integer, the same floats). AP is
     the sum of the counted cells over their number times the recall points
     (pycocotools' mean of the same numbers, to a few ulps); AR is
     pycocotools' own expression.
@@ -431,13 +482,17 @@ def summarize_sums(psum: np.ndarray, recall: np.ndarray, thrs: np.ndarray, max_d
     n_rec = REC_THRS.shape[0]
 
     def one(ap: bool, iou_thr: Optional[float] = None, area: str = "all", max_det: int = 100) -> float:
-        aind = [i for i, lbl in enumerate(AREA_LABELS) if lbl == area]
-        mind = [i for i, m in enumerate(max_dets) if m == max_det]
+        aind = np.array([i for i, lbl in enumerate(AREA_LABELS) if lbl == area], dtype=np.int64)
+        mind = np.array([i for i, m in enumerate(max_dets) if m == max_det], dtype=np.int64)
         t_sel = np.where(iou_thr == thrs)[0] if iou_thr is not None else np.arange(thrs.shape[0])
-        r = recall[t_sel][:, :, aind][:, :, :, mind]
+        every_k = np.arange(tps.shape[1])
+        # pycocotools' selection (thresholds, every category, the area, the maxDet), copied alone
+        t = tps[np.ix_(t_sel, every_k, aind, mind)]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.where(t >= 0, t / npig[np.ix_(every_k, aind)][None, :, :, None], -1.0)
         if not ap:
             return -1.0 if len(r[r > -1]) == 0 else float(np.mean(r[r > -1]))
-        s = psum[t_sel][:, :, aind][:, :, :, [cols.index(i) for i in mind]]
+        s = psum[np.ix_(t_sel, every_k, aind, np.array([cols.index(int(i)) for i in mind], dtype=np.int64))]
         counted = r > -1
         n = int(counted.sum()) * n_rec
         return -1.0 if n == 0 else float(s[counted].sum() / n)

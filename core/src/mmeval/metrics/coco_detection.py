@@ -16,6 +16,7 @@ import json
 import logging
 import numbers
 import os
+from functools import partial
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -23,7 +24,7 @@ import numpy as np
 from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentTypeError
 from ..core.inputs import to_numpy
-from ..core.packed import pack_arrays, trits_to_words, unpack_arrays
+from ..core.packed import PackedColumns, pack_arrays, trits_to_words
 from .coco_accumulate import AREA_RANGES, FP, IGNORED, TP, combine_partials, join_parts, runs, split_summaries, summarize_sums
 from .extras import import_extra
 
@@ -344,23 +345,30 @@ class COCODetection(BaseMetric):
         """
         return not self.format_only and self.outfile_prefix is None
 
-    def _unpack(self, blobs: List[Any]) -> Tuple[np.ndarray, List[np.ndarray]]:
+    def _packed(self, blobs: List[Any]) -> PackedColumns:
         """The summaries' columns (see :meth:`_summarize`): meta, three per metric, the ground truths' two."""
-        return unpack_arrays(blobs, 1 + 3 * len(self.metrics) + 2)
+        return PackedColumns(blobs, 1 + 3 * len(self.metrics) + 2)
 
     def _partition(self, results: List[Any], positions: np.ndarray, world_size: int) -> List[Any]:
-        """This rank's image summaries split by category owner (see :func:`.coco_accumulate.split_summaries`)."""
+        """This rank's image summaries split by category owner (see :func:`.coco_accumulate.split_summaries`).
+
+        The columns are read one at a time (each detection column split, then dropped)."""
         blobs = [r[0] if isinstance(r, tuple) else r for r in results]
         cats = self._categories()
-        lengths, cols = self._unpack(blobs)
-        meta = cols[0].reshape(-1, 2)
-        det_cols = [(lengths[:, 1 + 3 * j], cols[1 + 3 * j], cols[2 + 3 * j] if metric != "proposal"
-                     else np.zeros_like(cols[2 + 3 * j]), cols[3 + 3 * j]) for j, metric in enumerate(self.metrics)]
+        packed = self._packed(blobs)
+        meta = packed.column(0).reshape(-1, 2)
+
+        def proposal_cats(j: int) -> np.ndarray:
+            return np.zeros(int(packed.lengths[:, 2 + 3 * j].sum()), dtype=np.uint8)
+
+        det_cols = [(packed.lengths[:, 1 + 3 * j], partial(packed.column, 1 + 3 * j),
+                     packed.column(2 + 3 * j) if metric != "proposal" else proposal_cats(j),
+                     partial(packed.column, 3 + 3 * j)) for j, metric in enumerate(self.metrics)]
         if self._ann is None:
-            gt_cat, gt_ig = cols[-2], cols[-1]
+            gt_cat, gt_ig = packed.column(packed.lengths.shape[1] - 2), packed.column(packed.lengths.shape[1] - 1)
         else:
             gt_cat, gt_ig = np.zeros(0, np.uint8), np.zeros(0, np.uint8)
-        del blobs, results
+        del results
         return split_summaries(np.asarray(positions, dtype=np.int64), meta[:, 0], meta[:, 1] != 0, det_cols,
                                gt_cat, gt_ig, len(cats.sorted_ids), world_size)
 
@@ -387,8 +395,8 @@ class COCODetection(BaseMetric):
         table: List[str] = []
         for j, metric in enumerate(self.metrics):
             k_eff = len(cats.sorted_ids) if metric != "proposal" else 1
-            psum, recall, classwise = combine_partials(partials, j, k_eff)
-            stats = summarize_sums(psum, recall, thrs, nums)
+            psum, tps, npig, classwise = combine_partials(partials, j, k_eff)
+            stats = summarize_sums(psum, tps, npig, thrs, nums)
             if metric == "proposal":
                 items = self.metric_items or [f"AR@{n}" for n in self.proposal_nums] + [
                     f"AR_{s}@{self.proposal_nums[2]}" for s in "sml"]
@@ -421,8 +429,7 @@ class COCODetection(BaseMetric):
             return {}
         blobs = [r[0] if isinstance(r, tuple) else r for r in results]
         if self.outfile_prefix is not None:
-            _, cols = self._unpack(blobs)
-            meta = cols[0].reshape(-1, 2)
+            meta = self._packed(blobs).column(0).reshape(-1, 2)
             self._write_results(records, np.where(meta[:, 1] != 0, meta[:, 0], np.arange(len(blobs))))
         positions = np.arange(len(blobs), dtype=np.int64)
         return self._combine_parts([self._compute_part(self._partition(list(blobs), positions, 1))])
