@@ -404,8 +404,10 @@ def detection_targets(result: Dict[str, Any]) -> List[Target]:
             summaries = _det_summary_bytes(rec)
             if summaries:
                 peak = rec["peak_extra_bytes_per_rank"][0]
+                traced = rec.get("traced_peak_bytes_per_rank")
+                live = f" (live peak, tracemalloc: {fmt_bytes(traced[0])})" if traced else ""
                 out.append(Target(f"COCODetection {case}: rank 0's peak extra memory in compute() ≤2x the world's "
-                                  "compact summaries", where, f"{fmt_bytes(peak)} / {fmt_bytes(summaries)}",
+                                  "compact summaries", where, f"{fmt_bytes(peak)} / {fmt_bytes(summaries)}{live}",
                                   peak / summaries, 2))
         for (c, impl, backend, ws), rec in sorted(idx.items(), key=lambda kv: (kv[0][2], kv[0][3])):
             diff = _det_diff(rec, pyc)
@@ -441,15 +443,17 @@ def detection_table(result: Dict[str, Any]) -> List[str]:
         else:
             moved = "-"
         peaks = rec.get("peak_extra_bytes_per_rank") or []
+        traced = rec.get("traced_peak_bytes_per_rank") or []
+        peak_text = "-" if not peaks else fmt_bytes(peaks[0]) + (f" (live {fmt_bytes(traced[0])})" if traced else "")
         diff = _det_diff(rec, idx.get((case, "pycocotools", "single process", 1)))
         if rec.get("single_beside_s"):
             rec.setdefault("notes", []).append(f"single process interleaved in this job: {rec['single_beside_s']:.2f} s")
         rows.append([case, names.get(impl, impl), f"{backend} ws={ws}" if ws > 1 else backend, size, first, second,
-                     "-" if total is None else f"{total:.2f}", moved, fmt_bytes(peaks[0]) if peaks else "-",
+                     "-" if total is None else f"{total:.2f}", moved, peak_text,
                      "-" if diff is None or impl == "pycocotools" else f"{diff:.1e}",
                      "; ".join(rec.get("notes", []))])
     return table(["case", "impl", "where", "data", "add / build s", "compute / eval s", "total s", "B per detection",
-                  "rank 0 peak extra", "max abs diff vs pycocotools (12 stats)", "notes"], rows)
+                  "rank 0 peak extra (VmHWM; live: tracemalloc)", "max abs diff vs pycocotools (12 stats)", "notes"], rows)
 
 
 # --------------------------------------------------------------------------
