@@ -66,10 +66,12 @@ def test_bbox_and_proposal_equal_cocoeval(kwargs):
     assert math.isnan(got[f"bbox_{CLASSES[-1]}_precision"])  # the class without ground truth
 
 
-@pytest.mark.parametrize("group,categories,cells,slice_", [(1, 1, 4, 3), (7, 2, 100, 50), (50, 3, 1 << 16, 7)])
-def test_the_working_sizes_do_not_change_a_number(monkeypatch, group, categories, cells, slice_):
-    """The accumulation's category groups, its row chunks and the matching's slices only bound the memory:
-    any sizes give the very same result (dict equality) as the defaults, and pycocotools' stats."""
+@pytest.mark.parametrize("group,categories,cells,recall,chunk,slice_", [
+    (1, 1, 4, 1, 1, 3), (7, 2, 100, 300, 5, 50), (50, 3, 1 << 16, 1 << 13, 1 << 12, 7)])
+def test_the_working_sizes_do_not_change_a_number(monkeypatch, group, categories, cells, recall, chunk, slice_):
+    """The accumulation's category groups, its row slices, the ranking's and the joining's chunks and the
+    matching's slices only bound the memory: any sizes give the very same result (dict equality) as the
+    defaults, and pycocotools' stats -- the images added in reverse id order too (ranked and joined again)."""
     from mmeval.metrics import coco_accumulate, coco_detection
 
     preds, gts = detections(45, C, seed=3, crowd=0.3)
@@ -77,8 +79,14 @@ def test_the_working_sizes_do_not_change_a_number(monkeypatch, group, categories
     monkeypatch.setattr(coco_accumulate, "GROUP_DETECTIONS", group)
     monkeypatch.setattr(coco_accumulate, "GROUP_CATEGORIES", categories)
     monkeypatch.setattr(coco_accumulate, "INTERPOLATE_CELLS", cells)
+    monkeypatch.setattr(coco_accumulate, "RECALL_CELLS", recall)
+    monkeypatch.setattr(coco_accumulate, "RANK_CHUNK", chunk)
+    monkeypatch.setattr(coco_accumulate, "JOIN_DETECTIONS", chunk)
     monkeypatch.setattr(coco_detection, "MATCH_SLICE", slice_)
     monkeypatch.setattr(coco_detection, "SUMMARIZE_EVERY", 2 * slice_)
+    reverse = _run(preds[::-1], gts[::-1], metric=["bbox", "proposal"], classwise=True)
+    assert reverse == want or all(reverse[k] == want[k] or (math.isnan(reverse[k]) and math.isnan(want[k]))
+                                  for k in want)
     got = _run(preds, gts, metric=["bbox", "proposal"], classwise=True)
     assert got == want or all(got[k] == want[k] or (math.isnan(got[k]) and math.isnan(want[k])) for k in want)
     ev = cocoeval(coco_json(gts, CLASSES), preds, CLASSES, "bbox")

@@ -12,7 +12,7 @@ sample's arrays column by column on the computing rank.
 from __future__ import annotations
 
 import struct
-from typing import List, Sequence, Tuple
+from typing import Iterator, List, Sequence, Tuple
 
 import numpy as np
 
@@ -140,15 +140,16 @@ def words_to_trits(words: np.ndarray, n: int, length: int, flag_major: bool = Fa
     return out[:length] if flag_major else np.ascontiguousarray(out[:length].T)
 
 
-def trit_rows(words: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    """Flags ``lo .. hi-1`` of every row of :func:`trits_to_words`'s output, (hi - lo, n) uint8 in {0, 1, 2}.
+def trit_rows(words: np.ndarray, length: int) -> Iterator[np.ndarray]:
+    """Flags ``0 .. length-1`` of :func:`trits_to_words`'s rows, one flag at a time: (n,) uint8 in {0, 1, 2}.
 
-    ``words``: (n, words per row) uint64. The working memory follows the
-    flags asked for, not the row's length (:func:`words_to_trits` decodes them all).
+    ``words``: (n, words per row) uint64. One running division per word, as
+    :func:`words_to_trits`, but the working memory follows one flag over the
+    rows (plus 8 bytes a row), not all of them.
     """
-    out = np.empty((hi - lo, words.shape[0]), dtype=np.uint8)
     three = np.uint64(3)
-    for f in range(lo, hi):
-        w, t = divmod(f, TRITS_PER_WORD)
-        out[f - lo] = (words[:, w] // three ** np.uint64(t)) % three
-    return out
+    for w in range(words.shape[1]):
+        acc = words[:, w].copy()
+        for _ in range(min(TRITS_PER_WORD, length - w * TRITS_PER_WORD)):
+            yield (acc % three).astype(np.uint8)
+            acc //= three

@@ -25,8 +25,9 @@ that unnecessary, without changing a single float:
 ``fp_k`` comes from the positions of the false positives (one binary search
 per true positive), the envelope from one segment maximum per recall point.
 Detections are ranked once (by category, score, then image and place, as
-pycocotools' stable sorts rank them) and their states decoded one category at
-a time, so the working memory follows the largest category, not the world.
+pycocotools' stable sorts rank them: 8 bytes a detection) and their states
+decoded a group of categories and a few (area range, threshold) rows at a
+time, so beyond the ranking the working memory follows the group, not the world.
 """
 
 from __future__ import annotations
@@ -37,20 +38,26 @@ import numpy as np
 
 from ..core.packed import TRITS_PER_WORD, trit_rows
 
-__all__ = ["AREA_LABELS", "AREA_RANGES", "REC_THRS", "JoinedPart", "accumulate", "combine_partials", "join_parts",
-           "precision_columns", "runs", "split_summaries", "summarize_sums"]
+__all__ = ["AREA_LABELS", "AREA_RANGES", "REC_THRS", "JoinedPart", "accumulate", "accumulate_ranked", "combine_partials",
+           "join_parts", "precision_columns", "runs", "split_summaries", "summarize_sums"]
 
 #: pycocotools' area ranges (all, small, medium, large): an object is outside when area < lo or area > hi
 AREA_RANGES = ((0 ** 2, 1e5 ** 2), (0 ** 2, 32 ** 2), (32 ** 2, 96 ** 2), (96 ** 2, 1e5 ** 2))
 AREA_LABELS = ("all", "small", "medium", "large")
 #: the 101 recall points of the interpolated precision (pycocotools' expression, for the same floats)
 REC_THRS = np.linspace(.0, 1.00, int(np.round((1.00 - .0) / .01)) + 1, endpoint=True)
-#: (row, detection) flags one :func:`_interpolated` call takes at most: its working memory, up to ~40 bytes each
-INTERPOLATE_CELLS = 1 << 14
+#: (row, detection) flags one :func:`_interpolated` call takes at most: ~10 bytes each of working memory
+#: (8 per true or false positive, a few times), and a call costs ~30 numpy operations
+INTERPOLATE_CELLS = 1 << 15
+#: (row, category, recall point) cells one :func:`_interpolated` call takes at most: ~50 bytes each
+RECALL_CELLS = 1 << 13
+#: detections :func:`join_parts` places at a time: its working memory beyond the joined columns, ~24 bytes each
+JOIN_DETECTIONS = 1 << 13
 #: detections :func:`_ranked` sorts at a time: its working memory beyond its results, ~40 bytes each
 RANK_CHUNK = 1 << 12
 #: detections, and categories, of consecutive categories accumulated together (a larger category alone):
-#: a group's working memory is ~100 bytes per detection plus ~3 KB per (category, area, threshold)
+#: a group holds ~20 bytes per detection (its state words, places, kept positions) beside the rows
+#: being decoded (:data:`INTERPOLATE_CELLS`) and ~1 KB per (category, area, threshold)
 GROUP_DETECTIONS = 4096
 GROUP_CATEGORIES = 16
 #: the three states of a detection at one (area range, IoU threshold)
@@ -210,11 +217,19 @@ def accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray,
     ``det_lens`` is each image's detection count, ``npig`` (K, A) the ground
     truths that count. Each category's numbers do not depend on the group it is in.
     """
+    return accumulate_ranked(_ranked(scores, cat, det_lens, npig.shape[0]), states, npig, thrs, max_dets, classwise)
+
+
+def accumulate_ranked(ranking: Tuple[np.ndarray, np.ndarray, np.ndarray], states: np.ndarray, npig: np.ndarray,
+                      thrs: np.ndarray, max_dets: Sequence[int], classwise: bool = False
+                      ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`accumulate` once the detections are ranked (``_ranked``: order, place in the image's
+    category, category bounds): the scores and categories are no longer needed."""
     n_thr, n_rec = thrs.shape[0], REC_THRS.shape[0]
     k_all, n_rng, n_m = npig.shape[0], npig.shape[1], len(max_dets)
     cols = precision_columns(max_dets)
-    n = scores.shape[0]
-    order, within, bounds = _ranked(scores, cat, det_lens, k_all)
+    order, within, bounds = ranking
+    n = order.shape[0]
     psum = np.zeros((n_thr, k_all, n_rng, len(cols)))
     tps = np.full((n_thr, k_all, n_rng, n_m), -1, dtype=np.int32)
     ap = np.full(k_all if classwise else 0, np.nan)
@@ -242,10 +257,13 @@ def accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray,
         # a few (area, threshold) rows at a time: their flags are decoded, the true positives counted and
         # the precision summed (and, for the classwise AP, kept at area 'all') before the next rows;
         # the positions found take 8 bytes per flag
-        step = max(1, INTERPOLATE_CELLS // max(ranked.shape[0], nc * n_rec, 1))
+        step = max(1, min(INTERPOLATE_CELLS // max(ranked.shape[0], 1), RECALL_CELLS // (nc * n_rec)))
+        flags = trit_rows(group_words, rows)
         for i in range(0, rows, step):
             j = min(i + step, rows)
-            st = trit_rows(group_words, i, j)
+            st = np.empty((j - i, ranked.shape[0]), dtype=np.uint8)
+            for f in range(j - i):
+                st[f] = next(flags)
             tp_rows, fp_rows = st == TP, st == FP
             del st
             need = c_min[:, np.arange(i, j) // n_thr].transpose(1, 0, 2).reshape(-1, n_rec)  # rows are (A, T)
@@ -306,11 +324,10 @@ class JoinedPart:
                 npig = npig_file[r::ws]
             else:
                 npig = self.npig_own
-            local = cats // ws if ws > 1 else cats
-            del cats
-            psum, tps, cw = accumulate(scores, local, states, lens, npig, thrs,
-                                       max_dets, classwise)
-            del scores, local, states
+            ranking = _ranked(scores, cats // ws if ws > 1 else cats, lens, npig.shape[0])
+            del scores, cats  # ranked: only the states are read from here on
+            psum, tps, cw = accumulate_ranked(ranking, states, npig, thrs, max_dets, classwise)
+            del ranking, states
             # only the cells with ground truth (the others are -1 by definition): what LVIS's many
             # categories without objects in an area range would otherwise send
             live = npig > 0
@@ -419,11 +436,17 @@ def join_parts(parts: Sequence[List[Any]], n_metrics: int) -> JoinedPart:
             first = 0
             for p, n_img in zip(parts, n_imgs):
                 own = lens[first:first + n_img]
-                dest = np.repeat(start[first:first + n_img] - (np.cumsum(own) - own), own) + np.arange(
-                    int(own.sum()), dtype=np.int64)
-                scores[dest] = p[c + 1]
-                cats[dest] = p[c + 2]
-                states[dest] = np.asarray(p[c + 3]).reshape(-1, words)
+                src = (np.asarray(p[c + 1]), np.asarray(p[c + 2]), np.asarray(p[c + 3]).reshape(-1, words))
+                at = 0  # a run of images at a time: the places computed take 24 bytes a detection of the run
+                for lo, hi in runs(own.tolist(), JOIN_DETECTIONS):
+                    n = int(own[lo:hi].sum())
+                    run_lens = own[lo:hi]
+                    dest = np.repeat(start[first + lo:first + hi] - (np.cumsum(run_lens) - run_lens), run_lens)
+                    dest += np.arange(n, dtype=np.int64)
+                    for to, column in zip((scores, cats, states), src):
+                        to[dest] = column[at:at + n]
+                    at += n
+                del src
                 if isinstance(p, list):
                     p[c + 1] = p[c + 2] = p[c + 3] = None  # copied: its memory goes
                 first += n_img
