@@ -37,7 +37,7 @@ _METRICS = ("bbox", "segm", "proposal")
 SUMMARIZE_EVERY = 4_096
 #: detections matched at once (summed over images): the matching's working memory (~1 KB per detection
 #: for boxes: the IoU pairs and their orders) follows this, not how many images wait
-MATCH_SLICE = 1_024
+MATCH_SLICE = 2_048
 
 
 def _default_iou_thrs() -> np.ndarray:
