@@ -49,8 +49,8 @@ REC_THRS = np.linspace(.0, 1.00, int(np.round((1.00 - .0) / .01)) + 1, endpoint=
 #: (row, detection) flags one :func:`_interpolated` call takes at most: ~10 bytes each of working memory
 #: (8 per true or false positive, a few times), and a call costs ~30 numpy operations
 INTERPOLATE_CELLS = 1 << 15
-#: (row, category, recall point) cells one :func:`_interpolated` call takes at most: ~50 bytes each
-RECALL_CELLS = 1 << 13
+#: (row, category, recall point) cells one :func:`_interpolated` call takes at most: ~25 bytes each
+RECALL_CELLS = 1 << 14
 #: detections :func:`join_parts` places at a time: its working memory beyond the joined columns, ~24 bytes each
 JOIN_DETECTIONS = 1 << 13
 #: detections :func:`_ranked` sorts at a time: its working memory beyond its results, ~40 bytes each
@@ -163,17 +163,24 @@ def _interpolated(tp: np.ndarray, fp: np.ndarray, col_start: np.ndarray, c_min: 
     pr += np.spacing(1)
     np.divide(tp_sum, pr, out=pr)
     del tp_sum
-    valid = (c_min <= n_tp[:, None]) & (n_tp[:, None] > 0)
-    # where each recall point's suffix starts in pr; past the run's end where not reached
-    first = tp_first[:-1, None] + np.where(valid, np.maximum(c_min - 1, 0), n_tp[:, None])
+    # in place from here (~25 bytes a (run, recall point) cell with c_min): a recall point is reached when the
+    # run has c_min true positives; where each one's suffix starts in pr, past the run's end where not reached
+    unreached = (c_min > n_tp[:, None]) | (n_tp[:, None] == 0)
+    first = c_min - 1
+    np.maximum(first, 0, out=first)
+    np.copyto(first, np.broadcast_to(n_tp[:, None], first.shape), where=unreached)
+    first += tp_first[:-1, None]
     pr_end = np.append(pr, -1.0)  # a segment that starts at the very end reads -1: masked below
     del pr
     seg = np.maximum.reduceat(pr_end, first.ravel()).reshape(-1, n_rec)
-    seg = np.where(valid, seg, -1.0)
+    del first, pr_end
+    seg[unreached] = -1.0
     # segment r covers [first_r, first_r+1) (the last one up to the run's end): the envelope is the
     # running maximum of the segments from the end
-    q = np.maximum.accumulate(seg[:, ::-1], axis=1)[:, ::-1]
-    return np.where(valid, q, 0.0), n_tp
+    backwards = seg[:, ::-1]
+    np.maximum.accumulate(backwards, axis=1, out=backwards)
+    seg[unreached] = 0.0
+    return seg, n_tp
 
 
 def runs(counts: Sequence[int], most: int, items: Optional[int] = None) -> List[Tuple[int, int]]:
