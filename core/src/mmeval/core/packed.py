@@ -123,21 +123,12 @@ def trits_to_words(trits: np.ndarray) -> np.ndarray:
     return out.reshape(-1)
 
 
-def words_to_trits(words: np.ndarray, n: int, length: int, flag_major: bool = False) -> np.ndarray:
-    """The inverse of :func:`trits_to_words`: (n, length) uint8 values in {0, 1, 2}.
-
-    ``flag_major=True`` gives the transpose, (length, n), contiguous (each flag's values over the rows).
-    """
-    per = -(-length // TRITS_PER_WORD)
-    w = words.astype(np.uint64).reshape(n, per)
-    out = np.empty((per * TRITS_PER_WORD, n), dtype=np.uint8)
-    three = np.uint64(3)
-    for j in range(per):
-        acc = w[:, j].copy()
-        for i in range(TRITS_PER_WORD):
-            out[j * TRITS_PER_WORD + i] = (acc % three).astype(np.uint8)
-            acc //= three
-    return out[:length] if flag_major else np.ascontiguousarray(out[:length].T)
+def words_to_trits(words: np.ndarray, n: int, length: int) -> np.ndarray:
+    """The inverse of :func:`trits_to_words`: (n, length) uint8 values in {0, 1, 2}."""
+    out = np.empty((length, n), dtype=np.uint8)
+    for f, row in enumerate(trit_rows(words.astype(np.uint64).reshape(n, -(-length // TRITS_PER_WORD)), length)):
+        out[f] = row
+    return np.ascontiguousarray(out.T)
 
 
 def trit_rows(words: np.ndarray, length: int) -> Iterator[np.ndarray]:

@@ -32,14 +32,14 @@ time, so beyond the ranking the working memory follows the group, not the world.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..core.packed import TRITS_PER_WORD, trit_rows
 
-__all__ = ["AREA_LABELS", "AREA_RANGES", "REC_THRS", "JoinedPart", "accumulate", "accumulate_ranked", "combine_partials",
-           "join_parts", "precision_columns", "runs", "split_summaries", "summarize_sums"]
+__all__ = ["AREA_LABELS", "AREA_RANGES", "REC_THRS", "accumulate", "combine_partials", "precision_columns", "ranked",
+           "runs", "summarize_sums"]
 
 #: pycocotools' area ranges (all, small, medium, large): an object is outside when area < lo or area > hi
 AREA_RANGES = ((0 ** 2, 1e5 ** 2), (0 ** 2, 32 ** 2), (32 ** 2, 96 ** 2), (96 ** 2, 1e5 ** 2))
@@ -51,9 +51,7 @@ REC_THRS = np.linspace(.0, 1.00, int(np.round((1.00 - .0) / .01)) + 1, endpoint=
 INTERPOLATE_CELLS = 1 << 15
 #: (row, category, recall point) cells one :func:`_interpolated` call takes at most: ~25 bytes each
 RECALL_CELLS = 1 << 14
-#: detections :func:`join_parts` places at a time: its working memory beyond the joined columns, ~24 bytes each
-JOIN_DETECTIONS = 1 << 13
-#: detections :func:`_ranked` sorts at a time: its working memory beyond its results, ~40 bytes each
+#: detections :func:`ranked` sorts at a time: its working memory beyond its results, ~40 bytes each
 RANK_CHUNK = 1 << 12
 #: detections, and categories, of consecutive categories accumulated together (a larger category alone):
 #: a group holds ~20 bytes per detection (its state words, places, kept positions) beside the rows
@@ -71,7 +69,7 @@ def precision_columns(max_dets: Sequence[int]) -> List[int]:
     return sorted(wanted)
 
 
-def _ranked(scores: np.ndarray, cat: np.ndarray, det_lens: np.ndarray, k_all: int
+def ranked(scores: np.ndarray, cat: np.ndarray, det_lens: np.ndarray, k_all: int
             ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ranking order, each detection's place in its (image, category), and the categories' bounds in the order.
 
@@ -123,12 +121,18 @@ def _fewest_tps(npig: np.ndarray) -> np.ndarray:
     return c_min
 
 
-def _tp_counts(tp: np.ndarray, col_start: np.ndarray) -> np.ndarray:
-    """(rows * C,): the true positives of each (row, category) run of ranked flags (see :func:`_interpolated`)."""
+def _tp_runs(tp: np.ndarray, col_start: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The true positives' flat places, each (row, category) run's first place and each run's first true
+    positive (and the end) among them, of ranked flags (see :func:`_interpolated`)."""
     rows, nd = tp.shape
-    at = np.flatnonzero(tp)
+    tp_at = np.flatnonzero(tp)  # row * nd + place, sorted: runs in (row, category) order
     run_lo = (np.arange(rows, dtype=np.int64)[:, None] * nd + col_start[None, :-1]).ravel()
-    return np.diff(np.searchsorted(at, np.append(run_lo, rows * nd)))
+    return tp_at, run_lo, np.searchsorted(tp_at, np.append(run_lo, rows * nd))
+
+
+def _tp_counts(tp: np.ndarray, col_start: np.ndarray) -> np.ndarray:
+    """(rows * C,): the true positives of each (row, category) run of ranked flags."""
+    return np.diff(_tp_runs(tp, col_start)[2])
 
 
 def _interpolated(tp: np.ndarray, fp: np.ndarray, col_start: np.ndarray, c_min: np.ndarray
@@ -142,12 +146,9 @@ def _interpolated(tp: np.ndarray, fp: np.ndarray, col_start: np.ndarray, c_min: 
     positives each recall point needs (see the module docstring). Runs are
     taken row-major (row, then category).
     """
-    rows, nd = tp.shape
     n_rec = c_min.shape[1]
-    tp_at = np.flatnonzero(tp)  # row * nd + place, sorted: runs in (row, category) order
+    tp_at, run_lo, tp_first = _tp_runs(tp, col_start)
     fp_at = np.flatnonzero(fp)
-    run_lo = (np.arange(rows, dtype=np.int64)[:, None] * nd + col_start[None, :-1]).ravel()
-    tp_first = np.searchsorted(tp_at, np.append(run_lo, rows * nd))  # each run's first true positive, and the end
     n_tp = np.diff(tp_first)
     fp_before = np.searchsorted(fp_at, tp_at)
     del tp_at
@@ -198,9 +199,9 @@ def runs(counts: Sequence[int], most: int, items: Optional[int] = None) -> List[
     return out
 
 
-def accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray,
-               det_lens: np.ndarray, npig: np.ndarray, thrs: np.ndarray, max_dets: Sequence[int],
-               classwise: bool = False) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def accumulate(ranking: Tuple[np.ndarray, np.ndarray, np.ndarray], states: np.ndarray, npig: np.ndarray,
+               thrs: np.ndarray, max_dets: Sequence[int], classwise: bool = False
+               ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """pycocotools' ``accumulate``, reduced to what ``summarize`` reads: precision sums, true positives, classwise AP.
 
     * the interpolated precision summed over the 101 recall points, (T, K, A,
@@ -217,21 +218,13 @@ def accumulate(scores: np.ndarray, cat: np.ndarray, states: np.ndarray,
     :data:`GROUP_DETECTIONS` detections and at most :data:`GROUP_CATEGORIES` categories
     together, all vectorised), so the
     working memory follows the group, and many small categories cost a few
-    large operations, not many small ones. ``scores``, ``cat`` and ``states``
-    (each detection's packed (area range, threshold) states,
-    :func:`~mmeval.core.packed.trits_to_words`) follow the images' summaries,
-    the images in sorted image-id order (:func:`join_parts` puts them so);
-    ``det_lens`` is each image's detection count, ``npig`` (K, A) the ground
-    truths that count. Each category's numbers do not depend on the group it is in.
+    large operations, not many small ones. ``ranking``: :func:`ranked` of the
+    detections (the scores and categories are not needed after it);
+    ``states``: each detection's packed (area range, threshold) states
+    (:func:`~mmeval.core.packed.trits_to_words`) in the same input order;
+    ``npig`` (K, A) the ground truths that count. Each category's numbers do
+    not depend on the group it is in.
     """
-    return accumulate_ranked(_ranked(scores, cat, det_lens, npig.shape[0]), states, npig, thrs, max_dets, classwise)
-
-
-def accumulate_ranked(ranking: Tuple[np.ndarray, np.ndarray, np.ndarray], states: np.ndarray, npig: np.ndarray,
-                      thrs: np.ndarray, max_dets: Sequence[int], classwise: bool = False
-                      ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`accumulate` once the detections are ranked (``_ranked``: order, place in the image's
-    category, category bounds): the scores and categories are no longer needed."""
     n_thr, n_rec = thrs.shape[0], REC_THRS.shape[0]
     k_all, n_rng, n_m = npig.shape[0], npig.shape[1], len(max_dets)
     cols = precision_columns(max_dets)
@@ -296,177 +289,6 @@ def accumulate_ranked(ranking: Tuple[np.ndarray, np.ndarray, np.ndarray], states
             per = q_all.transpose(1, 0, 2).reshape(nc, n_thr * n_rec).mean(axis=1)
             ap[k0:k1] = np.where(live[:, 0], per, np.nan)
     return psum, tps, ap
-
-
-class JoinedPart:
-    """The parts every rank sent to one rank (:func:`join_parts`), ready to accumulate its categories.
-
-    ``dets_of``: per metric, each image's detection count and the detections'
-    scores, categories and state words, the images already in ranking order.
-    """
-
-    def __init__(self, rank: int, world_size: int, dets_of: List[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
-                 npig_own: np.ndarray, npig_all: np.ndarray, dets: np.ndarray, duplicate_ids: bool) -> None:
-        self.rank, self.world_size = rank, world_size
-        self.dets_of = dets_of
-        self.npig_own, self.npig_all, self.dets, self.duplicate_ids = npig_own, npig_all, dets, duplicate_ids
-
-    def accumulate(self, metrics: Sequence[str], npig_file: Optional[np.ndarray], thrs: np.ndarray,
-                   max_dets: Sequence[int], classwise: bool) -> Dict[str, Any]:
-        """Per metric, this rank's categories' precision summed over recall points, recall and classwise AP.
-
-        A metric's categories here are ``k`` with ``k % world_size == rank``
-        (``'proposal'`` has one, on rank 0); ``npig_file``: the ground-truth
-        counts of an annotation file, else the parts' counts. Runs once: the
-        detections are dropped as each metric is done.
-        """
-        r, ws = self.rank, self.world_size
-        out: List[Dict[str, np.ndarray]] = []
-        for metric in metrics:
-            lens, scores, cats, states = self.dets_of.pop(0)  # their memory goes with this metric's work
-            if metric == "proposal":
-                total = npig_file.sum(axis=0) if npig_file is not None else self.npig_all
-                npig = total[None, :] if r == 0 else np.zeros((0, total.shape[0]), dtype=np.int64)
-            elif npig_file is not None:
-                npig = npig_file[r::ws]
-            else:
-                npig = self.npig_own
-            ranking = _ranked(scores, cats // ws if ws > 1 else cats, lens, npig.shape[0])
-            del scores, cats  # ranked: only the states are read from here on
-            psum, tps, cw = accumulate_ranked(ranking, states, npig, thrs, max_dets, classwise)
-            del ranking, states
-            # only the cells with ground truth (the others are -1 by definition): what LVIS's many
-            # categories without objects in an area range would otherwise send
-            live = npig > 0
-            count_type = np.uint16 if not tps.size or int(tps.max()) < 65535 else np.int32
-            out.append({"npig": npig.astype(np.int64), "psum": psum[:, live],
-                        "tp": tps[:, live].astype(count_type), "classwise": cw})
-        return {"rank": r, "world_size": ws, "dets": [int(d) for d in self.dets], "metrics": out}
-
-
-def split_summaries(positions: np.ndarray, img_ids: np.ndarray, has_id: np.ndarray,
-                    dets: Sequence[Tuple[np.ndarray, Callable[[], np.ndarray], np.ndarray, Callable[[], np.ndarray]]],
-                    gt_cat: np.ndarray, gt_ig: np.ndarray, k_all: int, world_size: int) -> List[List[np.ndarray]]:
-    """One part (a list of arrays) per rank of this rank's image summaries: rank ``r`` gets the categories ``k % ws == r``.
-
-    ``dets``: per metric, each image's detection count, a function giving
-    every detection's score, every detection's category (``0`` for every one
-    of ``'proposal'``), and a function giving their state words: each of
-    those two columns is read, split and dropped in turn. A part holds the
-    images with a detection there (dataset position, image id), their
-    detections of those categories, the non-ignored ground-truth counts of
-    those categories (and of all, for ``'proposal'``), this rank's detection
-    totals, and for rank 0 every image's effective id (to warn of duplicates once).
-    """
-    n_img, n_rng = positions.shape[0], len(AREA_RANGES)
-    npig = np.zeros((k_all, n_rng), dtype=np.int64)
-    for a in range(n_rng):
-        counted = gt_cat[(gt_ig >> a) & 1 == 0]
-        npig[:, a] = np.bincount(counted, minlength=k_all)[:k_all]
-    totals = np.array([int(d[0].sum()) for d in dets], dtype=np.int64)
-    eff = np.where(has_id, img_ids, positions).astype(np.int64)
-    # per metric and rank: which detections go there (None: all), and each image's count of them
-    chosen: List[List[Tuple[Optional[np.ndarray], np.ndarray]]] = []
-    inc = np.zeros((world_size, n_img), dtype=bool)
-    for lens, _, cats, _ in dets:
-        end = np.cumsum(lens, dtype=np.int64)  # each image's end in the detection columns
-        per_rank = []
-        for r in range(world_size):
-            if world_size == 1:
-                mask, counts = None, lens
-            else:  # per image, its detections of rank r's categories (a running count: 4 bytes a detection)
-                mask = cats % world_size == r
-                running = np.concatenate([np.zeros(1, np.int32), np.cumsum(mask, dtype=np.int32)])
-                counts = running[end] - running[end - lens]
-                del running
-            inc[r] |= counts > 0
-            per_rank.append((mask, counts))
-        chosen.append(per_rank)
-    parts: List[List[np.ndarray]] = [[np.array([r, world_size], dtype=np.int64), positions[inc[r]],
-                                      img_ids[inc[r]].astype(np.int64), has_id[inc[r]].astype(np.uint8)]
-                                     for r in range(world_size)]
-    for (_, scores_of, cats, states_of), per_rank in zip(dets, chosen):
-        for r, (_, counts) in enumerate(per_rank):
-            parts[r] += [counts[inc[r]].astype(np.uint32), np.zeros(0), np.zeros(0), np.zeros(0)]
-        at = len(parts[0]) - 3
-        for i, column_of in ((0, scores_of), (1, lambda c=cats: c), (2, states_of)):
-            column = column_of()
-            n = cats.shape[0]
-            if i == 2 and n:
-                column = column.reshape(n, column.size // n)
-            for r, (mask, _) in enumerate(per_rank):
-                parts[r][at + i] = (column if mask is None else column[mask]).reshape(-1)
-            del column
-    for r in range(world_size):
-        parts[r] += [npig[r::world_size].reshape(-1), npig.sum(axis=0), totals,
-                     eff if r == 0 else np.zeros(0, dtype=np.int64)]
-    return parts
-
-
-def join_parts(parts: Sequence[List[Any]], n_metrics: int) -> JoinedPart:
-    """The parts every rank sent to this one (:func:`split_summaries`), joined, the images in ranking order.
-
-    Each detection column is written once, straight into its ranked place;
-    a part's arrays are dropped from it as soon as they are copied.
-    """
-    count = 1 + 3 + 4 * n_metrics + 4
-    if any(len(p) != count for p in parts):
-        raise ValueError(f"COCODetection: a part holds {[len(p) for p in parts]} arrays, not {count} "
-                         "(ranks running different versions of mmeval?)")
-
-    def joined(i: int) -> np.ndarray:
-        return np.concatenate([np.asarray(p[i]) for p in parts]) if len(parts) > 1 else np.asarray(parts[0][i])
-
-    head = joined(0).reshape(-1, 2)
-    pos, ids, has_id = joined(1), joined(2), joined(3).astype(bool)
-    # images in sorted image-id order, ties in dataset order: what pycocotools' stable sorts rank by
-    order: Optional[np.ndarray] = np.lexsort((pos, np.where(has_id, ids, pos)))
-    assert order is not None
-    if bool(np.all(order == np.arange(order.shape[0]))):
-        order = None  # already so (one process, ids rising with the dataset)
-    n_imgs = [len(p[1]) for p in parts]
-    dets_of = []
-    for j in range(n_metrics):
-        c = 4 + 4 * j
-        lens = joined(c).astype(np.int64)
-        if order is None and len(parts) == 1:
-            scores, cats, states = (np.asarray(parts[0][c + i]) for i in (1, 2, 3))
-        else:
-            ranked = lens if order is None else lens[order]
-            start = np.empty_like(lens)  # each image's first place in the ranked columns
-            start[order if order is not None else slice(None)] = np.cumsum(ranked) - ranked
-            total = int(lens.sum())
-            words = max((np.asarray(p[c + 3]).size // len(p[c + 1]) for p in parts if len(p[c + 1])), default=1)
-            scores = np.empty(total, dtype=np.result_type(*[np.asarray(p[c + 1]).dtype for p in parts]))
-            cats = np.empty(total, dtype=np.result_type(*[np.asarray(p[c + 2]).dtype for p in parts]))
-            states = np.empty((total, words), dtype=np.uint64)
-            first = 0
-            for p, n_img in zip(parts, n_imgs):
-                own = lens[first:first + n_img]
-                src = (np.asarray(p[c + 1]), np.asarray(p[c + 2]), np.asarray(p[c + 3]).reshape(-1, words))
-                at = 0  # a run of images at a time: the places computed take 24 bytes a detection of the run
-                for lo, hi in runs(own.tolist(), JOIN_DETECTIONS):
-                    n = int(own[lo:hi].sum())
-                    run_lens = own[lo:hi]
-                    dest = np.repeat(start[first + lo:first + hi] - (np.cumsum(run_lens) - run_lens), run_lens)
-                    dest += np.arange(n, dtype=np.int64)
-                    for to, column in zip((scores, cats, states), src):
-                        to[dest] = column[at:at + n]
-                    at += n
-                del src
-                if isinstance(p, list):
-                    p[c + 1] = p[c + 2] = p[c + 3] = None  # copied: its memory goes
-                first += n_img
-            lens = ranked
-        dets_of.append((lens, scores, cats, states.reshape(-1)))
-    base = 4 + 4 * n_metrics
-    n_rng = len(AREA_RANGES)
-    npig_own = joined(base).reshape(len(parts), -1, n_rng).sum(axis=0)
-    npig_all = joined(base + 1).reshape(len(parts), n_rng).sum(axis=0)
-    dets = joined(base + 2).reshape(len(parts), n_metrics).sum(axis=0)  # every rank puts its totals in every part
-    world_ids = joined(base + 3)
-    duplicate = bool(world_ids.size) and np.unique(world_ids).size != world_ids.size
-    return JoinedPart(int(head[0, 0]), int(head[0, 1]), dets_of, npig_own, npig_all, dets, duplicate)
 
 
 def combine_partials(partials: Sequence[Dict[str, Any]], j: int, k_eff: int

@@ -25,7 +25,8 @@ from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentTypeError
 from ..core.inputs import to_numpy
 from ..core.packed import PackedColumns, pack_arrays, trits_to_words
-from .coco_accumulate import AREA_RANGES, FP, IGNORED, TP, combine_partials, join_parts, runs, split_summaries, summarize_sums
+from .coco_accumulate import AREA_RANGES, FP, IGNORED, TP, combine_partials, runs, summarize_sums
+from .coco_parts import join_parts, split_summaries
 from .extras import import_extra
 
 __all__ = ["COCODetection"]
@@ -350,7 +351,7 @@ class COCODetection(BaseMetric):
         return PackedColumns(blobs, 1 + 3 * len(self.metrics) + 2)
 
     def _partition(self, results: List[Any], positions: np.ndarray, world_size: int) -> List[Any]:
-        """This rank's image summaries split by category owner (see :func:`.coco_accumulate.split_summaries`).
+        """This rank's image summaries split by category owner (see :func:`.coco_parts.split_summaries`).
 
         The columns are read one at a time (each detection column split, then dropped)."""
         blobs = [r[0] if isinstance(r, tuple) else r for r in results]
