@@ -145,12 +145,19 @@ def _add_all(metric: Any, preds: Sequence[Dict[str, Any]], gts: Sequence[Dict[st
     return time.perf_counter() - t0
 
 
-def _measure_compute(metric: Any, size: Optional[int], count_bytes: bool) -> Tuple[Dict[str, Any], float, int, int]:
-    """``compute()``'s result, seconds, peak extra bytes of this process, and bytes sent (-1 when not counted)."""
+def _measure_compute(metric: Any, size: Optional[int], count_bytes: bool,
+                     ready: Optional[Callable[[], None]] = None) -> Tuple[Dict[str, Any], float, int, int]:
+    """``compute()``'s result, seconds, peak extra bytes of this process, and bytes sent (-1 when not counted).
+
+    ``ready`` (several ranks: a barrier) runs just before the clock starts, so every rank's clock starts
+    together: the collection and heap trim before it take longer on a rank holding more objects, and a
+    rank that starts first would otherwise count its wait for the others in compute()."""
     gc.collect()
     common.trim_heap()  # an earlier evaluation's freed memory would otherwise hide this one's peak
     before = common.vm_status().get("VmRSS", 0)
     common.reset_peak_rss()
+    if ready is not None:
+        ready()
     t0 = time.perf_counter()
     call: Callable[[], Dict[str, Any]] = (lambda: metric.compute(size=size)) if size is not None else metric.compute
     if count_bytes:
@@ -453,7 +460,7 @@ def _dist_impl(comm: Comm, args: argparse.Namespace, backend: str, impl: str, sp
             state_bytes = len(pickle.dumps(metric._results, protocol=pickle.HIGHEST_PROTOCOL))
         comm.barrier()
         size = spec.images if impl in ("ours", "mmeval021") else None
-        out, dt, peak, sent_now = _measure_compute(metric, size, count_bytes=impl == "ours")
+        out, dt, peak, sent_now = _measure_compute(metric, size, count_bytes=impl == "ours", ready=comm.barrier)
         if it == 0:
             result, sent = out, sent_now
             if impl == "ours":  # the compact summaries this rank made (kept after compute()), packed
