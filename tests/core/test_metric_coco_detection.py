@@ -359,3 +359,67 @@ def test_live_memory_in_compute_follows_the_summaries(classes):
     for rank, (_, peak, _) in enumerate(got):
         print(f"rank {rank}: traced peak in compute() {peak / 2**20:.2f} MB, world's summaries {world / 2**20:.2f} MB")
         assert peak <= 2 * world, (rank, peak, world)
+
+
+def _long_tail_data(n: int = 60, classes: int = 40) -> Any:
+    """Detections whose classes follow a long tail (class k weighs 1/(k+1)**0.9, as in the LVIS-like benchmark)."""
+    rng = np.random.default_rng(5)
+    weights = 1 / np.arange(1, classes + 1) ** 0.9
+    preds, gts = [], []
+    for i in range(n):
+        m, per = int(rng.integers(2, 8)), 30
+        xy = rng.uniform(0, 300, (m, 2))
+        g = np.concatenate([xy, xy + rng.uniform(10, 120, (m, 2))], 1)
+        g_labels = rng.choice(classes, m, p=weights / weights.sum())
+        src = rng.integers(0, m, per)
+        d = g[src] + rng.normal(0, 5, (per, 4))
+        d[:, 2:] = np.maximum(d[:, 2:], d[:, :2] + 1)
+        labels = np.where(rng.random(per) < 0.8, g_labels[src], rng.choice(classes, per, p=weights / weights.sum()))
+        preds.append({"img_id": i, "bboxes": d, "scores": rng.random(per), "labels": labels})
+        gts.append({"img_id": i, "width": 500, "height": 500, "bboxes": g, "labels": g_labels})
+    return preds, gts
+
+
+def _long_tail_worker(backend):
+    preds, gts = _long_tail_data()
+    names = [f"c{k}" for k in range(40)]
+    metric = COCODetection(dataset_meta={"classes": names}, print_results=False, dist_backend=backend)
+    accumulated = []
+    part = metric._compute_part
+
+    def spy(parts):
+        out = part(parts)
+        accumulated.append([int(k) for k in out["cats"]])
+        return out
+
+    metric._compute_part = spy
+    mine = list(range(len(preds)))[backend.rank::backend.world_size]
+    metric.add([preds[i] for i in mine], [gts[i] for i in mine])
+    return metric.compute(size=len(preds)), accumulated
+
+
+def test_long_tailed_classes_are_dealt_by_their_detections():
+    """The ranks accumulate about the same number of detections even when a few classes hold most of them
+    (categories dealt by the world's detections per category, not k % world_size), with the same result."""
+    preds, gts = _long_tail_data()
+    names = [f"c{k}" for k in range(40)]
+    want = COCODetection(dataset_meta={"classes": names}, print_results=False)
+    want.add(preds, gts)
+    want_result = want.compute()
+    ev = cocoeval(coco_json(gts, names), preds, names, "bbox")
+    assert np.abs(np.array([want_result[f"bbox_{k}"] for k in DET_ITEMS]) - ev.stats[:6]).max() <= TOL
+    per_class = np.bincount(np.concatenate([p["labels"] for p in preds]), minlength=40)
+    ws = 3
+    out = run_ranks(_long_tail_worker, ws, timeout=120)
+    shares, dealt = [], []
+    for rank in range(ws):
+        status, value = out[rank]
+        assert status == "ok", value
+        result, accumulated = value
+        assert result == want_result, rank
+        assert len(accumulated) == 1
+        dealt += accumulated[0]
+        shares.append(int(per_class[accumulated[0]].sum()))
+    assert sorted(dealt) == list(range(40))  # every class accumulated once
+    modulo = [int(per_class[r::ws].sum()) for r in range(ws)]
+    assert max(shares) / np.mean(shares) <= 1.05 < max(modulo) / np.mean(modulo), (shares, modulo)

@@ -126,3 +126,103 @@ def test_a_failure_on_one_rank_reaches_every_rank(step: str, rank: int) -> None:
         assert name == "ValueError" and f"asked to fail at {step}" in message, (r, value)
         if step != "combine":
             assert f"rank {rank}" in message, (r, message)  # which rank failed, on every rank
+
+
+# -- balancing the parts by the keys' loads (BaseMetric._part_loads) --------------------------------------------
+
+def _lpt_bound_holds(loads: np.ndarray, owners: np.ndarray, ws: int) -> bool:
+    """Graham's bound for the greedy deal: the largest rank load is at most 4/3 of the best possible, which is
+    at least max(mean load, largest key)."""
+    per = np.bincount(owners, weights=loads, minlength=ws)
+    best_lower = max(loads.sum() / ws, loads.max(initial=0))
+    return per.max() <= 4 / 3 * best_lower + 1e-9
+
+
+@pytest.mark.parametrize("ws", [1, 2, 3, 4, 8])
+def test_balanced_owners_deal_every_key_once_within_the_greedy_bound(ws: int) -> None:
+    from mmeval.core.partitioned import balanced_owners
+
+    rng = np.random.default_rng(ws)
+    for trial in range(50):
+        k = int(rng.integers(0, 60))
+        loads = (rng.pareto(1.2, k) * 100).astype(np.int64) + rng.integers(0, 2, k)
+        owners = balanced_owners(loads, ws)
+        assert owners.dtype == np.int64 and owners.shape == (k,)
+        assert k == 0 or (0 <= owners.min() and owners.max() < ws)
+        assert _lpt_bound_holds(loads, owners, ws), (trial, loads, owners)
+        assert np.array_equal(owners, balanced_owners(loads.copy(), ws))  # the same deal on every rank
+    # ties: the lower key first, to the rank with fewer keys, then the lower rank; zero loads spread too
+    assert balanced_owners(np.array([5, 5, 5, 5]), 2).tolist() == [0, 1, 0, 1]
+    assert balanced_owners(np.zeros(4, dtype=np.int64), 2).tolist() == [0, 1, 0, 1]
+
+
+def test_balanced_owners_beat_dealing_by_key_on_a_long_tail() -> None:
+    from mmeval.core.partitioned import balanced_owners
+
+    loads = np.round(1e4 / np.arange(1, 1204) ** 0.9).astype(np.int64)  # LVIS-like: a few large classes
+    for ws in (2, 4, 8):
+        dealt = np.bincount(balanced_owners(loads, ws), weights=loads, minlength=ws)
+        modulo = np.bincount(np.arange(loads.shape[0]) % ws, weights=loads, minlength=ws)
+        assert dealt.max() / dealt.mean() <= 1.01 < modulo.max() / modulo.mean(), ws
+
+
+class LoadedKeySums(KeySums):
+    """KeySums whose keys carry loads: every key's samples go to the rank the core chose for the key."""
+
+    def __init__(self, loads_fail_on: Optional[int] = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.loads_fail_on = loads_fail_on
+        self.owners_seen: List[Optional[List[int]]] = []
+
+    def _part_loads(self) -> Optional[np.ndarray]:
+        rank = self.dist_comm.rank if self.dist_comm.is_initialized else 0
+        if self.loads_fail_on == rank:
+            raise RuntimeError("LoadedKeySums: no loads on this rank")
+        loads = np.zeros(KEYS, dtype=np.int64)
+        for k, _ in self._results:
+            loads[k] += 1
+        return loads
+
+    def _partition(self, results: List[Any], positions: np.ndarray, world_size: int,
+                   owners: Optional[np.ndarray] = None) -> List[Any]:
+        self.owners_seen.append(None if owners is None else [int(o) for o in owners])
+        if owners is None:
+            return super()._partition(results, positions, world_size)
+        parts: List[List[Tuple[int, int, float]]] = [[] for _ in range(world_size)]
+        for (k, v), p in zip(results, positions.tolist()):
+            parts[int(owners[k])].append((int(p), k, v))
+        return parts
+
+
+def _loaded_worker(backend: Any, fail_on: Optional[int]) -> Any:
+    keys, values = dataset()
+    rank, ws = backend.rank, backend.world_size
+    metric = LoadedKeySums(loads_fail_on=fail_on, dist_backend=backend, dist_collect_mode="unzip")
+    order = list(range(N)) + list(range(-N % ws))
+    mine = order[rank::ws]
+    metric.add([keys[i] for i in mine], [values[i] for i in mine])
+    return metric.compute(size=N), metric.owners_seen
+
+
+@pytest.mark.parametrize("ws", [2, 3])
+def test_the_keys_loads_choose_their_owners_on_every_rank_alike(ws: int) -> None:
+    from mmeval.core.partitioned import balanced_owners
+
+    keys, _ = dataset()
+    # the loads the ranks send: every sample they added, the padding included (a cost estimate)
+    order = list(range(N)) + list(range(-N % ws))
+    owners = balanced_owners(np.bincount([keys[i] for i in order], minlength=KEYS), ws).tolist()
+    want = reference(range(N), ws)
+    want["summed_on"] = {k: owners[int(k)] for k in want["summed_on"]}
+    assert want["summed_on"] != reference(range(N), ws)["summed_on"]  # the test tells the two deals apart
+    out = run_ranks(_loaded_worker, ws, None, timeout=60)
+    for rank in range(ws):
+        status, (result, seen) = out[rank]
+        assert status == "ok" and result == want and seen == [owners], (rank, result, seen)
+
+
+def test_a_rank_without_loads_makes_every_rank_deal_by_key() -> None:
+    out = run_ranks(_loaded_worker, 3, 1, timeout=60)
+    for rank in range(3):
+        status, (result, seen) = out[rank]
+        assert status == "ok" and result == reference(range(N), 3) and seen == [None], (rank, result, seen)

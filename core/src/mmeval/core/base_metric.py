@@ -21,7 +21,7 @@ from .dist_backends.transport import asking
 from .errors import RemoteMetricError, ShardingWarning
 from .gather import gather_and_compute
 from .ordering import kept_in_one_process, kept_samples
-from .partitioned import partitioned_compute
+from .partitioned import part_loads_of, partitioned_compute, world_owners
 from .refusals import check_arguments, check_runtime, refusal, refuse
 from .results import ArrayResults, RankResults, select
 from .state import MetricState, StateSpec, check_rows, declared, reduce_rows
@@ -238,13 +238,36 @@ class BaseMetric(metaclass=ABCMeta):
         """
         return False
 
-    def _partition(self, results: List[Any], positions: np.ndarray, world_size: int) -> List[Any]:
+    def _partition(self, results: List[Any], positions: np.ndarray, world_size: int,
+                   owners: Optional[np.ndarray] = None) -> List[Any]:
         """This rank's counted results split into ``world_size`` parts, part ``r`` for rank ``r``.
 
         ``positions``: each result's place in dataset order among the world's
         counted results (0 .. n-1), what the gather path would order them by.
+        ``owners``: only for a metric whose :meth:`_part_loads` gives loads --
+        the rank chosen for each key (int64, one per key; the same on every
+        rank); ``None`` otherwise (and in one process), when the metric deals
+        its keys itself. The core passes it by keyword and only then, so a
+        ``_partition(results, positions, world_size)`` keeps working.
         """
         raise NotImplementedError(f"{self.name} computes in parts but does not implement _partition()")
+
+    def _part_loads(self) -> Optional[np.ndarray]:
+        """The work this rank's results bring to each key of the partition, or ``None`` (the default).
+
+        A metric that computes in parts and whose keys carry unequal work
+        (detections per category: a long-tailed dataset's few large classes)
+        returns one non-negative integer per key, the same number of keys on
+        every rank; it is a cost estimate, never part of the result. The core
+        sums every rank's loads in the exchange that precedes the partition (no
+        extra collective; 8 bytes a key from each rank) and hands
+        :meth:`_partition` each key's owner, chosen by
+        :func:`~mmeval.core.partitioned.balanced_owners`. A rank whose loads
+        cannot be read (an exception, another number of keys) makes every
+        rank fall back to ``owners=None``, which changes the balance, not the
+        result.
+        """
+        return None
 
     def _compute_part(self, parts: List[Any]) -> Any:
         """The partial result of the parts every rank sent to this one (in rank order).
@@ -396,11 +419,17 @@ class BaseMetric(metaclass=ABCMeta):
             return compute_state(self, backend, question, size, flag, indices, top)
         # the question rides in the header: ranks computing a different metric, configuration,
         # collect mode or size all raise CollectiveMismatchError instead of answering rank 0's question
+        in_parts = self._computes_in_parts()
+        mine: Tuple[Any, ...] = (self.num_results, flag, top)
+        if in_parts:  # the keys' loads ride in the same exchange (see _part_loads)
+            mine += (part_loads_of(self),)
         with asking(question):
-            layout = backend.all_gather_object((self.num_results, flag, top))
-        keep, indices = kept_samples(backend, question, layout, indices, self.dist_collect_mode, size, self.name)
-        if self._computes_in_parts():
-            return partitioned_compute(self, backend, question, [int(c) for c, _, _ in layout], keep, indices)
+            layout = backend.all_gather_object(mine)
+        keep, indices = kept_samples(backend, question, [tuple(x[:3]) for x in layout], indices,
+                                     self.dist_collect_mode, size, self.name)
+        if in_parts:
+            owners = world_owners([x[3] if len(x) > 3 else None for x in layout], backend.world_size)
+            return partitioned_compute(self, backend, question, [int(x[0]) for x in layout], keep, indices, owners)
         return gather_and_compute(self, backend, question, size, keep, indices)
 
     def _compute_here(self, size: Optional[int]) -> Dict[str, Any]:

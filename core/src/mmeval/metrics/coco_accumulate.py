@@ -304,7 +304,9 @@ def combine_partials(partials: Sequence[Dict[str, Any]], j: int, k_eff: int
     npig_all = np.zeros((k_eff, n_rng), dtype=np.int64)
     classwise = np.full(k_eff, np.nan)
     for part in partials:
-        own = np.arange(int(part["rank"]), k_eff, int(part["world_size"]))
+        # the categories the rank accumulated ('proposal': its one, on rank 0)
+        own = (np.asarray(part["cats"], dtype=np.int64) if k_eff > 1 else
+               np.arange(int(part["rank"]), k_eff, int(part["world_size"])))
         m = part["metrics"][j]
         npig = np.asarray(m["npig"], dtype=np.int64).reshape(own.shape[0], n_rng)
         npig_all[own] = npig

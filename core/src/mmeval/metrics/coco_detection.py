@@ -172,6 +172,7 @@ class COCODetection(BaseMetric):
                 self._ann = _Annotations(json.load(f))
         self._cats: Optional[_Categories] = None
         self._pending_dets = 0
+        self._cat_dets: Optional[np.ndarray] = None  # detections added per category (see _part_loads)
 
     # -- configuration -------------------------------------------------------------
 
@@ -211,6 +212,7 @@ class COCODetection(BaseMetric):
     def reset(self) -> None:
         super().reset()
         self._pending_dets = 0
+        self._cat_dets = None
         self._cats = None  # dataset_meta may have changed: read the classes again at the next add()
 
     # -- add -----------------------------------------------------------------------
@@ -229,6 +231,10 @@ class COCODetection(BaseMetric):
         images = [self._image(p, g, i, cats) for i, (p, g) in enumerate(zip(predictions, groundtruths))]
         self._keep_to_summarize(images)
         self._pending_dets += sum(im.det_labels.shape[0] for im in images)
+        labels = [im.det_labels for im in images if im.det_labels.shape[0]]
+        if labels:
+            added = np.bincount(cats.kpos[np.concatenate(labels)], minlength=len(cats.sorted_ids))
+            self._cat_dets = added if self._cat_dets is None else self._cat_dets + added
         if self._pending_dets >= SUMMARIZE_EVERY:
             self._summarize_pending()
 
@@ -340,7 +346,8 @@ class COCODetection(BaseMetric):
     # -- compute: every rank accumulates its share of the categories ----------------------
 
     def _computes_in_parts(self) -> bool:
-        """Across ranks, each rank accumulates the categories ``k`` with ``k % world_size == rank``.
+        """Across ranks, each rank accumulates its share of the categories, dealt by the world's detections
+        per category (:meth:`_part_loads`).
 
         Not when result files are written (every record goes to rank 0 then).
         """
@@ -350,7 +357,15 @@ class COCODetection(BaseMetric):
         """The summaries' columns (see :meth:`_summarize`): meta, three per metric, the ground truths' two."""
         return PackedColumns(blobs, 1 + 3 * len(self.metrics) + 2)
 
-    def _partition(self, results: List[Any], positions: np.ndarray, world_size: int) -> List[Any]:
+    def _part_loads(self) -> Optional[np.ndarray]:
+        """This rank's detections per category (plus one: a category costs a little with none), counted at
+        ``add()``: the core deals the categories to the ranks by them (:meth:`BaseMetric._part_loads`)."""
+        if self._cat_dets is None:
+            return np.ones(len(self._categories().sorted_ids), dtype=np.int64)
+        return self._cat_dets + 1
+
+    def _partition(self, results: List[Any], positions: np.ndarray, world_size: int,
+                   owners: Optional[np.ndarray] = None) -> List[Any]:
         """This rank's image summaries split by category owner (see :func:`.coco_parts.split_summaries`).
 
         The columns are read one at a time (each detection column split, then dropped)."""
@@ -371,7 +386,8 @@ class COCODetection(BaseMetric):
             gt_cat, gt_ig = np.zeros(0, np.uint8), np.zeros(0, np.uint8)
         del results
         return split_summaries(np.asarray(positions, dtype=np.int64), meta[:, 0], meta[:, 1] != 0, det_cols,
-                               gt_cat, gt_ig, len(cats.sorted_ids), world_size)
+                               gt_cat, gt_ig, len(cats.sorted_ids), world_size, owners,
+                               [metric == "proposal" for metric in self.metrics])
 
     def _compute_part(self, parts: List[Any]) -> Any:
         """Accumulate this rank's categories from the parts every rank sent it."""

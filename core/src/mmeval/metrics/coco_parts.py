@@ -1,10 +1,12 @@
 """COCODetection's summaries split by category owner and joined again on the owning rank.
 
-Across ranks, rank ``r`` accumulates the categories ``k`` with ``k % world_size
-== r`` (:mod:`mmeval.core.partitioned`): :func:`split_summaries` makes, from a
-rank's packed image summaries, one part per rank; :func:`join_parts` joins the
-parts every rank sent one rank, the images in ranking order, and
+Across ranks, rank ``r`` accumulates the categories ``k`` with ``owners[k] ==
+r`` (:mod:`mmeval.core.partitioned` deals them by the world's detections per
+category; ``k % world_size`` without that): :func:`split_summaries` makes,
+from a rank's packed image summaries, one part per rank; :func:`join_parts`
+joins the parts every rank sent one rank, the images in ranking order, and
 :class:`JoinedPart` accumulates its categories (:mod:`.coco_accumulate`).
+``'proposal'`` has one category for every detection, on rank 0.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ class JoinedPart:
     """The parts every rank sent to one rank (:func:`join_parts`), ready to accumulate its categories.
 
     ``dets_of``: per metric, each image's detection count and the detections'
-    scores, categories and state words, the images already in ranking order.
+    scores, categories and state words, the images already in ranking order;
+    ``own``: the categories this rank accumulates, rising.
     """
 
-    def __init__(self, rank: int, world_size: int, dets_of: List[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    def __init__(self, rank: int, world_size: int, own: np.ndarray,
+                 dets_of: List[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
                  npig_own: np.ndarray, npig_all: np.ndarray, dets: np.ndarray, duplicate_ids: bool) -> None:
-        self.rank, self.world_size = rank, world_size
+        self.rank, self.world_size, self.own = rank, world_size, own
         self.dets_of = dets_of
         self.npig_own, self.npig_all, self.dets, self.duplicate_ids = npig_own, npig_all, dets, duplicate_ids
 
@@ -38,23 +42,28 @@ class JoinedPart:
                    max_dets: Sequence[int], classwise: bool) -> Dict[str, Any]:
         """Per metric, this rank's categories' precision summed over recall points, recall and classwise AP.
 
-        A metric's categories here are ``k`` with ``k % world_size == rank``
-        (``'proposal'`` has one, on rank 0); ``npig_file``: the ground-truth
-        counts of an annotation file, else the parts' counts. Runs once: the
-        detections are dropped as each metric is done.
+        A metric's categories here are :attr:`own` (``'proposal'`` has one,
+        on rank 0); ``npig_file``: the ground-truth counts of an annotation
+        file, else the parts' counts. Runs once: the detections are dropped
+        as each metric is done.
         """
-        r, ws = self.rank, self.world_size
+        r, own = self.rank, self.own
         out: List[Dict[str, np.ndarray]] = []
+        local: Optional[np.ndarray] = None  # each category's place among this rank's, where it is not the identity
+        if own.shape[0] and (own.shape[0] != int(own[-1]) + 1):
+            local = np.zeros(int(own[-1]) + 1, dtype=np.int32)
+            local[own] = np.arange(own.shape[0], dtype=np.int32)
         for metric in metrics:
             lens, scores, cats, states = self.dets_of.pop(0)  # their memory goes with this metric's work
             if metric == "proposal":
                 total = npig_file.sum(axis=0) if npig_file is not None else self.npig_all
                 npig = total[None, :] if r == 0 else np.zeros((0, total.shape[0]), dtype=np.int64)
             elif npig_file is not None:
-                npig = npig_file[r::ws]
+                npig = npig_file[own]
             else:
                 npig = self.npig_own
-            ranking = ranked(scores, cats // ws if ws > 1 else cats, lens, npig.shape[0])
+            into = local if metric != "proposal" and local is not None else None
+            ranking = ranked(scores, cats if into is None else into[cats], lens, npig.shape[0])
             del scores, cats  # ranked: only the states are read from here on
             psum, tps, cw = accumulate(ranking, states, npig, thrs, max_dets, classwise)
             del ranking, states
@@ -64,24 +73,36 @@ class JoinedPart:
             count_type = np.uint16 if not tps.size or int(tps.max()) < 65535 else np.int32
             out.append({"npig": npig.astype(np.int64), "psum": psum[:, live],
                         "tp": tps[:, live].astype(count_type), "classwise": cw})
-        return {"rank": r, "world_size": ws, "dets": [int(d) for d in self.dets], "metrics": out}
+        cat_type = np.uint16 if not own.size or int(own[-1]) < 65535 else np.int64
+        return {"rank": r, "world_size": self.world_size, "cats": own.astype(cat_type),
+                "dets": [int(d) for d in self.dets], "metrics": out}
 
 
 def split_summaries(positions: np.ndarray, img_ids: np.ndarray, has_id: np.ndarray,
                     dets: Sequence[Tuple[np.ndarray, Callable[[], np.ndarray], np.ndarray, Callable[[], np.ndarray]]],
-                    gt_cat: np.ndarray, gt_ig: np.ndarray, k_all: int, world_size: int) -> List[List[np.ndarray]]:
-    """One part (a list of arrays) per rank of this rank's image summaries: rank ``r`` gets the categories ``k % ws == r``.
+                    gt_cat: np.ndarray, gt_ig: np.ndarray, k_all: int, world_size: int,
+                    owners: Optional[np.ndarray] = None, proposal: Sequence[bool] = ()) -> List[List[np.ndarray]]:
+    """One part (a list of arrays) per rank of this rank's image summaries: rank ``r`` gets the categories
+    ``owners[k] == r`` (``owners`` None: ``k % world_size == r``).
 
     ``dets``: per metric, each image's detection count, a function giving
     every detection's score, every detection's category (``0`` for every one
-    of ``'proposal'``), and a function giving their state words: each of
-    those two columns is read, split and dropped in turn. A part holds the
+    of ``'proposal'``, whose metrics ``proposal`` marks: all on rank 0), and a
+    function giving their state words: each of those two columns is read,
+    split and dropped in turn. A part holds the categories it is for, the
     images with a detection there (dataset position, image id), their
     detections of those categories, the non-ignored ground-truth counts of
     those categories (and of all, for ``'proposal'``), this rank's detection
     totals, and for rank 0 every image's effective id (to warn of duplicates once).
     """
     n_img, n_rng = positions.shape[0], len(AREA_RANGES)
+    if owners is None:
+        owners = np.arange(k_all, dtype=np.int64) % max(world_size, 1)
+    owners = np.asarray(owners, dtype=np.int64)
+    if owners.shape != (k_all,) or (owners.size and not 0 <= int(owners.min()) <= int(owners.max()) < world_size):
+        raise ValueError(f"COCODetection: owners of shape {owners.shape} for {k_all} categories and {world_size} ranks")
+    owner_of = owners.astype(np.uint16 if world_size < 65536 else np.int64)
+    own_of = [np.flatnonzero(owners == r) for r in range(world_size)]
     npig = np.zeros((k_all, n_rng), dtype=np.int64)
     for a in range(n_rng):
         counted = gt_cat[(gt_ig >> a) & 1 == 0]
@@ -91,21 +112,22 @@ def split_summaries(positions: np.ndarray, img_ids: np.ndarray, has_id: np.ndarr
     # per metric and rank: which detections go there (None: all), and each image's count of them
     chosen: List[List[Tuple[Optional[np.ndarray], np.ndarray]]] = []
     inc = np.zeros((world_size, n_img), dtype=bool)
-    for lens, _, cats, _ in dets:
+    for j, (lens, _, cats, _) in enumerate(dets):
         end = np.cumsum(lens, dtype=np.int64)  # each image's end in the detection columns
         per_rank = []
+        det_owner = None if world_size == 1 or (j < len(proposal) and proposal[j]) else owner_of[cats]
         for r in range(world_size):
-            if world_size == 1:
-                mask, counts = None, lens
+            if det_owner is None:  # one rank, or 'proposal': every detection on rank 0
+                mask, counts = (None, lens) if r == 0 else (np.zeros(cats.shape[0], dtype=bool), lens * 0)
             else:  # per image, its detections of rank r's categories (a running count: 4 bytes a detection)
-                mask = cats % world_size == r
+                mask = det_owner == r
                 running = np.concatenate([np.zeros(1, np.int32), np.cumsum(mask, dtype=np.int32)])
                 counts = running[end] - running[end - lens]
                 del running
             inc[r] |= counts > 0
             per_rank.append((mask, counts))
         chosen.append(per_rank)
-    parts: List[List[np.ndarray]] = [[np.array([r, world_size], dtype=np.int64), positions[inc[r]],
+    parts: List[List[np.ndarray]] = [[np.array([r, world_size], dtype=np.int64), own_of[r], positions[inc[r]],
                                       img_ids[inc[r]].astype(np.int64), has_id[inc[r]].astype(np.uint8)]
                                      for r in range(world_size)]
 
@@ -122,7 +144,7 @@ def split_summaries(positions: np.ndarray, img_ids: np.ndarray, has_id: np.ndarr
             parts[r] += [counts[inc[r]].astype(np.uint32), scores[r], cat_part, states[r]]
         del scores, states
     for r in range(world_size):
-        parts[r] += [npig[r::world_size].reshape(-1), npig.sum(axis=0), totals,
+        parts[r] += [npig[own_of[r]].reshape(-1), npig.sum(axis=0), totals,
                      eff if r == 0 else np.zeros(0, dtype=np.int64)]
     return parts
 
@@ -133,7 +155,7 @@ def join_parts(parts: Sequence[List[Any]], n_metrics: int) -> JoinedPart:
     Each detection column is written once, straight into its ranked place;
     a part's arrays are dropped from it as soon as they are copied.
     """
-    count = 1 + 3 + 4 * n_metrics + 4
+    count = 2 + 3 + 4 * n_metrics + 4
     if any(len(p) != count for p in parts):
         raise ValueError(f"COCODetection: a part holds {[len(p) for p in parts]} arrays, not {count} "
                          "(ranks running different versions of mmeval?)")
@@ -142,16 +164,20 @@ def join_parts(parts: Sequence[List[Any]], n_metrics: int) -> JoinedPart:
         return np.concatenate([np.asarray(p[i]) for p in parts]) if len(parts) > 1 else np.asarray(parts[0][i])
 
     head = joined(0).reshape(-1, 2)
-    pos, ids, has_id = joined(1), joined(2), joined(3).astype(bool)
+    own_cats = np.asarray(parts[0][1], dtype=np.int64)
+    if any(not np.array_equal(np.asarray(p[1], dtype=np.int64), own_cats) for p in parts[1:]):
+        raise ValueError("COCODetection: the ranks sent parts for different categories (they dealt the categories "
+                         "differently: ranks running different versions of mmeval?)")
+    pos, ids, has_id = joined(2), joined(3), joined(4).astype(bool)
     # images in sorted image-id order, ties in dataset order: what pycocotools' stable sorts rank by
     order: Optional[np.ndarray] = np.lexsort((pos, np.where(has_id, ids, pos)))
     assert order is not None
     if bool(np.all(order == np.arange(order.shape[0]))):
         order = None  # already so (one process, ids rising with the dataset)
-    n_imgs = [len(p[1]) for p in parts]
+    n_imgs = [len(p[2]) for p in parts]
     dets_of = []
     for j in range(n_metrics):
-        c = 4 + 4 * j
+        c = 5 + 4 * j
         lens = joined(c).astype(np.int64)
         if order is None and len(parts) == 1:
             scores, cats, states = (np.asarray(parts[0][c + i]) for i in (1, 2, 3))
@@ -183,11 +209,11 @@ def join_parts(parts: Sequence[List[Any]], n_metrics: int) -> JoinedPart:
                 first += n_img
             lens = ranked
         dets_of.append((lens, scores, cats, states.reshape(-1)))
-    base = 4 + 4 * n_metrics
+    base = 5 + 4 * n_metrics
     n_rng = len(AREA_RANGES)
     npig_own = joined(base).reshape(len(parts), -1, n_rng).sum(axis=0)
     npig_all = joined(base + 1).reshape(len(parts), n_rng).sum(axis=0)
     dets = joined(base + 2).reshape(len(parts), n_metrics).sum(axis=0)  # every rank puts its totals in every part
     world_ids = joined(base + 3)
     duplicate = bool(world_ids.size) and np.unique(world_ids).size != world_ids.size
-    return JoinedPart(int(head[0, 0]), int(head[0, 1]), dets_of, npig_own, npig_all, dets, duplicate)
+    return JoinedPart(int(head[0, 0]), int(head[0, 1]), own_cats, dets_of, npig_own, npig_all, dets, duplicate)
