@@ -8,6 +8,7 @@ reference is the same sums over the dataset itself, in dataset order.
 
 from __future__ import annotations
 
+import pickle
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -226,3 +227,38 @@ def test_a_rank_without_loads_makes_every_rank_deal_by_key() -> None:
     for rank in range(3):
         status, (result, seen) = out[rank]
         assert status == "ok" and result == reference(range(N), 3) and seen == [None], (rank, result, seen)
+
+
+def test_loads_travel_in_two_bytes_a_key_scaled_to_fit() -> None:
+    """A rank's loads ride the layout exchange as uint16 after a shift (inline in its 4 KiB slot for LVIS's
+    1,203 categories); a key with any load keeps one, and the world's owners come from the decoded sums."""
+    from mmeval.core.partitioned import balanced_owners, part_loads_of, world_owners
+
+    class Loaded:
+        name = "Loaded"
+
+        def __init__(self, loads: Any) -> None:
+            self.loads = loads
+
+        def _part_loads(self) -> Any:
+            if isinstance(self.loads, Exception):
+                raise self.loads
+            return self.loads
+
+    small = np.array([0, 3, 65535, 7])
+    shift, scaled = part_loads_of(Loaded(small))  # type: ignore[arg-type,misc]
+    assert shift == 0 and scaled.dtype == np.uint16 and scaled.tolist() == small.tolist()
+    big = np.array([0, 1, 5_000_000, 70_000, 2**40])
+    shift, scaled = part_loads_of(Loaded(big))  # type: ignore[arg-type,misc]
+    assert scaled.dtype == np.uint16 and int(scaled.max()) < 2**16 and shift == (2**40).bit_length() - 16
+    decoded = scaled.astype(np.int64) << shift
+    assert decoded[0] == 0 and decoded[1] > 0 and np.all(decoded >= big) and np.all(decoded - big < 2**shift)
+    lvis_like = np.round(1e4 / np.arange(1, 1204) ** 0.9).astype(np.int64)
+    sent = [part_loads_of(Loaded(lvis_like)), part_loads_of(Loaded(lvis_like * 3))]  # type: ignore[arg-type]
+    assert len(pickle.dumps(sent[0])) < 3000  # fits a slot beside the question (at most 1 KB)
+    assert np.array_equal(world_owners(sent, 4), balanced_owners(lvis_like * 4, 4))
+    # any rank without loads, or with another number of keys: no owners on any rank
+    assert part_loads_of(Loaded(RuntimeError("no loads"))) is None  # type: ignore[arg-type]
+    assert part_loads_of(Loaded(np.array([1, -2]))) is None  # type: ignore[arg-type]
+    assert world_owners([sent[0], None], 2) is None
+    assert world_owners([sent[0], part_loads_of(Loaded(small))], 2) is None  # type: ignore[arg-type]

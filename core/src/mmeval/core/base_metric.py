@@ -260,7 +260,8 @@ class BaseMetric(metaclass=ABCMeta):
         returns one non-negative integer per key, the same number of keys on
         every rank; it is a cost estimate, never part of the result. The core
         sums every rank's loads in the exchange that precedes the partition (no
-        extra collective; 8 bytes a key from each rank) and hands
+        extra collective; 2 bytes a key from each rank, the loads scaled by a
+        power of two to fit) and hands
         :meth:`_partition` each key's owner, chosen by
         :func:`~mmeval.core.partitioned.balanced_owners`. A rank whose loads
         cannot be read (an exception, another number of keys) makes every
