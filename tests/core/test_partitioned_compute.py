@@ -132,8 +132,8 @@ def test_a_failure_on_one_rank_reaches_every_rank(step: str, rank: int) -> None:
 # -- balancing the parts by the keys' loads (BaseMetric._part_loads) --------------------------------------------
 
 def _lpt_bound_holds(loads: np.ndarray, owners: np.ndarray, ws: int) -> bool:
-    """Graham's bound for the greedy deal: the largest rank load is at most 4/3 of the best possible, which is
-    at least max(mean load, largest key)."""
+    """The greedy deal's largest rank load within 4/3 of max(mean load, largest key) -- a lower bound of the
+    best possible deal, so this asks a little more than Graham's 4/3 bound (which holds against the best)."""
     per = np.bincount(owners, weights=loads, minlength=ws)
     best_lower = max(loads.sum() / ws, loads.max(initial=0))
     return per.max() <= 4 / 3 * best_lower + 1e-9
