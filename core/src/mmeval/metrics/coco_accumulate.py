@@ -291,10 +291,13 @@ def accumulate(ranking: Tuple[np.ndarray, np.ndarray, np.ndarray], states: np.nd
     return psum, tps, ap
 
 
-def combine_partials(partials: Sequence[Dict[str, Any]], j: int, k_eff: int
+def combine_partials(partials: Sequence[Dict[str, Any]], j: int, k_eff: int, proposal: bool = False
                      ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Metric ``j``'s precision sums (T, K, A, M'), true positives (T, K, A, M; -1 without ground truth), the
-    ground truths that count (K, A) and the classwise AP (K,), over every rank."""
+    ground truths that count (K, A) and the classwise AP (K,), over every rank.
+
+    A partial's ``"cats"`` are the categories it accumulated; ``proposal``'s one category is rank 0's (the
+    partial whose ground-truth counts have a row)."""
     first = partials[0]["metrics"][j]
     n_thr, _, n_p = np.shape(first["psum"])
     n_m = np.shape(first["tp"])[2]
@@ -304,11 +307,9 @@ def combine_partials(partials: Sequence[Dict[str, Any]], j: int, k_eff: int
     npig_all = np.zeros((k_eff, n_rng), dtype=np.int64)
     classwise = np.full(k_eff, np.nan)
     for part in partials:
-        # the categories the rank accumulated ('proposal': its one, on rank 0)
-        own = (np.asarray(part["cats"], dtype=np.int64) if k_eff > 1 else
-               np.arange(int(part["rank"]), k_eff, int(part["world_size"])))
         m = part["metrics"][j]
-        npig = np.asarray(m["npig"], dtype=np.int64).reshape(own.shape[0], n_rng)
+        npig = np.asarray(m["npig"], dtype=np.int64).reshape(-1, n_rng)
+        own = np.arange(npig.shape[0]) if proposal else np.asarray(part["cats"], dtype=np.int64)
         npig_all[own] = npig
         kk, aa = np.nonzero(npig > 0)
         psum[:, own[kk], aa, :] = np.asarray(m["psum"]).reshape(n_thr, kk.shape[0], n_p)

@@ -8,6 +8,11 @@ a category and a base-3 word of true / false positive / ignored per IoU
 threshold and area range for each detection; a category and area-range
 ignore bits per ground truth). The computing rank accumulates and summarizes
 exactly as pycocotools' ``COCOeval.accumulate`` / ``summarize`` do.
+
+The parts: :mod:`.coco_inputs` (the checked inputs and an annotation file),
+:mod:`.coco_matching` (the matching), :mod:`.coco_parts` (the summaries split
+by category owner and joined again), :mod:`.coco_accumulate` (accumulate and
+summarize).
 """
 
 from __future__ import annotations
@@ -17,15 +22,28 @@ import logging
 import numbers
 import os
 from functools import partial
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
 from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentTypeError
-from ..core.inputs import to_numpy
-from ..core.packed import PackedColumns, pack_arrays, trits_to_words
-from .coco_accumulate import AREA_RANGES, FP, IGNORED, TP, combine_partials, runs, summarize_sums
+from ..core.packed import PackedColumns, pack_arrays
+from .coco_accumulate import combine_partials, runs, summarize_sums
+from .coco_inputs import (
+    _Annotations,
+    _boxes,
+    _Categories,
+    _GroundTruths,
+    _ignore_bits,
+    _Image,
+    _img_id,
+    _labels,
+    _masks,
+    _records,
+    _vector,
+)
+from .coco_matching import _match_images
 from .coco_parts import join_parts, split_summaries
 from .extras import import_extra
 
@@ -412,7 +430,7 @@ class COCODetection(BaseMetric):
         table: List[str] = []
         for j, metric in enumerate(self.metrics):
             k_eff = len(cats.sorted_ids) if metric != "proposal" else 1
-            psum, tps, npig, classwise = combine_partials(partials, j, k_eff)
+            psum, tps, npig, classwise = combine_partials(partials, j, k_eff, metric == "proposal")
             stats = summarize_sums(psum, tps, npig, thrs, nums)
             if metric == "proposal":
                 items = self.metric_items or [f"AR@{n}" for n in self.proposal_nums] + [
@@ -476,421 +494,3 @@ class COCODetection(BaseMetric):
         if segm is not None:
             with open(f"{prefix}.segm.json", "w") as f:
                 json.dump(segm, f)
-
-
-# -- inputs ------------------------------------------------------------------------------
-
-
-class _Categories:
-    """The evaluated category ids (``ids[label]``) and their positions in sorted order (pycocotools' K axis)."""
-
-    def __init__(self, ids: List[int], names: Dict[int, str]) -> None:
-        self.ids = ids
-        self.names = names
-        self.sorted_ids = sorted(set(ids))
-        where = {c: i for i, c in enumerate(self.sorted_ids)}
-        self.kpos = np.array([where[c] for c in ids], dtype=np.int64)
-        #: category id -> its label (index into ``ids``)
-        self.label_of = {c: i for i, c in enumerate(ids)}
-
-
-class _GroundTruths:
-    """One image's ground truths: xywh boxes, label (index into the category ids), area, crowd, id != 0, masks."""
-
-    __slots__ = ("xywh", "labels", "area", "crowd", "idnz", "rles")
-
-    def __init__(self, xywh: np.ndarray, labels: np.ndarray, area: np.ndarray, crowd: np.ndarray, idnz: np.ndarray,
-                 rles: Optional[List[Any]]) -> None:
-        self.xywh, self.labels, self.area, self.crowd, self.idnz, self.rles = xywh, labels, area, crowd, idnz, rles
-
-
-class _Image:
-    """One image as add() checked it, waiting to be matched on this rank."""
-
-    __slots__ = ("img_id", "xywh", "scores", "det_labels", "seg_scores", "det_rles", "gts", "records")
-
-    def __init__(self, img_id: Optional[int], xywh: np.ndarray, scores: np.ndarray, labels: np.ndarray,
-                 seg_scores: Optional[np.ndarray], det_rles: Optional[List[Any]], gts: _GroundTruths,
-                 records: Any) -> None:
-        self.img_id, self.xywh, self.scores, self.det_labels = img_id, xywh, scores, labels
-        self.seg_scores, self.det_rles, self.gts, self.records = seg_scores, det_rles, gts, records
-
-
-def _records(im: _Image) -> Any:
-    if im.records is None:
-        return (im.img_id, im.xywh, im.scores, im.det_labels, im.seg_scores, im.det_rles)
-    xywh, scores, labels, seg_scores, rles = im.records
-    return (im.img_id, xywh, scores, labels, seg_scores, rles)
-
-
-class _Annotations:
-    """A COCO json's images, categories and annotations, indexed by image (as pycocotools' COCO orders them)."""
-
-    def __init__(self, data: Dict[str, Any]) -> None:
-        self.categories: List[Dict[str, Any]] = list(data.get("categories", []))
-        self.images: Dict[int, Dict[str, Any]] = {img["id"]: img for img in data.get("images", [])}
-        self.by_image: Dict[int, List[Dict[str, Any]]] = {}
-        for ann in data.get("annotations", []) or []:
-            self.by_image.setdefault(ann["image_id"], []).append(ann)
-        self._npig: Optional[np.ndarray] = None
-
-    def image_gts(self, img_id: int, cats: _Categories, masks: bool) -> _GroundTruths:
-        """The ground truths of ``img_id`` whose category is evaluated, in the json's order."""
-        pos = cats.label_of
-        anns = [a for a in self.by_image.get(img_id, []) if a["category_id"] in pos]
-        m = len(anns)
-        xywh = np.array([a["bbox"] for a in anns], dtype=np.float64).reshape(m, 4)
-        labels = np.array([pos[a["category_id"]] for a in anns], dtype=np.int64)
-        area = np.array([a["area"] for a in anns], dtype=np.float64)
-        crowd = np.array([bool(a.get("iscrowd", 0)) for a in anns], dtype=bool)
-        idnz = np.array([a["id"] != 0 for a in anns], dtype=bool)
-        rles = None
-        if masks and m:
-            img = self.images[img_id]
-            rles = [_ann_rle(a["segmentation"], img["height"], img["width"]) for a in anns]
-        return _GroundTruths(xywh, labels, area, crowd, idnz, rles)
-
-    def npig(self, cats: _Categories) -> np.ndarray:
-        """Non-ignored ground truths per (sorted category, area range) over every image of the file."""
-        if self._npig is None:
-            pos = {c: i for i, c in enumerate(cats.sorted_ids)}
-            anns = [a for img_id in self.images for a in self.by_image.get(img_id, []) if a["category_id"] in pos]
-            k = np.array([pos[a["category_id"]] for a in anns], dtype=np.int64)
-            bits = _ignore_bits(np.array([float(a["area"]) for a in anns], dtype=np.float64),
-                                np.array([bool(a.get("iscrowd", 0)) for a in anns], dtype=bool))
-            out = np.zeros((len(cats.sorted_ids), len(AREA_RANGES)), dtype=np.int64)
-            for r in range(len(AREA_RANGES)):
-                np.add.at(out[:, r], k[(bits >> r) & 1 == 0], 1)
-            self._npig = out
-        return self._npig
-
-    def __getstate__(self) -> Dict[str, Any]:
-        return {"categories": self.categories, "images": self.images, "by_image": self.by_image, "_npig": self._npig}
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
-
-def _ann_rle(segm: Any, h: int, w: int) -> Any:
-    """pycocotools' ``COCO.annToRLE``: polygons and uncompressed RLE to compressed RLE (image size h x w)."""
-    mask = import_extra("pycocotools.mask", "COCODetection")
-    if isinstance(segm, list):
-        return mask.merge(mask.frPyObjects(segm, h, w))
-    if isinstance(segm["counts"], list):
-        return mask.frPyObjects(segm, h, w)
-    return {"size": list(segm["size"]), "counts": segm["counts"]}
-
-
-def _img_id(value: Any, what: str) -> Optional[int]:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
-        try:
-            arr = to_numpy(value, what)
-        except ValueError:
-            arr = np.array(None)
-        if arr.shape == () and arr.dtype.kind in "iu":
-            return int(arr)
-        raise MetricArgumentError(f"COCODetection.add(): {what} must be an int, got {value!r}")
-    return int(value)
-
-
-def _numbers(value: Any, what: str, n: Optional[int], width: Optional[int]) -> np.ndarray:
-    """Finite numbers as float64: (n,) per box (``width=None``), or (any n, width) boxes."""
-    arr = to_numpy(value, what)
-    if arr.size == 0:
-        arr = arr.reshape((0,) if width is None else (0, width))
-    elif arr.ndim == 0 and width is None:
-        arr = arr.reshape(-1)
-    shape_ok = arr.ndim == 1 and arr.shape[0] == n if width is None else arr.ndim == 2 and arr.shape[1] == width
-    if not shape_ok or (arr.size and arr.dtype.kind not in "biuf"):
-        want = f"{n} numbers (one per box)" if width is None else f"numbers of shape (n, {width}) (x1, y1, x2, y2)"
-        raise MetricArgumentError(f"COCODetection.add(): {what} must hold {want}, got shape {arr.shape} "
-                                  f"dtype {arr.dtype}")
-    out = arr.astype(np.float64)
-    if not np.isfinite(out).all():
-        raise MetricArgumentError(f"COCODetection.add(): {what} holds NaN or infinite values")
-    return out
-
-
-def _boxes(value: Any, what: str) -> np.ndarray:
-    return _numbers(value, what, None, 4)
-
-
-def _vector(value: Any, what: str, n: int, kind: type) -> np.ndarray:
-    return _numbers(value, what, n, None)
-
-
-def _labels(value: Any, what: str, n: int, c: int) -> np.ndarray:
-    arr = _vector(value, what, n, int)
-    bad = (arr != np.floor(arr)) | (arr < 0) | (arr >= c)
-    if bad.any():
-        raise MetricArgumentError(f"COCODetection.add(): {what} holds {arr[bad][0]:g}; labels must be ints in "
-                                  f"[0, {c - 1}] (indices into dataset_meta['classes'] that are evaluated)")
-    return arr.astype(np.int64)
-
-
-def _masks(value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]) -> List[Any]:
-    """``n`` masks as compressed RLE dicts (RLE dicts, polygon lists with ``hw``, or binary (H, W) arrays)."""
-    if not isinstance(value, (list, tuple)) or len(value) != n:
-        raise MetricArgumentError(f"COCODetection.add(): {what} must be a list of {n} masks (one per box), got "
-                                  f"{type(value).__name__} of {len(value) if hasattr(value, '__len__') else '?'}")
-    mask = import_extra("pycocotools.mask", "COCODetection")
-    out = []
-    for j, m in enumerate(value):
-        if isinstance(m, dict) and "counts" in m and "size" in m:
-            h, w = (int(v) for v in m["size"])
-            if isinstance(m["counts"], list):
-                out.append(mask.frPyObjects(m, h, w))
-            else:
-                counts = m["counts"].encode() if isinstance(m["counts"], str) else m["counts"]
-                out.append({"size": [h, w], "counts": counts})
-        elif isinstance(m, list):
-            if hw is None or hw[0] is None or hw[1] is None:
-                raise MetricArgumentError(f"COCODetection.add(): {what}[{j}] is a polygon, which needs the image's "
-                                          f"'height' and 'width' in the same dict")
-            out.append(mask.merge(mask.frPyObjects(m, int(hw[0]), int(hw[1]))))
-        else:
-            arr = np.asarray(m)
-            if arr.ndim != 2:
-                raise MetricArgumentError(f"COCODetection.add(): {what}[{j}] must be an RLE dict, a polygon list or a "
-                                          f"binary (H, W) array, got {type(m).__name__}")
-            out.append(mask.encode(np.asfortranarray(arr.astype(np.uint8))))
-    return out
-
-
-# -- matching on the holding rank ------------------------------------------------------------
-
-
-def _ignore_bits(area: np.ndarray, crowd: np.ndarray) -> np.ndarray:
-    """Per ground truth, bit r set when it is ignored in area range r (crowd, or its area outside the range)."""
-    bits = np.zeros(area.shape[0], dtype=np.uint8)
-    for r, (lo, hi) in enumerate(AREA_RANGES):
-        bits |= ((crowd | (area < lo) | (area > hi)).astype(np.uint8) << r)
-    return bits
-
-
-def _outside(area: np.ndarray) -> np.ndarray:
-    """(n, A) whether each area lies outside each range."""
-    lo = np.array([r[0] for r in AREA_RANGES], dtype=np.float64)
-    hi = np.array([r[1] for r in AREA_RANGES], dtype=np.float64)
-    return (area[:, None] < lo) | (area[:, None] > hi)
-
-
-def _box_iou_pairs(d: np.ndarray, g: np.ndarray, crowd: np.ndarray) -> np.ndarray:
-    """pycocotools' ``bbIou`` for pairs of xywh boxes, operation for operation (the same float64 results)."""
-    da = d[:, 2] * d[:, 3]
-    ga = g[:, 2] * g[:, 3]
-    w = np.minimum(d[:, 2] + d[:, 0], g[:, 2] + g[:, 0]) - np.maximum(d[:, 0], g[:, 0])
-    h = np.minimum(d[:, 3] + d[:, 1], g[:, 3] + g[:, 1]) - np.maximum(d[:, 1], g[:, 1])
-    i = w * h
-    u = np.where(crowd, da, da + ga - i)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        o = i / u
-    return np.where((w > 0) & (h > 0), o, 0.0)
-
-
-def _match_images(images: List[_Image], metric: str, cats: _Categories, thrs: np.ndarray, max_det: int
-                  ) -> List[List[np.ndarray]]:
-    """Match ``images`` for one metric; per image ``[scores, categories, state words]`` in summary order.
-
-    Detections are kept per (image, category) -- per image for ``'proposal'`` --
-    sorted by score (stable), the first ``max_det`` of each; ground truths in
-    their given order. The greedy matching is pycocotools' ``evaluateImg``,
-    run for every (IoU threshold, area range) at once over many groups.
-    """
-    use_cats = metric != "proposal"
-    segm = metric == "segm"
-    n_img = len(images)
-    n_det = np.array([im.det_labels.shape[0] for im in images], dtype=np.int64)
-    n_gt = np.array([im.gts.labels.shape[0] for im in images], dtype=np.int64)
-    d_img = np.repeat(np.arange(n_img), n_det)
-    g_img = np.repeat(np.arange(n_img), n_gt)
-    d_lab = np.concatenate([im.det_labels for im in images]) if n_img else np.zeros(0, np.int64)
-    g_lab = np.concatenate([im.gts.labels for im in images]) if n_img else np.zeros(0, np.int64)
-    d_score = np.concatenate([im.seg_scores if segm and im.seg_scores is not None else im.scores for im in images])
-    d_box = np.concatenate([im.xywh for im in images]).reshape(-1, 4)
-    g_box = np.concatenate([im.gts.xywh for im in images]).reshape(-1, 4)
-    g_area = np.concatenate([im.gts.area for im in images])
-    g_crowd = np.concatenate([im.gts.crowd for im in images])
-    g_idnz = np.concatenate([im.gts.idnz for im in images])
-    d_local = np.arange(d_img.shape[0]) - np.repeat(np.cumsum(n_det) - n_det, n_det)
-    k_total = len(cats.ids)
-    # groups: (image, category) with use_cats, else the image; pycocotools' orders within them
-    if use_cats:
-        d_key = d_img * k_total + cats.kpos[d_lab]
-        g_key = g_img * k_total + cats.kpos[g_lab]
-        d_order = np.lexsort((d_local, -d_score, d_key))
-        g_order = np.lexsort((np.arange(g_key.shape[0]), g_key))
-    else:
-        d_key, g_key = d_img, g_img
-        d_order = np.lexsort((d_local, d_lab, -d_score, d_key))
-        g_order = np.lexsort((np.arange(g_key.shape[0]), g_lab, g_key))
-    d_key_s = d_key[d_order]
-    starts = np.flatnonzero(np.r_[True, d_key_s[1:] != d_key_s[:-1]]) if d_key_s.size else np.zeros(0, np.int64)
-    run = np.repeat(starts, np.diff(np.r_[starts, d_key_s.size]))
-    rank = np.arange(d_key_s.size) - run
-    kept = d_order[rank < max_det]  # detections kept, in (group, score) order
-    d_key_k = d_key[kept]
-    g_sorted = g_order
-    g_key_s = g_key[g_sorted]
-    # detection areas and outside flags
-    if segm:
-        mask = import_extra("pycocotools.mask", "COCODetection")
-        all_rles = [r for im in images for r in (im.det_rles or [])]
-        # one call per mask: pycocotools' area() of a list of masks overflows (a uint8 result) past 255 pixels
-        d_area = np.array([float(mask.area(all_rles[i])) for i in kept], dtype=np.float64)
-    else:
-        d_area = d_box[kept, 2] * d_box[kept, 3]
-    d_out = _outside(d_area)  # (n, A)
-    n_thr, n_rng = thrs.shape[0], len(AREA_RANGES)
-    matched = np.zeros((kept.shape[0], n_thr, n_rng), dtype=bool)
-    to_ignored = np.zeros_like(matched)
-    to_zero_id = np.zeros_like(matched)
-    # pairs (detection, ground truth) of the same group
-    lo = np.searchsorted(g_key_s, d_key_k, "left")
-    hi = np.searchsorted(g_key_s, d_key_k, "right")
-    cnt = hi - lo
-    if cnt.sum():
-        p_det = np.repeat(np.arange(kept.shape[0]), cnt)
-        p_slot = np.arange(p_det.shape[0]) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        p_gt = g_sorted[np.repeat(lo, cnt) + p_slot]
-        if segm:
-            iou = _mask_iou_pairs(images, kept, p_det, p_gt, n_det, n_gt)
-        else:
-            iou = _box_iou_pairs(d_box[kept[p_det]], g_box[p_gt], g_crowd[p_gt])
-        _greedy(iou, p_det, p_slot, p_gt, cnt, d_key_k, g_area, g_crowd, g_idnz, thrs,
-                matched, to_ignored, to_zero_id)
-    # (n, A, T) states: trit index a * T + t
-    matched, to_ignored, to_zero_id = (x.transpose(0, 2, 1) for x in (matched, to_ignored, to_zero_id))
-    effective = matched & ~to_zero_id
-    ignored = (matched & to_ignored) | (~effective & d_out[:, :, None])
-    state = np.full(matched.shape, FP, dtype=np.uint8)
-    state[effective] = TP
-    state[ignored] = IGNORED
-    words = trits_to_words(state.reshape(kept.shape[0], n_rng * n_thr))
-    small = len(cats.ids) <= 255
-    d_cat = (cats.kpos[d_lab[kept]] if use_cats else np.zeros(kept.shape[0], np.int64)).astype(
-        np.uint8 if small else np.uint16)
-    scores = d_score[kept]
-    if scores.size and np.array_equal(scores.astype(np.float32).astype(np.float64), scores):
-        scores = scores.astype(np.float32)  # exact: 4 bytes a detection instead of 8
-    # back to images: kept detections are in image order already (the group key starts with the image)
-    per_img = np.bincount(d_img[kept], minlength=n_img)
-    bounds = np.r_[0, np.cumsum(per_img)]
-    return [[scores[bounds[i]:bounds[i + 1]], d_cat[bounds[i]:bounds[i + 1]], words[bounds[i]:bounds[i + 1]]]
-            for i in range(n_img)]
-
-
-def _mask_iou_pairs(images: List[_Image], kept: np.ndarray, p_det: np.ndarray, p_gt: np.ndarray,
-                    n_det: np.ndarray, n_gt: np.ndarray) -> np.ndarray:
-    """pycocotools' mask IoU (crowd rule included) of each (detection, ground truth) pair, one call per image."""
-    mask = import_extra("pycocotools.mask", "COCODetection")
-    det_start = np.cumsum(n_det) - n_det
-    gt_start = np.cumsum(n_gt) - n_gt
-    d_glob = kept[p_det]
-    img = np.searchsorted(det_start, d_glob, "right") - 1
-    out = np.zeros(p_det.shape[0], dtype=np.float64)
-    order = np.argsort(img, kind="stable")
-    bounds = np.flatnonzero(np.r_[True, img[order][1:] != img[order][:-1], True])
-    for s, e in zip(bounds[:-1], bounds[1:]):
-        sel = order[s:e]
-        i = int(img[sel[0]])
-        im = images[i]
-        assert im.det_rles is not None and im.gts.rles is not None
-        dl = d_glob[sel] - det_start[i]
-        gl = p_gt[sel] - gt_start[i]
-        ud, dinv = np.unique(dl, return_inverse=True)
-        ug, ginv = np.unique(gl, return_inverse=True)
-        m = mask.iou([im.det_rles[j] for j in ud], [im.gts.rles[j] for j in ug],
-                     [int(im.gts.crowd[j]) for j in ug])
-        out[sel] = np.asarray(m, dtype=np.float64).reshape(len(ud), len(ug))[dinv, ginv]
-    return out
-
-
-def _greedy(iou: np.ndarray, p_det: np.ndarray, p_slot: np.ndarray, p_gt: np.ndarray, cnt: np.ndarray,
-            d_key: np.ndarray, g_area: np.ndarray, g_crowd: np.ndarray, g_idnz: np.ndarray,
-            thrs: np.ndarray, matched: np.ndarray, to_ignored: np.ndarray, to_zero_id: np.ndarray) -> None:
-    """pycocotools' greedy matching, every (threshold, area range) at once, over groups bucketed by size.
-
-    A detection (by score) takes, among the ground truths of its group not yet
-    taken (crowd ones stay available) with IoU >= min(t, 1 - 1e-10): the
-    non-ignored one of largest IoU (the last on ties), else the ignored one of
-    largest IoU (the last on ties).
-    """
-    n_thr, n_rng = thrs.shape[0], len(AREA_RANGES)
-    thr = np.minimum(thrs, 1 - 1e-10)
-    # only the detections with some candidate matter; groups = runs of equal d_key among them
-    has = np.zeros(cnt.shape[0], dtype=bool)
-    np.logical_or.at(has, p_det, iou >= thr.min())
-    dets = np.flatnonzero(has)
-    if not dets.size:
-        return
-    gkey = d_key[dets]
-    gstart = np.flatnonzero(np.r_[True, gkey[1:] != gkey[:-1]])
-    gsize = np.diff(np.r_[gstart, dets.size])
-    group_of = np.repeat(np.arange(gstart.size), gsize)
-    step_of = np.arange(dets.size) - np.repeat(gstart, gsize)
-    n_g = cnt[dets[gstart]]  # ground truths per group
-    # ground-truth attributes per group slot
-    first_pair = np.cumsum(cnt) - cnt
-    ig_all = _ignore_bits(g_area, g_crowd)
-    pad = 1
-    while pad < int(n_g.max()):
-        pad *= 2
-    buckets = np.minimum(np.ceil(np.log2(np.maximum(n_g, 1))).astype(np.int64), int(np.log2(pad)))
-    for bk in np.unique(buckets):
-        gsel = np.flatnonzero(buckets == bk)
-        width = 1 << int(bk)
-        order = gsel[np.argsort(-gsize[gsel], kind="stable")]  # most steps first: active groups are a prefix
-        nb = order.shape[0]
-        slot = np.empty(gstart.size, dtype=np.int64)
-        slot[order] = np.arange(nb)
-        steps = int(gsize[order[0]])
-        table = np.full((nb, steps, width), -1.0)
-        sel = np.isin(group_of, order)
-        dsel = dets[sel]
-        for_pairs = np.repeat(first_pair[dsel], cnt[dsel]) + (np.arange(cnt[dsel].sum())
-                                                              - np.repeat(np.cumsum(cnt[dsel]) - cnt[dsel],
-                                                                          cnt[dsel]))
-        rows = slot[group_of[sel]]
-        table[np.repeat(rows, cnt[dsel]), np.repeat(step_of[sel], cnt[dsel]), p_slot[for_pairs]] = iou[for_pairs]
-        # ground truths of each group (the first detection's pairs list them all, in order)
-        first = dets[gstart[order]]
-        gt_ids = np.full((nb, width), -1, dtype=np.int64)
-        rr = np.repeat(np.arange(nb), cnt[first])
-        ss = np.arange(rr.shape[0]) - np.repeat(np.cumsum(cnt[first]) - cnt[first], cnt[first])
-        gt_ids[rr, ss] = p_gt[np.repeat(first_pair[first], cnt[first]) + ss]
-        real = gt_ids >= 0
-        safe = np.where(real, gt_ids, 0)
-        crowd = g_crowd[safe] & real  # (nb, W)
-        ig = ((ig_all[safe][:, None, :] >> np.arange(n_rng)[None, :, None]) & 1).astype(bool)  # (nb, A, W)
-        taken = np.zeros((nb, n_thr, n_rng, width), dtype=bool)
-        sizes = gsize[order]
-        for s in range(steps):
-            n = int(np.count_nonzero(sizes > s))
-            v = table[:n, s, :]  # (n, W)
-            ok = (v[:, None, :] >= thr[None, :, None])[:, :, None, :]  # (n, T, 1, W)
-            cand = ok & (~taken[:n] | crowd[:n, None, None, :])  # (n, T, A, W)
-            igs = ig[:n, None, :, :]
-            vv = v[:, None, None, :]
-            reg = cand & ~igs
-            score_reg = np.where(reg, vv, -1.0)[..., ::-1]
-            m_reg = width - 1 - score_reg.argmax(axis=-1)
-            has_reg = reg.any(axis=-1)
-            ign = cand & igs
-            score_ig = np.where(ign, vv, -1.0)[..., ::-1]
-            m_ig = width - 1 - score_ig.argmax(axis=-1)
-            has_ig = ign.any(axis=-1)
-            m = np.where(has_reg, m_reg, m_ig)  # (n, T, A)
-            got = has_reg | has_ig
-            bi, ti, ai = np.nonzero(got)
-            taken[bi, ti, ai, m[bi, ti, ai]] = True
-            det_rows = dets[gstart[order[:n]] + s]
-            matched[det_rows] = got
-            to_ignored[det_rows] = got & ~has_reg
-            gid = gt_ids[np.arange(n)[:, None, None], m]
-            to_zero_id[det_rows] = got & ~g_idnz[np.where(gid >= 0, gid, 0)]
-
-
-# -- accumulate and summarize on the computing rank ---------------------------------------------

@@ -31,10 +31,9 @@ class JoinedPart:
     ``own``: the categories this rank accumulates, rising.
     """
 
-    def __init__(self, rank: int, world_size: int, own: np.ndarray,
-                 dets_of: List[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    def __init__(self, rank: int, own: np.ndarray, dets_of: List[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
                  npig_own: np.ndarray, npig_all: np.ndarray, dets: np.ndarray, duplicate_ids: bool) -> None:
-        self.rank, self.world_size, self.own = rank, world_size, own
+        self.rank, self.own = rank, own
         self.dets_of = dets_of
         self.npig_own, self.npig_all, self.dets, self.duplicate_ids = npig_own, npig_all, dets, duplicate_ids
 
@@ -74,8 +73,7 @@ class JoinedPart:
             out.append({"npig": npig.astype(np.int64), "psum": psum[:, live],
                         "tp": tps[:, live].astype(count_type), "classwise": cw})
         cat_type = np.uint16 if not own.size or int(own[-1]) < 65535 else np.int64
-        return {"rank": r, "world_size": self.world_size, "cats": own.astype(cat_type),
-                "dets": [int(d) for d in self.dets], "metrics": out}
+        return {"cats": own.astype(cat_type), "dets": [int(d) for d in self.dets], "metrics": out}
 
 
 def split_summaries(positions: np.ndarray, img_ids: np.ndarray, has_id: np.ndarray,
@@ -216,4 +214,4 @@ def join_parts(parts: Sequence[List[Any]], n_metrics: int) -> JoinedPart:
     dets = joined(base + 2).reshape(len(parts), n_metrics).sum(axis=0)  # every rank puts its totals in every part
     world_ids = joined(base + 3)
     duplicate = bool(world_ids.size) and np.unique(world_ids).size != world_ids.size
-    return JoinedPart(int(head[0, 0]), int(head[0, 1]), own_cats, dets_of, npig_own, npig_all, dets, duplicate)
+    return JoinedPart(int(head[0, 0]), own_cats, dets_of, npig_own, npig_all, dets, duplicate)

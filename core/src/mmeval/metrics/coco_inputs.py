@@ -1,0 +1,212 @@
+"""COCODetection's inputs as ``add()`` checks them, and an annotation file's ground truths.
+
+The records one image becomes before it is matched (:class:`_Image`, its
+:class:`_GroundTruths`), the evaluated categories (:class:`_Categories`), a
+COCO json indexed by image (:class:`_Annotations`), the argument checks that
+name the offending key, and each ground truth's area-range ignore flags.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from ..core.errors import MetricArgumentError
+from ..core.inputs import to_numpy
+from .coco_accumulate import AREA_RANGES
+from .extras import import_extra
+
+
+class _Categories:
+    """The evaluated category ids (``ids[label]``) and their positions in sorted order (pycocotools' K axis)."""
+
+    def __init__(self, ids: List[int], names: Dict[int, str]) -> None:
+        self.ids = ids
+        self.names = names
+        self.sorted_ids = sorted(set(ids))
+        where = {c: i for i, c in enumerate(self.sorted_ids)}
+        self.kpos = np.array([where[c] for c in ids], dtype=np.int64)
+        #: category id -> its label (index into ``ids``)
+        self.label_of = {c: i for i, c in enumerate(ids)}
+
+
+class _GroundTruths:
+    """One image's ground truths: xywh boxes, label (index into the category ids), area, crowd, id != 0, masks."""
+
+    __slots__ = ("xywh", "labels", "area", "crowd", "idnz", "rles")
+
+    def __init__(self, xywh: np.ndarray, labels: np.ndarray, area: np.ndarray, crowd: np.ndarray, idnz: np.ndarray,
+                 rles: Optional[List[Any]]) -> None:
+        self.xywh, self.labels, self.area, self.crowd, self.idnz, self.rles = xywh, labels, area, crowd, idnz, rles
+
+
+class _Image:
+    """One image as add() checked it, waiting to be matched on this rank."""
+
+    __slots__ = ("img_id", "xywh", "scores", "det_labels", "seg_scores", "det_rles", "gts", "records")
+
+    def __init__(self, img_id: Optional[int], xywh: np.ndarray, scores: np.ndarray, labels: np.ndarray,
+                 seg_scores: Optional[np.ndarray], det_rles: Optional[List[Any]], gts: _GroundTruths,
+                 records: Any) -> None:
+        self.img_id, self.xywh, self.scores, self.det_labels = img_id, xywh, scores, labels
+        self.seg_scores, self.det_rles, self.gts, self.records = seg_scores, det_rles, gts, records
+
+
+def _records(im: _Image) -> Any:
+    if im.records is None:
+        return (im.img_id, im.xywh, im.scores, im.det_labels, im.seg_scores, im.det_rles)
+    xywh, scores, labels, seg_scores, rles = im.records
+    return (im.img_id, xywh, scores, labels, seg_scores, rles)
+
+
+class _Annotations:
+    """A COCO json's images, categories and annotations, indexed by image (as pycocotools' COCO orders them)."""
+
+    def __init__(self, data: Dict[str, Any]) -> None:
+        self.categories: List[Dict[str, Any]] = list(data.get("categories", []))
+        self.images: Dict[int, Dict[str, Any]] = {img["id"]: img for img in data.get("images", [])}
+        self.by_image: Dict[int, List[Dict[str, Any]]] = {}
+        for ann in data.get("annotations", []) or []:
+            self.by_image.setdefault(ann["image_id"], []).append(ann)
+        self._npig: Optional[np.ndarray] = None
+
+    def image_gts(self, img_id: int, cats: _Categories, masks: bool) -> _GroundTruths:
+        """The ground truths of ``img_id`` whose category is evaluated, in the json's order."""
+        pos = cats.label_of
+        anns = [a for a in self.by_image.get(img_id, []) if a["category_id"] in pos]
+        m = len(anns)
+        xywh = np.array([a["bbox"] for a in anns], dtype=np.float64).reshape(m, 4)
+        labels = np.array([pos[a["category_id"]] for a in anns], dtype=np.int64)
+        area = np.array([a["area"] for a in anns], dtype=np.float64)
+        crowd = np.array([bool(a.get("iscrowd", 0)) for a in anns], dtype=bool)
+        idnz = np.array([a["id"] != 0 for a in anns], dtype=bool)
+        rles = None
+        if masks and m:
+            img = self.images[img_id]
+            rles = [_ann_rle(a["segmentation"], img["height"], img["width"]) for a in anns]
+        return _GroundTruths(xywh, labels, area, crowd, idnz, rles)
+
+    def npig(self, cats: _Categories) -> np.ndarray:
+        """Non-ignored ground truths per (sorted category, area range) over every image of the file."""
+        if self._npig is None:
+            pos = {c: i for i, c in enumerate(cats.sorted_ids)}
+            anns = [a for img_id in self.images for a in self.by_image.get(img_id, []) if a["category_id"] in pos]
+            k = np.array([pos[a["category_id"]] for a in anns], dtype=np.int64)
+            bits = _ignore_bits(np.array([float(a["area"]) for a in anns], dtype=np.float64),
+                                np.array([bool(a.get("iscrowd", 0)) for a in anns], dtype=bool))
+            out = np.zeros((len(cats.sorted_ids), len(AREA_RANGES)), dtype=np.int64)
+            for r in range(len(AREA_RANGES)):
+                np.add.at(out[:, r], k[(bits >> r) & 1 == 0], 1)
+            self._npig = out
+        return self._npig
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"categories": self.categories, "images": self.images, "by_image": self.by_image, "_npig": self._npig}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+
+def _ann_rle(segm: Any, h: int, w: int) -> Any:
+    """pycocotools' ``COCO.annToRLE``: polygons and uncompressed RLE to compressed RLE (image size h x w)."""
+    mask = import_extra("pycocotools.mask", "COCODetection")
+    if isinstance(segm, list):
+        return mask.merge(mask.frPyObjects(segm, h, w))
+    if isinstance(segm["counts"], list):
+        return mask.frPyObjects(segm, h, w)
+    return {"size": list(segm["size"]), "counts": segm["counts"]}
+
+
+def _img_id(value: Any, what: str) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
+        try:
+            arr = to_numpy(value, what)
+        except ValueError:
+            arr = np.array(None)
+        if arr.shape == () and arr.dtype.kind in "iu":
+            return int(arr)
+        raise MetricArgumentError(f"COCODetection.add(): {what} must be an int, got {value!r}")
+    return int(value)
+
+
+def _numbers(value: Any, what: str, n: Optional[int], width: Optional[int]) -> np.ndarray:
+    """Finite numbers as float64: (n,) per box (``width=None``), or (any n, width) boxes."""
+    arr = to_numpy(value, what)
+    if arr.size == 0:
+        arr = arr.reshape((0,) if width is None else (0, width))
+    elif arr.ndim == 0 and width is None:
+        arr = arr.reshape(-1)
+    shape_ok = arr.ndim == 1 and arr.shape[0] == n if width is None else arr.ndim == 2 and arr.shape[1] == width
+    if not shape_ok or (arr.size and arr.dtype.kind not in "biuf"):
+        want = f"{n} numbers (one per box)" if width is None else f"numbers of shape (n, {width}) (x1, y1, x2, y2)"
+        raise MetricArgumentError(f"COCODetection.add(): {what} must hold {want}, got shape {arr.shape} "
+                                  f"dtype {arr.dtype}")
+    out = arr.astype(np.float64)
+    if not np.isfinite(out).all():
+        raise MetricArgumentError(f"COCODetection.add(): {what} holds NaN or infinite values")
+    return out
+
+
+def _boxes(value: Any, what: str) -> np.ndarray:
+    return _numbers(value, what, None, 4)
+
+
+def _vector(value: Any, what: str, n: int, kind: type) -> np.ndarray:
+    return _numbers(value, what, n, None)
+
+
+def _labels(value: Any, what: str, n: int, c: int) -> np.ndarray:
+    arr = _vector(value, what, n, int)
+    bad = (arr != np.floor(arr)) | (arr < 0) | (arr >= c)
+    if bad.any():
+        raise MetricArgumentError(f"COCODetection.add(): {what} holds {arr[bad][0]:g}; labels must be ints in "
+                                  f"[0, {c - 1}] (indices into dataset_meta['classes'] that are evaluated)")
+    return arr.astype(np.int64)
+
+
+def _masks(value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]) -> List[Any]:
+    """``n`` masks as compressed RLE dicts (RLE dicts, polygon lists with ``hw``, or binary (H, W) arrays)."""
+    if not isinstance(value, (list, tuple)) or len(value) != n:
+        raise MetricArgumentError(f"COCODetection.add(): {what} must be a list of {n} masks (one per box), got "
+                                  f"{type(value).__name__} of {len(value) if hasattr(value, '__len__') else '?'}")
+    mask = import_extra("pycocotools.mask", "COCODetection")
+    out = []
+    for j, m in enumerate(value):
+        if isinstance(m, dict) and "counts" in m and "size" in m:
+            h, w = (int(v) for v in m["size"])
+            if isinstance(m["counts"], list):
+                out.append(mask.frPyObjects(m, h, w))
+            else:
+                counts = m["counts"].encode() if isinstance(m["counts"], str) else m["counts"]
+                out.append({"size": [h, w], "counts": counts})
+        elif isinstance(m, list):
+            if hw is None or hw[0] is None or hw[1] is None:
+                raise MetricArgumentError(f"COCODetection.add(): {what}[{j}] is a polygon, which needs the image's "
+                                          f"'height' and 'width' in the same dict")
+            out.append(mask.merge(mask.frPyObjects(m, int(hw[0]), int(hw[1]))))
+        else:
+            arr = np.asarray(m)
+            if arr.ndim != 2:
+                raise MetricArgumentError(f"COCODetection.add(): {what}[{j}] must be an RLE dict, a polygon list or a "
+                                          f"binary (H, W) array, got {type(m).__name__}")
+            out.append(mask.encode(np.asfortranarray(arr.astype(np.uint8))))
+    return out
+
+
+def _ignore_bits(area: np.ndarray, crowd: np.ndarray) -> np.ndarray:
+    """Per ground truth, bit r set when it is ignored in area range r (crowd, or its area outside the range)."""
+    bits = np.zeros(area.shape[0], dtype=np.uint8)
+    for r, (lo, hi) in enumerate(AREA_RANGES):
+        bits |= ((crowd | (area < lo) | (area > hi)).astype(np.uint8) << r)
+    return bits
+
+
+def _outside(area: np.ndarray) -> np.ndarray:
+    """(n, A) whether each area lies outside each range."""
+    lo = np.array([r[0] for r in AREA_RANGES], dtype=np.float64)
+    hi = np.array([r[1] for r in AREA_RANGES], dtype=np.float64)
+    return (area[:, None] < lo) | (area[:, None] > hi)
