@@ -12,12 +12,15 @@ Two modes:
   ``mpi4py``): each rank builds its own shard (round robin, the last shard padded as
   ``DistributedSampler`` pads it; ``compute(size=n)`` drops the padding) and times ``add()`` and
   ``compute()`` (each the slowest rank's), the bytes each rank sends in ``compute()`` (the
-  comm-stats hook) and rank 0's peak extra memory in ``compute()``. ``--impl torchmetrics`` runs
+  comm-stats hook) and rank 0's peak extra memory in ``compute()`` (ours: those two in
+  :data:`MEMORY_ITERS` evaluations apart from the timed ones, since the heap trim that makes the
+  peak measurable slows the compute() after it). ``--impl torchmetrics`` runs
   torchmetrics' ``MeanAveragePrecision(backend='faster_coco_eval')`` on the same (unpadded) shards
   (``update()`` + ``compute()``, which all-gathers every box to every rank); ``--impl mmeval021``
   runs MMEval 0.2.1's ``COCODetection`` with the Python of its own environment. Ours at world size 2
-  is interleaved with rank 0 evaluating the whole set alone (the others waiting): the single-process
-  time under the same load, for the ws=2 / single ratio.
+  is interleaved with each rank in turn evaluating the whole set alone (the other waiting): the
+  single-process time under the same load, for the ws=2 / single ratio, and the same history (and
+  heap) in every rank's process.
 
 Every record keeps the 12 COCO stats it computed; ``report.py`` compares each with pycocotools' on
 the same case. torchmetrics imports ``torchvision.ops.box_convert``; where torchvision cannot be
@@ -62,6 +65,8 @@ ITEMS = ("mAP", "mAP_50", "mAP_75", "mAP_s", "mAP_m", "mAP_l", "AR@1", "AR@10", 
 TM_KEYS = ("map", "map_50", "map_75", "map_small", "map_medium", "map_large", "mar_1", "mar_10", "mar_100",
            "mar_small", "mar_medium", "mar_large")
 BATCH = 8
+#: dist mode, ours: evaluations measuring rank 0's peak memory and the bytes sent, apart from the timed ones
+MEMORY_ITERS = 3
 #: pycocotools' IoU and recall thresholds (float64), handed to torchmetrics so that it computes the same stats.
 COCO_IOU_THRS = np.linspace(0.5, 0.95, int(np.round((0.95 - 0.5) / 0.05)) + 1, endpoint=True).tolist()
 COCO_REC_THRS = np.linspace(0.0, 1.00, int(np.round((1.00 - 0.0) / 0.01)) + 1, endpoint=True).tolist()
@@ -146,16 +151,24 @@ def _add_all(metric: Any, preds: Sequence[Dict[str, Any]], gts: Sequence[Dict[st
 
 
 def _measure_compute(metric: Any, size: Optional[int], count_bytes: bool,
-                     ready: Optional[Callable[[], None]] = None) -> Tuple[Dict[str, Any], float, int, int]:
-    """``compute()``'s result, seconds, peak extra bytes of this process, and bytes sent (-1 when not counted).
+                     ready: Optional[Callable[[], None]] = None,
+                     memory: bool = True) -> Tuple[Dict[str, Any], float, int, int]:
+    """``compute()``'s result, seconds, peak extra bytes of this process (-1 unless ``memory``), and bytes
+    sent (-1 when not counted).
 
+    ``memory``: the heap is trimmed first (an earlier evaluation's freed memory would otherwise hide this
+    one's peak) and VmHWM's rise is the peak. The trim makes ``compute()`` fault its heap back in (~8 ms of
+    a 100 ms lvis compute() at ws=2), which an evaluation in a user's process does not pay: a timed
+    evaluation compared with the one-process run beside it (which trims nothing) passes ``memory=False``.
     ``ready`` (several ranks: a barrier) runs just before the clock starts, so every rank's clock starts
-    together: the collection and heap trim before it take longer on a rank holding more objects, and a
-    rank that starts first would otherwise count its wait for the others in compute()."""
+    together: the collection before it takes longer on a rank holding more objects, and a rank that starts
+    first would otherwise count its wait for the others in compute()."""
     gc.collect()
-    common.trim_heap()  # an earlier evaluation's freed memory would otherwise hide this one's peak
-    before = common.vm_status().get("VmRSS", 0)
-    common.reset_peak_rss()
+    before = 0
+    if memory:
+        common.trim_heap()
+        before = common.vm_status().get("VmRSS", 0)
+        common.reset_peak_rss()
     if ready is not None:
         ready()
     t0 = time.perf_counter()
@@ -170,7 +183,7 @@ def _measure_compute(metric: Any, size: Optional[int], count_bytes: bool,
             result = call()
         sent = -1
     dt = time.perf_counter() - t0
-    peak = common.vm_status().get("VmHWM", 0) - before
+    peak = common.vm_status().get("VmHWM", 0) - before if memory else -1
     return result, dt, peak, sent
 
 
@@ -430,27 +443,32 @@ def _dist_impl(comm: Comm, args: argparse.Namespace, backend: str, impl: str, sp
     # torchmetrics and MMEval 0.2.1 take tens of seconds per evaluation at full size: one, not warmed up
     iters = args.iters if impl == "ours" else 1
     warmup = args.warmup if impl == "ours" else 0
-    # ours on one process beside it, interleaved: rank 0 evaluates the whole set alone while the others wait
-    # (on a shared machine, single-process figures from another job ran under another load)
+    # ours on one process beside it, interleaved: each rank in turn evaluates the whole set alone while the
+    # others wait (on a shared machine, single-process figures from another job ran under another load), and
+    # every rank, not rank 0 only, so that every process evaluates at ws=2 with the same history: a rank that
+    # never held the whole set has a smaller heap, and under the pinned allocator its compute() faulted 4x as
+    # many pages (lvis: 6-11k against 1.5k, ~12 ms of a 100 ms compute()), and the slowest rank sets the time
     beside = impl == "ours" and comm.ws == 2 and not args.no_single_beside
-    whole = coco_data.mmeval_inputs(coco_data.make_images(spec, range(spec.images))) if beside and comm.rank == 0 \
-        else None
+    whole = coco_data.mmeval_inputs(coco_data.make_images(spec, range(spec.images))) if beside else None
     singles: List[float] = []
     for it in range(warmup + iters):
         if beside:
-            comm.barrier()
-            if whole is not None:
-                alone = _ours(spec, "non_dist")  # not the default: the group is up, only rank 0 runs it
-                t0 = time.perf_counter()
-                _add_all(alone, *whole)
-                with _quiet():
-                    alone.compute()
-                single_s = time.perf_counter() - t0
-                del alone
-            comm.barrier()
-            single = comm.max(single_s if whole is not None else 0.0)
-            if it >= warmup:
-                singles.append(single)
+            assert whole is not None
+            for r in range(comm.ws):
+                comm.barrier()
+                single_s = 0.0
+                if comm.rank == r:
+                    alone = _ours(spec, "non_dist")  # not the default: the group is up, only this rank runs it
+                    t0 = time.perf_counter()
+                    _add_all(alone, *whole)
+                    with _quiet():
+                        alone.compute()
+                    single_s = time.perf_counter() - t0
+                    del alone
+                comm.barrier()
+                single = comm.max(single_s)
+                if it >= warmup:
+                    singles.append(single)
         metric = fresh()
         comm.barrier()
         added = add(metric)
@@ -460,18 +478,32 @@ def _dist_impl(comm: Comm, args: argparse.Namespace, backend: str, impl: str, sp
             state_bytes = len(pickle.dumps(metric._results, protocol=pickle.HIGHEST_PROTOCOL))
         comm.barrier()
         size = spec.images if impl in ("ours", "mmeval021") else None
-        out, dt, peak, sent_now = _measure_compute(metric, size, count_bytes=impl == "ours", ready=comm.barrier)
+        # ours' timed evaluations trim nothing and count no bytes, as the one-process run beside them: its
+        # memory and bytes are measured in evaluations of their own, below; the peers run once, both at once
+        out, dt, peak, _ = _measure_compute(metric, size, count_bytes=False, ready=comm.barrier,
+                                            memory=impl != "ours")
         if it == 0:
-            result, sent = out, sent_now
+            result = out
             if impl == "ours":  # the compact summaries this rank made (kept after compute()), packed
                 summary_bytes = float(sum(len(r[0] if isinstance(r, tuple) else r) for r in metric._local_results()))
         del metric, out
         worst_add, worst_compute = comm.max(added), comm.max(dt)
-        peak_all = comm.gather_floats(float(peak))
         if it >= warmup:
             adds.append(worst_add)
             computes.append(worst_compute)
-            peaks.append(peak_all)
+            if impl != "ours":
+                peaks.append(comm.gather_floats(float(peak)))
+    if impl == "ours":  # rank 0's peak extra memory (VmHWM after a heap trim) and the bytes sent, untimed
+        for it in range(MEMORY_ITERS):
+            metric = fresh()
+            comm.barrier()
+            add(metric)
+            comm.barrier()
+            _, _, peak, sent_now = _measure_compute(metric, spec.images, count_bytes=it == 0, ready=comm.barrier)
+            if it == 0:
+                sent = sent_now
+            peaks.append(comm.gather_floats(float(peak)))
+            del metric
     traced = -1.0
     if impl == "ours":  # one more evaluation, untimed: the live bytes compute() holds at its peak (tracemalloc)
         metric = fresh()
