@@ -528,6 +528,18 @@ def test_bad_inputs_are_refused_naming_the_image_and_keep_nothing():
             metric.compute()
 
 
+def test_one_matte_given_bare_is_refused_saying_to_wrap_it_in_a_list():
+    """A bare (H, W) matte is a batch of H one-row mattes (MMEval 0.2.1 read it so too): the gradient needs
+    2-D mattes, and the error says how to pass one."""
+    pred = np.random.default_rng(3).random((32, 32))
+    gt, trimap = np.ones((32, 32)), np.full((32, 32), 128, np.uint8)
+    metric = GradientError()
+    with pytest.raises(MetricArgumentError, match=r"got shape \(32,\).*add\(\[pred_alpha\], \[gt_alpha\], \[trimap\]\)"):
+        metric.add(pred, gt, trimap)
+    metric.add([pred], [gt], [trimap])
+    assert metric.num_results == 1
+
+
 def test_per_image_results_of_mmeval_go_through_compute_metric():
     assert PeakSignalNoiseRatio().compute_metric([30.0, 40.0]) == {"psnr": 35.0}
     assert SumAbsoluteDifferences().compute_metric([np.float64(1.0), np.float64(2.0)]) == {"sad": 1.5}
