@@ -107,30 +107,36 @@ def split_summaries(positions: np.ndarray, img_ids: np.ndarray, has_id: np.ndarr
         npig[:, a] = np.bincount(counted, minlength=k_all)[:k_all]
     totals = np.array([int(d[0].sum()) for d in dets], dtype=np.int64)
     eff = np.where(has_id, img_ids, positions).astype(np.int64)
-    # per metric and rank: which detections go there (None: all), and each image's count of them
+    # per metric and rank: which detections go there (their places, rising; None: all) and each image's count of
+    # them -- from one stable sort of the detections by owner and one count of (owner, image) pairs, so a column
+    # is read once whatever the number of ranks (a mask per rank read it world_size times)
     chosen: List[List[Tuple[Optional[np.ndarray], np.ndarray]]] = []
     inc = np.zeros((world_size, n_img), dtype=bool)
     for j, (lens, _, cats, _) in enumerate(dets):
-        end = np.cumsum(lens, dtype=np.int64)  # each image's end in the detection columns
-        per_rank = []
-        det_owner = None if world_size == 1 or (j < len(proposal) and proposal[j]) else owner_of[cats]
-        for r in range(world_size):
-            if det_owner is None:  # one rank, or 'proposal': every detection on rank 0
-                mask, counts = (None, lens) if r == 0 else (np.zeros(cats.shape[0], dtype=bool), lens * 0)
-            else:  # per image, its detections of rank r's categories (a running count: 4 bytes a detection)
-                mask = det_owner == r
-                running = np.concatenate([np.zeros(1, np.int32), np.cumsum(mask, dtype=np.int32)])
-                counts = running[end] - running[end - lens]
-                del running
-            inc[r] |= counts > 0
-            per_rank.append((mask, counts))
+        per_rank: List[Tuple[Optional[np.ndarray], np.ndarray]]
+        if world_size == 1 or (j < len(proposal) and proposal[j]):  # every detection on rank 0
+            none = np.zeros(0, dtype=np.int64)
+            per_rank = [(None, lens)] + [(none, lens * 0) for _ in range(1, world_size)]
+        else:
+            det_owner = owner_of[cats]
+            key = det_owner.astype(np.int64)
+            key *= n_img
+            key += np.repeat(np.arange(n_img, dtype=np.int64), lens)
+            counts = np.bincount(key, minlength=world_size * n_img).reshape(world_size, n_img)
+            del key
+            order = np.argsort(det_owner, kind="stable")
+            del det_owner
+            ends = np.cumsum(counts.sum(axis=1)).tolist()
+            per_rank = [(order[(ends[r - 1] if r else 0):ends[r]], counts[r]) for r in range(world_size)]
+        for r, (_, counts_r) in enumerate(per_rank):
+            inc[r] |= counts_r > 0
         chosen.append(per_rank)
     parts: List[List[np.ndarray]] = [[np.array([r, world_size], dtype=np.int64), own_of[r], positions[inc[r]],
                                       img_ids[inc[r]].astype(np.int64), has_id[inc[r]].astype(np.uint8)]
                                      for r in range(world_size)]
 
     def split(column: np.ndarray, per_rank: List[Tuple[Optional[np.ndarray], np.ndarray]]) -> List[np.ndarray]:
-        return [(column if mask is None else column[mask]).reshape(-1) for mask, _ in per_rank]
+        return [(column if places is None else column[places]).reshape(-1) for places, _ in per_rank]
 
     for (_, scores_of, cats, states_of), per_rank in zip(dets, chosen):
         n = cats.shape[0]
