@@ -10,7 +10,7 @@ import pytest
 from hub_backend import run_ranks
 
 from mmeval.core import BaseMetric
-from mmeval.core.packed import pack_arrays, trits_to_words, unpack_arrays, words_to_trits
+from mmeval.core.packed import PackedColumns, pack_arrays, trits_to_words, unpack_arrays, words_to_trits
 
 
 class Lengths(BaseMetric):
@@ -83,6 +83,37 @@ def test_a_failed_summary_on_one_rank_raises_on_every_rank():
     assert s0 == s1 == "ok"
     assert t1 == "ValueError" and "cannot summarize 'boom'" in m1
     assert t0 in ("CollectiveMismatchError", "ValueError") and "rank 1" in m0
+
+
+@pytest.mark.parametrize("long_at", [None, 0, 2])
+def test_packed_columns_equal_concatenation_whatever_the_headers(long_at):
+    """Headers read all at once when every length is short, one blob at a time otherwise (a long array
+    first or later in one blob): the columns are the concatenations either way, writable, dtypes
+    promoted as np.concatenate promotes them."""
+    rng = np.random.default_rng(7)
+    samples = []
+    for i in range(300):
+        n = int(rng.integers(0, 12))
+        score_type = np.float32 if i % 7 else np.float64  # one column of two dtypes
+        samples.append([rng.random(n).astype(score_type), rng.integers(0, 300, n).astype(np.uint16),
+                        rng.random(n) < 0.5, np.arange(int(rng.integers(0, 3)), dtype=np.int64)])
+    samples[12][1] = np.arange(1000, dtype=np.uint16)  # a short length with a high byte
+    if long_at is not None:
+        samples[137][long_at] = np.arange(70_000).astype(samples[137][long_at].dtype)
+    blobs = [pack_arrays(*x) for x in samples]
+    packed = PackedColumns(blobs, 4)
+    assert packed.lengths.tolist() == [[a.size for a in x] for x in samples]
+    for j in range(4):
+        want = np.concatenate([x[j] for x in samples])
+        got = packed.column(j)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+        got[:1] = got[:1]  # writable
+    empty = PackedColumns([], 4)
+    assert empty.lengths.shape == (0, 4) and empty.column(2).size == 0
+    bad = list(blobs)
+    bad[250] = bytes([3]) + bad[250][1:]
+    with pytest.raises(ValueError, match="summary 250 holds 3 arrays, expected 4"):
+        PackedColumns(bad, 4)
 
 
 def test_packed_round_trip():

@@ -23,6 +23,7 @@ _DTYPES = ("?", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f4", "f8")
 _CODE = {np.dtype(d): i for i, d in enumerate(_DTYPES)}
 _SHORT = struct.Struct("<BH")  # code | 0x80, length < 65536
 _LONG = struct.Struct("<BI")  # code, length
+_ITEMSIZE = np.array([np.dtype(d).itemsize for d in _DTYPES], dtype=np.int64)
 
 
 def pack_arrays(*arrays: np.ndarray) -> bytes:
@@ -56,6 +57,32 @@ class PackedColumns:
 
     def __init__(self, blobs: Sequence[bytes], count: int) -> None:
         self._blobs = blobs
+        if not self._read_short_headers(count):
+            self._read_headers(count)
+
+    def _read_short_headers(self, count: int) -> bool:
+        """Every blob's header at once, where each of its arrays has a short (uint16) length -- what
+        per-sample summaries hold; ``False`` (nothing set) when one does not, for :meth:`_read_headers`."""
+        n, head = len(self._blobs), 1 + 3 * count
+        joined = b"".join(blob[:head] for blob in self._blobs)
+        if len(joined) != n * head:
+            return False
+        heads = np.frombuffer(joined, dtype=np.uint8).reshape(n, head)
+        codes = heads[:, 1::3]
+        if n and (bool((heads[:, 0] != count).any()) or not bool((codes & 0x80).all())):
+            return False
+        codes = (codes & 0x7F).astype(np.int8)
+        if n and int(codes.max()) >= len(_DTYPES):
+            return False
+        self.lengths = heads[:, 2::3].astype(np.int64) | (heads[:, 3::3].astype(np.int64) << 8)
+        self._codes = codes
+        sizes = self.lengths * _ITEMSIZE[codes]
+        self._offsets = head + np.cumsum(sizes, axis=1) - sizes
+        return True
+
+    def _read_headers(self, count: int) -> None:
+        """Every blob's header, one blob at a time (any lengths); raises on a blob of another ``count``."""
+        blobs = self._blobs
         self.lengths = np.zeros((len(blobs), count), dtype=np.int64)
         self._offsets = np.zeros((len(blobs), count), dtype=np.int64)
         self._codes = np.zeros((len(blobs), count), dtype=np.int8)
@@ -81,10 +108,17 @@ class PackedColumns:
         if not len(self._blobs):
             return np.zeros(0)
         codes = self._codes[:, j]
-        out = np.empty(int(self.lengths[:, j].sum()), dtype=np.result_type(*[_DTYPES[c] for c in np.unique(codes)]))
+        kinds = np.unique(codes)
+        lengths, offsets = self.lengths[:, j].tolist(), self._offsets[:, j].tolist()
+        if kinds.size == 1:  # one dtype: the blobs' bytes joined into one buffer, viewed (writable) as the column
+            dtype = np.dtype(_DTYPES[int(kinds[0])])
+            size = dtype.itemsize
+            joined = bytearray().join(memoryview(blob)[offset:offset + n * size]
+                                      for blob, n, offset in zip(self._blobs, lengths, offsets) if n)
+            return np.frombuffer(joined, dtype=dtype) if joined else np.zeros(0, dtype=dtype)
+        out = np.empty(sum(lengths), dtype=np.result_type(*[_DTYPES[c] for c in kinds]))
         at = 0
-        for blob, code, n, offset in zip(self._blobs, codes.tolist(), self.lengths[:, j].tolist(),
-                                         self._offsets[:, j].tolist()):
+        for blob, code, n, offset in zip(self._blobs, codes.tolist(), lengths, offsets):
             if n:
                 out[at:at + n] = np.frombuffer(blob, dtype=_DTYPES[code], count=n, offset=offset)
                 at += n
