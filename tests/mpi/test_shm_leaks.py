@@ -1,4 +1,4 @@
-"""The end-of-run cleanup of /dev/shm (tests/shm_leaks.py) removes only what a run leaked.
+"""The end-of-run cleanup of /dev/shm (tests/mpi/shm_leaks.py) removes only what a run leaked.
 
 Checked in a scratch directory standing in for /dev/shm: a new, unused, old-enough MPI segment goes;
 one that was there before, one a live process keeps open, one just created, and a file of another
@@ -8,14 +8,10 @@ name stay.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import shm_leaks
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux's /proc")

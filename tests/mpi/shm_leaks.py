@@ -6,6 +6,10 @@ a killed rank cannot unlink its shared-memory segments, and ``/dev/shm`` is RAM:
 :func:`leaked` lists what a run left: files of those names that were not there when the run started,
 that no live process has mapped or open, and that are older than a few seconds (a job starting at
 that moment in another test environment has its new segment mapped within milliseconds).
+:func:`session_fixture` makes the session fixture of tests/mpi's conftest; tests/reliability's loads
+this file by its path. (Not a conftest in ``tests/`` itself: pytest would put ``tests/`` on
+``sys.path``, and ``import torch`` would find the ``tests/torch`` directory where torch is not
+installed.)
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import FrozenSet, List, Set
+from typing import Any, Callable, FrozenSet, Iterator, List, Set
+
+import pytest
 
 SHM = Path("/dev/shm")
 #: names of the MPI implementations' shared-memory files
@@ -82,3 +88,21 @@ def remove_leaked(before: FrozenSet[str], shm: Path = SHM) -> List[str]:
         except OSError:
             pass
     return removed
+
+
+def session_fixture() -> Callable[..., Any]:
+    """An autouse session fixture: a snapshot when the first test that sees it starts, and the leaks
+    removed (and named on the terminal) when the run ends."""
+
+    @pytest.fixture(scope="session", autouse=True)
+    def _remove_leaked_shm(request: Any) -> Iterator[None]:
+        before = snapshot()
+        yield
+        removed = remove_leaked(before)
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        if removed and reporter is not None:
+            names = ", ".join(sorted(removed)[:5]) + (" ..." if len(removed) > 5 else "")
+            reporter.write_line(f"removed {len(removed)} shared-memory file(s) that killed MPI ranks left in "
+                                f"/dev/shm: {names}")
+
+    return _remove_leaked_shm
