@@ -101,7 +101,7 @@ class PackedColumns:
                 self._codes[i, j], self.lengths[i, j] = code, n
             for j in range(count):
                 self._offsets[i, j] = at
-                at += int(self.lengths[i, j]) * np.dtype(_DTYPES[self._codes[i, j]]).itemsize
+                at += int(self.lengths[i, j]) * int(_ITEMSIZE[self._codes[i, j]])
 
     def column(self, j: int) -> np.ndarray:
         """Array ``j`` of every blob, joined (``float64`` and empty without blobs, as before any was packed)."""

@@ -278,7 +278,7 @@ class COCODetection(BaseMetric):
                                         f"'labels' (and 'masks' for segm)")
         boxes = _boxes(pred["bboxes"], f"{what}['bboxes']")
         k = boxes.shape[0]
-        scores = _vector(pred["scores"], f"{what}['scores']", k, float)
+        scores = _vector(pred["scores"], f"{what}['scores']", k)
         labels = _labels(pred["labels"], f"{what}['labels']", k, len(cats.ids))
         img_id = _img_id(pred.get("img_id"), f"{what}['img_id']")
         seg_scores = None
@@ -288,7 +288,7 @@ class COCODetection(BaseMetric):
                 raise MetricArgumentKeyError(f"COCODetection.add(): metric 'segm' needs {what}['masks'] (one RLE per box)")
             det_rles = _masks(pred["masks"], f"{what}['masks']", k, None)
             if "mask_scores" in pred:
-                seg_scores = _vector(pred["mask_scores"], f"{what}['mask_scores']", k, float)
+                seg_scores = _vector(pred["mask_scores"], f"{what}['mask_scores']", k)
         if self._ann is not None:
             if img_id is None:
                 raise MetricArgumentError(f"COCODetection.add(): with ann_file every prediction needs 'img_id' (the "
@@ -318,7 +318,7 @@ class COCODetection(BaseMetric):
         boxes = _boxes(gt["bboxes"], f"{what}['bboxes']")
         m = boxes.shape[0]
         labels = _labels(gt["labels"], f"{what}['labels']", m, len(cats.ids))
-        crowd = (_vector(gt["ignore_flags"], f"{what}['ignore_flags']", m, float) != 0
+        crowd = (_vector(gt["ignore_flags"], f"{what}['ignore_flags']", m) != 0
                  if "ignore_flags" in gt else np.zeros(m, dtype=bool))
         xywh = np.stack([boxes[:, 0], boxes[:, 1], boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]], axis=1)
         area = xywh[:, 2] * xywh[:, 3]

@@ -155,12 +155,12 @@ def _boxes(value: Any, what: str) -> np.ndarray:
     return _numbers(value, what, None, 4)
 
 
-def _vector(value: Any, what: str, n: int, kind: type) -> np.ndarray:
+def _vector(value: Any, what: str, n: int) -> np.ndarray:
     return _numbers(value, what, n, None)
 
 
 def _labels(value: Any, what: str, n: int, c: int) -> np.ndarray:
-    arr = _vector(value, what, n, int)
+    arr = _vector(value, what, n)
     bad = (arr != np.floor(arr)) | (arr < 0) | (arr >= c)
     if bad.any():
         raise MetricArgumentError(f"COCODetection.add(): {what} holds {arr[bad][0]:g}; labels must be ints in "

@@ -126,8 +126,8 @@ def split_summaries(positions: np.ndarray, img_ids: np.ndarray, has_id: np.ndarr
             del key
             order = np.argsort(det_owner, kind="stable")
             del det_owner
-            ends = np.cumsum(counts.sum(axis=1)).tolist()
-            per_rank = [(order[(ends[r - 1] if r else 0):ends[r]], counts[r]) for r in range(world_size)]
+            bounds = [0, *np.cumsum(counts.sum(axis=1)).tolist()]  # each rank's run in the order
+            per_rank = [(order[bounds[r]:bounds[r + 1]], counts[r]) for r in range(world_size)]
         for r, (_, counts_r) in enumerate(per_rank):
             inc[r] |= counts_r > 0
         chosen.append(per_rank)
