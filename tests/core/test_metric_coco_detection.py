@@ -113,6 +113,36 @@ def test_segm_mask_scores_and_box_area():
     assert np.abs(_stats(got, "segm") - _want(ev, "segm")).max() <= TOL
 
 
+def test_add_runs_no_garbage_collection_pass():
+    """Each mask becomes a small RLE dict kept until its batch is matched: add() builds thousands of
+    containers, and with the collector on they set off passes that walk every object of the process (a
+    framework's import leaves ~10^5). add() pauses the collector, restores it, and the result is unchanged."""
+    import gc
+
+    preds, gts = detections(60, C, seed=0, masks=True)
+    for p in preds:  # ~10 masks an image: more containers than the young generation's threshold
+        for key in ("bboxes", "scores", "labels"):
+            p[key] = np.concatenate([p[key]] * 5)
+        p["masks"] = list(p["masks"]) * 5
+    passes: List[int] = []
+
+    def count(phase: str, info: Dict[str, Any]) -> None:
+        if phase == "start":
+            passes.append(info["generation"])
+
+    metric = COCODetection(dataset_meta=META, print_results=False, metric="segm")
+    assert gc.isenabled()
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        metric.add(preds, gts)
+    finally:
+        gc.callbacks.remove(count)
+    assert gc.isenabled() and passes == [], passes
+    ev = cocoeval(coco_json(gts, CLASSES), preds, CLASSES, "segm")
+    assert np.abs(_stats(metric.compute(), "segm") - _want(ev, "segm")).max() <= TOL
+
+
 def test_ann_file_and_images_never_added(tmp_path):
     """Ground truths from a COCO json (annotation order, float areas, an id 0): every image of the file counts,
     the ones never added too (their objects are misses), as in pycocotools."""
