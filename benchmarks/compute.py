@@ -64,6 +64,11 @@ class Comm:
     def barrier(self) -> None:
         raise NotImplementedError
 
+    def idle_barrier(self) -> None:
+        """A barrier whose waiting ranks sleep (an MPI barrier polls a CPU at full speed while it waits): for
+        waiting while another rank is timed alone."""
+        self.barrier()
+
     def max(self, value: float) -> float:
         raise NotImplementedError
 
@@ -128,6 +133,11 @@ class MPIComm(Comm):
 
     def barrier(self) -> None:
         self.comm.Barrier()
+
+    def idle_barrier(self) -> None:
+        request = self.comm.Ibarrier()
+        while not request.Test():
+            time.sleep(0.0005)
 
     def max(self, value: float) -> float:
         return float(self.comm.allreduce(value, op=self.MPI.MAX))
