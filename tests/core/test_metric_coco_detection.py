@@ -93,6 +93,19 @@ def test_the_working_sizes_do_not_change_a_number(monkeypatch, group, categories
     assert np.abs(_stats(got, "bbox") - _want(ev, "bbox")).max() <= TOL
 
 
+def test_recall_points_are_reached_where_pycocotools_finds_them():
+    """The fewest true positives reaching each recall point, for every ground-truth count up to 40,000 (and
+    0): the very index pycocotools' search of the recall points in ``tp / npig`` gives."""
+    from mmeval.metrics.coco_accumulate import REC_THRS, _fewest_tps
+
+    npig = np.r_[0, np.arange(40_000), 123_457].reshape(-1, 2)
+    got = _fewest_tps(npig)
+    for k, a in zip(*np.nonzero(npig)):
+        n = int(npig[k, a])
+        assert np.array_equal(got[k, a], np.searchsorted(np.arange(n + 1) / n, REC_THRS, side="left")), n
+    assert not got[npig == 0].any()
+
+
 @pytest.mark.parametrize("polygons", [False, True], ids=["rle", "polygons"])
 def test_segm_equals_cocoeval(polygons):
     # 60 images of seed 0: masks whose areas pycocotools' area() of a list would overflow (uint8)

@@ -113,11 +113,19 @@ def ranked(scores: np.ndarray, cat: np.ndarray, det_lens: np.ndarray, k_all: int
 
 
 def _fewest_tps(npig: np.ndarray) -> np.ndarray:
-    """(K, A, R): the fewest true positives ``c`` with ``c / npig >= r`` per category, area range and recall point."""
+    """(K, A, R): the fewest true positives ``c`` with ``c / npig >= r`` per category, area range and recall point.
+
+    The very ``c`` of a search of ``r`` in pycocotools' ``arange(n + 1) / n``: ``ceil(r * n)``, moved by
+    one where rounding put it on the wrong side of ``r`` (``c / n`` is monotone in ``c``, so the
+    smallest ``c`` with ``c / n >= r`` is the one whose predecessor falls short); 0 where ``npig`` is 0.
+    """
     c_min = np.zeros((npig.shape[0], npig.shape[1], REC_THRS.shape[0]), dtype=np.int64)
-    for k, a in zip(*np.nonzero(npig > 0)):
-        n = int(npig[k, a])
-        c_min[k, a] = np.searchsorted(np.arange(n + 1) / n, REC_THRS, side="left")
+    live = npig > 0
+    n = npig[live].astype(np.int64)[:, None]
+    c = np.ceil(REC_THRS[None, :] * n).astype(np.int64)
+    c += c / n < REC_THRS
+    c -= (c > 0) & ((c - 1) / n >= REC_THRS)
+    c_min[live] = c
     return c_min
 
 
