@@ -133,10 +133,10 @@ def test_add_runs_no_garbage_collection_pass():
     import gc
 
     preds, gts = detections(60, C, seed=0, masks=True)
-    for p in preds:  # ~10 masks an image: more containers than the young generation's threshold
+    for p in preds:  # ~20 masks an image: more containers than the young generation's threshold
         for key in ("bboxes", "scores", "labels"):
-            p[key] = np.concatenate([p[key]] * 5)
-        p["masks"] = list(p["masks"]) * 5
+            p[key] = np.concatenate([p[key]] * 10)
+        p["masks"] = list(p["masks"]) * 10
     passes: List[int] = []
 
     def count(phase: str, info: Dict[str, Any]) -> None:
@@ -151,7 +151,10 @@ def test_add_runs_no_garbage_collection_pass():
         metric.add(preds, gts)
     finally:
         gc.callbacks.remove(count)
-    assert gc.isenabled() and passes == [], passes
+    assert gc.isenabled()
+    # no pass at all; where the interpreter has frozen objects of its own (Python 3.12), the pause cannot
+    # move the new ones to the old generation, and re-enabling sets off one young pass over them
+    assert all(g == 0 for g in passes) and len(passes) <= (1 if gc.get_freeze_count() else 0), passes
     ev = cocoeval(coco_json(gts, CLASSES), preds, CLASSES, "segm")
     assert np.abs(_stats(metric.compute(), "segm") - _want(ev, "segm")).max() <= TOL
 
