@@ -6,8 +6,8 @@ a killed rank cannot unlink its shared-memory segments, and ``/dev/shm`` is RAM:
 :func:`leaked` lists what a run left: files of those names that were not there when the run started,
 that no live process has mapped or open, and that are older than a few seconds (a job starting at
 that moment in another test environment has its new segment mapped within milliseconds).
-:func:`session_fixture` makes the session fixture of tests/mpi's conftest; tests/reliability's loads
-this file by its path. (Not a conftest in ``tests/`` itself: pytest would put ``tests/`` on
+:func:`session_fixture` makes the session fixture of tests/mpi's conftest and tests/reliability's
+(which appends this directory to ``sys.path``). (Not a conftest in ``tests/`` itself: pytest would put ``tests/`` on
 ``sys.path``, and ``import torch`` would find the ``tests/torch`` directory where torch is not
 installed.)
 """

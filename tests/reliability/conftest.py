@@ -20,26 +20,14 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
+sys.path.append(os.path.join(os.path.dirname(HERE), "mpi"))  # for shm_leaks; appended: this directory's come first
 
 import netns  # noqa: E402
 from reliability_harness import find_mpiexec  # noqa: E402
+from shm_leaks import session_fixture  # noqa: E402
 
-
-def _shm_leaks() -> Any:
-    """tests/mpi/shm_leaks.py, loaded by its path (tests/mpi is not on sys.path in this env)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "mmeval_reliability_shm_leaks", os.path.join(os.path.dirname(HERE), "mpi", "shm_leaks.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-#: what killed MPI ranks leave in /dev/shm is removed when the run ends
-_remove_leaked_shm = _shm_leaks().session_fixture()
+#: tests/mpi's cleanup of what killed MPI ranks leave in /dev/shm, when the run ends
+_remove_leaked_shm = session_fixture()
 
 #: A missing mpi4py / mpiexec / torch fails the tests when set (tox -e reliability sets it); else they skip.
 REQUIRE_ALL = os.environ.get("MMEVAL_RELIABILITY_REQUIRE", "") == "1"

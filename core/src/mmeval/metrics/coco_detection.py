@@ -31,22 +31,9 @@ from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentTypeError
 from ..core.packed import PackedColumns, pack_arrays
 from .coco_accumulate import combine_partials, runs, summarize_sums
-from .coco_inputs import (
-    _Annotations,
-    _boxes,
-    _Categories,
-    _GroundTruths,
-    _ignore_bits,
-    _Image,
-    _img_id,
-    _labels,
-    _masks,
-    _records,
-    _vector,
-)
+from .coco_inputs import _Annotations, _Categories, _ignore_bits, _Image, _records, read_image
 from .coco_matching import _match_images
 from .coco_parts import join_parts, split_summaries
-from .extras import import_extra
 
 __all__ = ["COCODetection"]
 
@@ -247,11 +234,12 @@ class COCODetection(BaseMetric):
             raise MetricArgumentError(f"COCODetection.add(): {len(predictions)} predictions but {len(groundtruths)} "
                                       f"groundtruths; give one of each per image")
         cats = self._categories()
-        # Two small containers per mask (its RLE dict and size) live until the batch is matched: with the
-        # collector on, a framework's ~10^5 objects are walked again and again while they pile up
-        # (segm: a third of add()'s time with torch imported). Nothing built here holds a cycle.
+        # each mask's RLE dict lives until its batch is matched: unpaused, the collector walks a framework's
+        # ~10^5 objects again and again meanwhile (segm: a third of add() with torch imported); no cycles here
         with gc_paused():
-            images = [self._image(p, g, i, cats) for i, (p, g) in enumerate(zip(predictions, groundtruths))]
+            images = [read_image(p, g, i, cats, self.metrics, self._ann, self.ann_file, self.gt_mask_area,
+                                 keep_records=self.outfile_prefix is not None)
+                      for i, (p, g) in enumerate(zip(predictions, groundtruths))]
             self._keep_to_summarize(images)
             self._pending_dets += sum(im.det_labels.shape[0] for im in images)
             labels = [im.det_labels for im in images if im.det_labels.shape[0]]
@@ -270,73 +258,6 @@ class COCODetection(BaseMetric):
     def _summarize_pending(self) -> None:
         super()._summarize_pending()
         self._pending_dets = 0
-
-    def _image(self, pred: Any, gt: Any, i: int, cats: "_Categories") -> "_Image":
-        """One image's prediction and ground truths, checked and converted (nothing kept yet)."""
-        if not isinstance(pred, dict) or not isinstance(gt, dict):
-            raise MetricArgumentError(f"COCODetection.add(): predictions[{i}] and groundtruths[{i}] must be dicts, "
-                                      f"got {type(pred).__name__} and {type(gt).__name__}")
-        what = f"predictions[{i}]"
-        for key in ("bboxes", "scores", "labels"):
-            if key not in pred:
-                raise MetricArgumentKeyError(f"COCODetection.add(): {what} has no {key!r}; it needs 'bboxes', 'scores', "
-                                        f"'labels' (and 'masks' for segm)")
-        boxes = _boxes(pred["bboxes"], f"{what}['bboxes']")
-        k = boxes.shape[0]
-        scores = _vector(pred["scores"], f"{what}['scores']", k)
-        labels = _labels(pred["labels"], f"{what}['labels']", k, len(cats.ids))
-        img_id = _img_id(pred.get("img_id"), f"{what}['img_id']")
-        seg_scores = None
-        det_rles: Optional[List[Any]] = None
-        if "segm" in self.metrics:
-            if "masks" not in pred:
-                raise MetricArgumentKeyError(f"COCODetection.add(): metric 'segm' needs {what}['masks'] (one RLE per box)")
-            det_rles = _masks(pred["masks"], f"{what}['masks']", k, None)
-            if "mask_scores" in pred:
-                seg_scores = _vector(pred["mask_scores"], f"{what}['mask_scores']", k)
-        if self._ann is not None:
-            if img_id is None:
-                raise MetricArgumentError(f"COCODetection.add(): with ann_file every prediction needs 'img_id' (the "
-                                          f"image's id in the ann_file); {what} has none")
-            if img_id not in self._ann.images and k:  # (an image without detections adds nothing: accepted)
-                raise MetricArgumentError(f"COCODetection.add(): {what}['img_id']={img_id} is not an image of "
-                                          f"ann_file {self.ann_file!r}")
-            gts = self._ann.image_gts(img_id, cats, "segm" in self.metrics)
-        else:
-            gts = self._gts_of(gt, f"groundtruths[{i}]", cats)
-            gid = _img_id(gt.get("img_id"), f"groundtruths[{i}]['img_id']")
-            if img_id is not None and gid is not None and gid != img_id:
-                raise MetricArgumentError(f"COCODetection.add(): predictions[{i}]['img_id']={img_id} but "
-                                          f"groundtruths[{i}]['img_id']={gid}: one image, one id")
-            img_id = gid if gid is not None else img_id
-        xywh = np.stack([boxes[:, 0], boxes[:, 1], boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]], axis=1)
-        records = None
-        if self.outfile_prefix is not None:
-            records = (xywh, scores, labels, seg_scores, det_rles)
-        return _Image(img_id, xywh, scores, labels, seg_scores, det_rles, gts, records)
-
-    def _gts_of(self, gt: Dict[str, Any], what: str, cats: "_Categories") -> "_GroundTruths":
-        for key in ("bboxes", "labels"):
-            if key not in gt:
-                raise MetricArgumentKeyError(f"COCODetection.add(): {what} has no {key!r}; without ann_file each ground "
-                                        f"truth needs 'bboxes' and 'labels' (and 'masks' for segm)")
-        boxes = _boxes(gt["bboxes"], f"{what}['bboxes']")
-        m = boxes.shape[0]
-        labels = _labels(gt["labels"], f"{what}['labels']", m, len(cats.ids))
-        crowd = (_vector(gt["ignore_flags"], f"{what}['ignore_flags']", m) != 0
-                 if "ignore_flags" in gt else np.zeros(m, dtype=bool))
-        xywh = np.stack([boxes[:, 0], boxes[:, 1], boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]], axis=1)
-        area = xywh[:, 2] * xywh[:, 3]
-        rles = None
-        if "masks" in gt and gt["masks"] is not None:
-            hw = (gt.get("height"), gt.get("width"))
-            rles = _masks(gt["masks"], f"{what}['masks']", m, hw)
-            if self.gt_mask_area and m:
-                mask = import_extra("pycocotools.mask", "COCODetection")
-                area = np.array([float(mask.area(r)) for r in rles], dtype=np.float64)  # one call each (see above)
-        elif "segm" in self.metrics and m:
-            raise MetricArgumentKeyError(f"COCODetection.add(): metric 'segm' needs {what}['masks'] (one mask per box)")
-        return _GroundTruths(xywh, labels, area, crowd, np.ones(m, dtype=bool), rles)
 
     # -- the work on the holding rank ---------------------------------------------------
 

@@ -1,19 +1,20 @@
 """COCODetection's inputs as ``add()`` checks them, and an annotation file's ground truths.
 
 The records one image becomes before it is matched (:class:`_Image`, its
-:class:`_GroundTruths`), the evaluated categories (:class:`_Categories`), a
-COCO json indexed by image (:class:`_Annotations`), the argument checks that
-name the offending key, and each ground truth's area-range ignore flags.
+:class:`_GroundTruths`; :func:`read_image` checks and converts one), the
+evaluated categories (:class:`_Categories`), a COCO json indexed by image
+(:class:`_Annotations`), the argument checks that name the offending key, and
+each ground truth's area-range ignore flags.
 """
 
 from __future__ import annotations
 
 import numbers
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..core.errors import MetricArgumentError
+from ..core.errors import MetricArgumentError, MetricArgumentKeyError
 from ..core.inputs import to_numpy
 from .coco_accumulate import AREA_RANGES
 from .extras import import_extra
@@ -195,6 +196,84 @@ def _masks(value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]) -> List
                                           f"binary (H, W) array, got {type(m).__name__}")
             out.append(mask.encode(np.asfortranarray(arr.astype(np.uint8))))
     return out
+
+
+def _xywh(boxes: np.ndarray) -> np.ndarray:
+    """(n, 4) xyxy boxes as COCO's xywh."""
+    return np.stack([boxes[:, 0], boxes[:, 1], boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]], axis=1)
+
+
+def read_image(pred: Any, gt: Any, i: int, cats: _Categories, metrics: Sequence[str], ann: Optional[_Annotations],
+               ann_file: Any, gt_mask_area: bool, keep_records: bool) -> _Image:
+    """Image ``i`` of an ``add()``: its prediction and ground truths, checked and converted (nothing kept yet).
+
+    The ground truths come from ``ann`` (the ``ann_file``, named in errors) when given, else from ``gt``;
+    ``keep_records``: keep what the result files need.
+    """
+    if not isinstance(pred, dict) or not isinstance(gt, dict):
+        raise MetricArgumentError(f"COCODetection.add(): predictions[{i}] and groundtruths[{i}] must be dicts, "
+                                  f"got {type(pred).__name__} and {type(gt).__name__}")
+    what = f"predictions[{i}]"
+    for key in ("bboxes", "scores", "labels"):
+        if key not in pred:
+            raise MetricArgumentKeyError(f"COCODetection.add(): {what} has no {key!r}; it needs 'bboxes', 'scores', "
+                                         f"'labels' (and 'masks' for segm)")
+    boxes = _boxes(pred["bboxes"], f"{what}['bboxes']")
+    k = boxes.shape[0]
+    scores = _vector(pred["scores"], f"{what}['scores']", k)
+    labels = _labels(pred["labels"], f"{what}['labels']", k, len(cats.ids))
+    img_id = _img_id(pred.get("img_id"), f"{what}['img_id']")
+    seg_scores = None
+    det_rles: Optional[List[Any]] = None
+    if "segm" in metrics:
+        if "masks" not in pred:
+            raise MetricArgumentKeyError(f"COCODetection.add(): metric 'segm' needs {what}['masks'] (one RLE per box)")
+        det_rles = _masks(pred["masks"], f"{what}['masks']", k, None)
+        if "mask_scores" in pred:
+            seg_scores = _vector(pred["mask_scores"], f"{what}['mask_scores']", k)
+    if ann is not None:
+        if img_id is None:
+            raise MetricArgumentError(f"COCODetection.add(): with ann_file every prediction needs 'img_id' (the "
+                                      f"image's id in the ann_file); {what} has none")
+        if img_id not in ann.images and k:  # (an image without detections adds nothing: accepted)
+            raise MetricArgumentError(f"COCODetection.add(): {what}['img_id']={img_id} is not an image of "
+                                      f"ann_file {ann_file!r}")
+        gts = ann.image_gts(img_id, cats, "segm" in metrics)
+    else:
+        gts = _read_gts(gt, f"groundtruths[{i}]", cats, "segm" in metrics, gt_mask_area)
+        gid = _img_id(gt.get("img_id"), f"groundtruths[{i}]['img_id']")
+        if img_id is not None and gid is not None and gid != img_id:
+            raise MetricArgumentError(f"COCODetection.add(): predictions[{i}]['img_id']={img_id} but "
+                                      f"groundtruths[{i}]['img_id']={gid}: one image, one id")
+        img_id = gid if gid is not None else img_id
+    xywh = _xywh(boxes)
+    records = (xywh, scores, labels, seg_scores, det_rles) if keep_records else None
+    return _Image(img_id, xywh, scores, labels, seg_scores, det_rles, gts, records)
+
+
+def _read_gts(gt: Dict[str, Any], what: str, cats: _Categories, segm: bool, gt_mask_area: bool) -> _GroundTruths:
+    """An image's ground truths given to ``add()`` (no ``ann_file``); ``segm``: masks are required."""
+    for key in ("bboxes", "labels"):
+        if key not in gt:
+            raise MetricArgumentKeyError(f"COCODetection.add(): {what} has no {key!r}; without ann_file each ground "
+                                         f"truth needs 'bboxes' and 'labels' (and 'masks' for segm)")
+    boxes = _boxes(gt["bboxes"], f"{what}['bboxes']")
+    m = boxes.shape[0]
+    labels = _labels(gt["labels"], f"{what}['labels']", m, len(cats.ids))
+    crowd = (_vector(gt["ignore_flags"], f"{what}['ignore_flags']", m) != 0
+             if "ignore_flags" in gt else np.zeros(m, dtype=bool))
+    xywh = _xywh(boxes)
+    area = xywh[:, 2] * xywh[:, 3]
+    rles = None
+    if "masks" in gt and gt["masks"] is not None:
+        rles = _masks(gt["masks"], f"{what}['masks']", m, (gt.get("height"), gt.get("width")))
+        if gt_mask_area and m:
+            mask = import_extra("pycocotools.mask", "COCODetection")
+            # one call each: pycocotools' area() of a list overflows large masks' areas
+            area = np.array([float(mask.area(r)) for r in rles], dtype=np.float64)
+    elif segm and m:
+        raise MetricArgumentKeyError(f"COCODetection.add(): metric 'segm' needs {what}['masks'] (one mask per box)")
+    return _GroundTruths(xywh, labels, area, crowd, np.ones(m, dtype=bool), rles)
 
 
 def _ignore_bits(area: np.ndarray, crowd: np.ndarray) -> np.ndarray:
