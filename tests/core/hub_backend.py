@@ -6,6 +6,8 @@ collectives, error propagation, timeouts) with real processes and sockets.
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 from multiprocessing.connection import Client, Connection, Listener
 from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -42,8 +44,16 @@ class HubDist(FramedDistBackend):
         return self._ws
 
     def _connect(self) -> None:
+        # addr: (host, port), or (host, a file path) -- rank 0 then listens on a port the OS picks and writes it
+        # there, so no other process can take the port between choosing it and binding it (a port from
+        # free_port() in the parent can be: "Address already in use" in a CI run with envs side by side)
+        host, where = self._addr
         if self._rank == 0:
-            listener = Listener(self._addr, authkey=_KEY)
+            listener = Listener((host, 0 if isinstance(where, str) else where), authkey=_KEY)
+            if isinstance(where, str):
+                with open(where + ".tmp", "w") as f:
+                    f.write(str(listener.address[1]))
+                os.replace(where + ".tmp", where)
             while len(self._conns) < self._ws - 1:
                 c = listener.accept()
                 self._conns[c.recv()] = c
@@ -52,12 +62,15 @@ class HubDist(FramedDistBackend):
             deadline = time.monotonic() + 30
             while True:
                 try:
-                    c = Client(self._addr, authkey=_KEY)
-                    break
+                    port = where if not isinstance(where, str) else _published_port(where)
+                    if port is not None:
+                        c = Client((host, port), authkey=_KEY)
+                        break
                 except ConnectionRefusedError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.02)
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"hub rank {self._rank}: rank 0 did not listen at {self._addr} within 30 s")
+                time.sleep(0.02)
             c.send(self._rank)
             self._conns[0] = c
 
@@ -90,6 +103,15 @@ class HubDist(FramedDistBackend):
     # gather and broadcast: the core's defaults, over _all_gather_bytes
 
 
+def _published_port(path: str) -> Optional[int]:
+    """The port rank 0 wrote to ``path``; None until it has."""
+    try:
+        with open(path) as f:
+            return int(f.read())
+    except FileNotFoundError:
+        return None
+
+
 def _hub_rank(rank: int, world_size: int, fn: Callable, addr: tuple, kwargs: dict, args: tuple) -> Any:
     if "per_rank" in kwargs:  # {"per_rank": [kwargs of rank 0, kwargs of rank 1, ...]}
         kwargs = kwargs["per_rank"][rank]
@@ -103,8 +125,9 @@ def run_ranks(fn: Callable, world_size: int, *args: Any, timeout: float = 60, ba
     Returns ``{rank: ("ok", value)}`` or ``{rank: ("error", (class name, message, traceback))}``; a
     rank that died or missed ``timeout`` fails the test unless it is in ``allow_missing`` (then it is left out).
     """
-    addr = ("127.0.0.1", free_port())
-    outcomes = ranks.run_ranks(_hub_rank, world_size, fn, addr, backend_kwargs or {}, args, timeout=timeout)
+    with tempfile.TemporaryDirectory(prefix="mmeval-hub-") as tmp:
+        addr = ("127.0.0.1", os.path.join(tmp, "port"))
+        outcomes = ranks.run_ranks(_hub_rank, world_size, fn, addr, backend_kwargs or {}, args, timeout=timeout)
     out: Dict[int, tuple] = {}
     for o in outcomes:
         if o.ok:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import framed_workers as w
 import numpy as np
 import pytest
@@ -152,3 +154,25 @@ def test_world_of_one_fails_like_a_larger_world():
     b = HubDist(0, 1, ("127.0.0.1", 0))
     with pytest.raises(RemoteSerializationError, match="rank 0"):
         b.all_gather_object(lambda: 1)
+
+
+def _gather_ranks(backend: Any) -> Any:
+    return backend.all_gather_object(backend.rank)
+
+
+def test_hub_ranks_meet_whatever_ports_are_taken(monkeypatch: Any) -> None:
+    """The test backend's ranks meet on a port rank 0 got from the OS: a port chosen in the parent could be
+    taken before rank 0 bound it (test envs run side by side in CI: "Address already in use")."""
+    import socket
+
+    import hub_backend
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    monkeypatch.setattr(hub_backend, "free_port", lambda host="127.0.0.1": taken.getsockname()[1])
+    try:
+        out = hub_backend.run_ranks(_gather_ranks, 2, timeout=20)
+    finally:
+        taken.close()
+    assert out == {0: ("ok", [0, 1]), 1: ("ok", [0, 1])}
