@@ -430,8 +430,12 @@ def test_niqe_equals_the_reference_pipeline_with_a_given_model(tmp_path):
     ndimage = pytest.importorskip("scipy.ndimage")
     params = niqe_params()
     imgs, _ = image_pairs(1, (96, 192, 3), seed=42)
-    gray = np.round((imgs[0].astype(np.float32) / np.float32(255) @ np.array([0.299, 0.587, 0.114], np.float32))
-                    * np.float32(255)).astype(np.float64)
+    # the gray definition written out term by term: a float32 `@` goes through BLAS, whose kernel (chosen by
+    # the CPU: OPENBLAS_CORETYPE) rounds the sum differently, and np.round then flips pixels at .5
+    unit = imgs[0].astype(np.float32) / np.float32(255)
+    weights = np.array([0.299, 0.587, 0.114], np.float32)
+    luma = unit[..., 0] * weights[0] + unit[..., 1] * weights[1] + unit[..., 2] * weights[2]
+    gray = np.round(luma * np.float32(255)).astype(np.float64)
     work, feats = gray, []
     for scale in (1, 2):
         mu = ndimage.convolve(work, params["gaussian_window"], mode="nearest")

@@ -10,7 +10,7 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import numpy as np
 import pytest
@@ -67,9 +67,11 @@ class FakeRequest:
     def __init__(self, done_after: int) -> None:
         self.tests = 0
         self.done_after = done_after
+        self.times: List[float] = []  # time.monotonic() of each Test()
 
     def Test(self) -> bool:
         self.tests += 1
+        self.times.append(time.monotonic())
         return self.tests > self.done_after
 
 
@@ -204,7 +206,15 @@ def test_wait_times_out_and_the_core_keeps_the_buffers() -> None:
         b._wait(call, req, (buf,), "a test")
     elapsed = time.monotonic() - start
     assert 0.3 <= elapsed < 1.5
-    assert req.tests < 5000, "after the spin phase the wait sleeps between tests"
+    # After the spin phase (b.spin_seconds) the wait sleeps between tests, the sleeps doubling from
+    # b.min_sleep up to b.max_sleep: from 50 ms on, every two tests are b.max_sleep apart or more. A sleep is
+    # never shorter than asked, so this holds on any CPU; the count of tests in the spin phase follows the
+    # CPU's speed, and is not checked.
+    late = [t - start for t in req.times if t - start >= 0.05]
+    assert len(late) >= 2, "the wait kept testing the request until its deadline"
+    gaps = np.diff(late)
+    assert gaps.min() >= 0.95 * b.max_sleep, f"tests {gaps.min() * 1e6:.0f} us apart after the spin phase"
+    assert len(late) <= (0.3 - 0.05) / b.max_sleep + 2
     call.abandon()  # what the core does when a step fails: the request and its buffers live on
     assert any(isinstance(k, tuple) and req in k and any(x is buf for x in k) for k in transport._kept)
 

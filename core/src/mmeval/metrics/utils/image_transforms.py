@@ -55,10 +55,14 @@ def _to_ycbcr(img: np.ndarray, y_only: bool, bgr: bool) -> np.ndarray:
     dtype = img.dtype
     unit = _convert_input_type_range(img)
     weights = _YCBCR_FROM_RGB[:, ::-1] if bgr else _YCBCR_FROM_RGB
+    # term by term, not `@`: a matrix product goes through BLAS, whose kernel (picked by the CPU) rounds the
+    # three-term sum differently, and the uint8 rounding below would then flip pixels from machine to machine
+    rgb = unit.astype(np.float64)
+    rows = weights[:1] if y_only else weights
+    out = np.stack([rgb[..., 0] * w[0] + rgb[..., 1] * w[1] + rgb[..., 2] * w[2] + off
+                    for w, off in zip(rows, _YCBCR_OFFSET)], axis=-1)
     if y_only:
-        out = unit.astype(np.float64) @ weights[0] + _YCBCR_OFFSET[0]
-    else:
-        out = unit.astype(np.float64) @ weights.T + _YCBCR_OFFSET
+        out = out[..., 0]
     return _convert_output_type_range(out, dtype.type)
 
 
