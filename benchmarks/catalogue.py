@@ -76,8 +76,13 @@ def _measure(comm: Comm, backend: str, case: Dict[str, Any], scale: int, iters: 
         dt = comm.max(time.perf_counter() - t0)
         if it:  # the first round warms up
             times.append(dt)
-    return {"kind": kind, "samples": n, "sent_bytes_per_rank": comm.gather_floats(float(sent)),
-            "collectives": calls, "compute_s": common.median(times)}
+    return {
+        "kind": kind,
+        "samples": n,
+        "sent_bytes_per_rank": comm.gather_floats(float(sent)),
+        "collectives": calls,
+        "compute_s": common.median(times),
+    }
 
 
 def run_rank(comm: Comm, args: argparse.Namespace, backend: str) -> List[Dict[str, Any]]:
@@ -85,8 +90,14 @@ def run_rank(comm: Comm, args: argparse.Namespace, backend: str) -> List[Dict[st
     logging.getLogger("mmeval").setLevel(logging.ERROR)  # the repeated samples' warnings (4n: each sample 4 times)
     records: List[Dict[str, Any]] = []
     for name, case in _cases(args.payload).items():
-        rec: Dict[str, Any] = {"kind": "catalogue", "case": name, "metric": case["metric"].split(":")[1],
-                               "backend": backend, "ws": comm.ws, "n": case["n"]}
+        rec: Dict[str, Any] = {
+            "kind": "catalogue",
+            "case": name,
+            "metric": case["metric"].split(":")[1],
+            "backend": backend,
+            "ws": comm.ws,
+            "n": case["n"],
+        }
         for scale in SCALES:
             try:
                 got = _measure(comm, backend, case, scale, args.iters)
@@ -97,8 +108,11 @@ def run_rank(comm: Comm, args: argparse.Namespace, backend: str) -> List[Dict[st
             rec[f"x{scale}"] = got
         records.append(rec)
         if comm.rank == 0:
-            row = {k: (v.get("sent_bytes_per_rank"), v.get("compute_s")) if "error" not in v else v["error"]
-                   for k, v in rec.items() if k.startswith("x")}
+            row = {
+                k: (v.get("sent_bytes_per_rank"), v.get("compute_s")) if "error" not in v else v["error"]
+                for k, v in rec.items()
+                if k.startswith("x")
+            }
             print(f"  {name} {backend} ws={comm.ws}: {rec.get('metric_kind')} {row}", flush=True)
     return records
 

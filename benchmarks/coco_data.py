@@ -65,10 +65,11 @@ class Spec:
 #: a second rank does not halve set its ws=2 ratio -- benchmarks/analysis.md has the figures at both sizes.
 CASES: Dict[str, Tuple[Spec, Spec]] = {
     "bbox": (Spec(images=5000), Spec(images=300)),
-    "lvis": (Spec(images=2000, classes=1203, dets_per_image=300, gts_per_image=12.0, long_tail=True),
-             Spec(images=60, classes=1203, dets_per_image=300, gts_per_image=12.0, long_tail=True)),
-    "segm": (Spec(images=1000, masks=True, width=320, height=240),
-             Spec(images=80, masks=True, width=320, height=240)),
+    "lvis": (
+        Spec(images=2000, classes=1203, dets_per_image=300, gts_per_image=12.0, long_tail=True),
+        Spec(images=60, classes=1203, dets_per_image=300, gts_per_image=12.0, long_tail=True),
+    ),
+    "segm": (Spec(images=1000, masks=True, width=320, height=240), Spec(images=80, masks=True, width=320, height=240)),
 }
 
 
@@ -131,7 +132,9 @@ def make_image(spec: Spec, img_id: int) -> Image:
     sigma = rng.uniform(0.01, 0.15, len(copies))[:, None]
     jitter = rng.normal(size=(len(copies), 4)) * sigma * np.stack([gw_c, gh_c, gw_c, gh_c], axis=1)
     tp = gt[copies] + jitter
-    tp_labels = np.where(rng.random(len(copies)) < 0.9, gt_labels[copies], rng.choice(spec.classes, len(copies), p=probs))
+    tp_labels = np.where(
+        rng.random(len(copies)) < 0.9, gt_labels[copies], rng.choice(spec.classes, len(copies), p=probs)
+    )
     tp_scores = rng.beta(4.0, 2.0, len(copies))
     n_bg = spec.dets_per_image - len(copies)
     bw, bh = _sizes(rng, n_bg, spec)
@@ -141,8 +144,12 @@ def make_image(spec: Spec, img_id: int) -> Image:
     det = _clip(np.concatenate([tp, bg]), spec)
     order = rng.permutation(spec.dets_per_image)  # a detector's output order is not sorted by truth
     image = Image(
-        img_id=img_id, width=spec.width, height=spec.height,
-        gt_boxes=gt.astype(np.float32), gt_labels=gt_labels.astype(np.int64), gt_crowd=crowd,
+        img_id=img_id,
+        width=spec.width,
+        height=spec.height,
+        gt_boxes=gt.astype(np.float32),
+        gt_labels=gt_labels.astype(np.int64),
+        gt_crowd=crowd,
         det_boxes=det[order].astype(np.float32),
         det_scores=np.concatenate([tp_scores, bg_scores])[order].astype(np.float32),
         det_labels=np.concatenate([tp_labels, bg_labels])[order].astype(np.int64),
@@ -162,8 +169,9 @@ def _masks(rng: np.random.Generator, boxes: np.ndarray, spec: Spec) -> List[Dict
     cut = rng.uniform(0.1, 0.35, (len(boxes), 1))
     x1, y1, x2, y2 = (boxes[:, i : i + 1].astype(np.float64) for i in range(4))
     w, h = (x2 - x1) * cut, (y2 - y1) * cut
-    polys = np.concatenate([x1 + w, y1, x2 - w, y1, x2, y1 + h, x2, y2 - h,
-                            x2 - w, y2, x1 + w, y2, x1, y2 - h, x1, y1 + h], axis=1)
+    polys = np.concatenate(
+        [x1 + w, y1, x2 - w, y1, x2, y1 + h, x2, y2 - h, x2 - w, y2, x1 + w, y2, x1, y2 - h, x1, y1 + h], axis=1
+    )
     return list(mask_util.frPyObjects(polys.tolist(), spec.height, spec.width))
 
 
@@ -190,10 +198,20 @@ def mmeval_inputs(images: Sequence[Image]) -> Tuple[List[Dict[str, Any]], List[D
     """``(predictions, groundtruths)`` for ``COCODetection.add`` (MMEval 0.2.1's per-image dicts)."""
     preds, gts = [], []
     for im in images:
-        pred: Dict[str, Any] = {"img_id": im.img_id, "bboxes": im.det_boxes, "scores": im.det_scores,
-                                "labels": im.det_labels}
-        gt: Dict[str, Any] = {"img_id": im.img_id, "width": im.width, "height": im.height, "bboxes": im.gt_boxes,
-                              "labels": im.gt_labels, "ignore_flags": im.gt_crowd.astype(np.int64)}
+        pred: Dict[str, Any] = {
+            "img_id": im.img_id,
+            "bboxes": im.det_boxes,
+            "scores": im.det_scores,
+            "labels": im.det_labels,
+        }
+        gt: Dict[str, Any] = {
+            "img_id": im.img_id,
+            "width": im.width,
+            "height": im.height,
+            "bboxes": im.gt_boxes,
+            "labels": im.gt_labels,
+            "ignore_flags": im.gt_crowd.astype(np.int64),
+        }
         if im.det_masks is not None:
             pred["masks"] = [dict(m) for m in im.det_masks]  # MMEval 0.2.1 rewrites counts in place
             gt["masks"] = [dict(m) for m in im.gt_masks or []]
@@ -233,14 +251,23 @@ def coco_gt(images: Sequence[Image], classes: int) -> Dict[str, Any]:
     anns: List[Dict[str, Any]] = []
     for im in images:
         for i, box in enumerate(_xywh(im.gt_boxes)):
-            ann = {"id": len(anns) + 1, "image_id": im.img_id, "bbox": box, "iscrowd": int(im.gt_crowd[i]),
-                   "category_id": int(im.gt_labels[i]), "area": box[2] * box[3]}
+            ann = {
+                "id": len(anns) + 1,
+                "image_id": im.img_id,
+                "bbox": box,
+                "iscrowd": int(im.gt_crowd[i]),
+                "category_id": int(im.gt_labels[i]),
+                "area": box[2] * box[3],
+            }
             if im.gt_masks is not None:
                 ann["area"] = float(area_of(im.gt_masks[i]))
                 ann["segmentation"] = _json_rle(im.gt_masks[i])
             anns.append(ann)
-    return {"images": [{"id": im.img_id, "width": im.width, "height": im.height, "file_name": ""} for im in images],
-            "categories": [{"id": c, "name": f"class_{c}"} for c in range(classes)], "annotations": anns}
+    return {
+        "images": [{"id": im.img_id, "width": im.width, "height": im.height, "file_name": ""} for im in images],
+        "categories": [{"id": c, "name": f"class_{c}"} for c in range(classes)],
+        "annotations": anns,
+    }
 
 
 def coco_dt(images: Sequence[Image], iou_type: str = "bbox") -> List[Dict[str, Any]]:
@@ -250,11 +277,15 @@ def coco_dt(images: Sequence[Image], iou_type: str = "bbox") -> List[Dict[str, A
         scores, labels = im.det_scores.tolist(), im.det_labels.tolist()
         if iou_type == "segm":
             assert im.det_masks is not None, "segm needs Spec(masks=True)"
-            out += [{"image_id": im.img_id, "category_id": labels[i], "score": scores[i],
-                     "segmentation": _json_rle(m)} for i, m in enumerate(im.det_masks)]
+            out += [
+                {"image_id": im.img_id, "category_id": labels[i], "score": scores[i], "segmentation": _json_rle(m)}
+                for i, m in enumerate(im.det_masks)
+            ]
         else:
-            out += [{"image_id": im.img_id, "category_id": labels[i], "score": scores[i], "bbox": b}
-                    for i, b in enumerate(_xywh(im.det_boxes))]
+            out += [
+                {"image_id": im.img_id, "category_id": labels[i], "score": scores[i], "bbox": b}
+                for i, b in enumerate(_xywh(im.det_boxes))
+            ]
     return out
 
 
@@ -262,7 +293,11 @@ def summary(images: Sequence[Image]) -> Dict[str, float]:
     """Counts of the generated set (for the report)."""
     sizes = [(b[2] - b[0]) * (b[3] - b[1]) for im in images for b in im.gt_boxes.tolist()]
     area = np.array(sizes) if sizes else np.zeros(0)
-    return {"images": len(images), "detections": int(sum(len(im.det_scores) for im in images)),
-            "ground_truths": len(sizes), "crowd": int(sum(int(im.gt_crowd.sum()) for im in images)),
-            "small": float(np.mean(area < 32**2)) if len(area) else 0.0,
-            "large": float(np.mean(area > 96**2)) if len(area) else 0.0}
+    return {
+        "images": len(images),
+        "detections": int(sum(len(im.det_scores) for im in images)),
+        "ground_truths": len(sizes),
+        "crowd": int(sum(int(im.gt_crowd.sum()) for im in images)),
+        "small": float(np.mean(area < 32**2)) if len(area) else 0.0,
+        "large": float(np.mean(area > 96**2)) if len(area) else 0.0,
+    }

@@ -83,8 +83,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         for m, results in runs.items():
             enc = common.median([r["encode"] for r in results])
             dec = common.median([r["decode"] for r in results])
-            records.append({"kind": "codec", "payload": name, "method": m, "encode_s": enc, "decode_s": dec,
-                            "bytes": int(results[0]["bytes"]), "reps": len(results)})
+            records.append(
+                {
+                    "kind": "codec",
+                    "payload": name,
+                    "method": m,
+                    "encode_s": enc,
+                    "decode_s": dec,
+                    "bytes": int(results[0]["bytes"]),
+                    "reps": len(results),
+                }
+            )
             line.append(f"{m}: {enc * 1e3:.2f}+{dec * 1e3:.2f}ms")
         print(f"  codec {name:10s} " + "  ".join(line), flush=True)
         del payload

@@ -63,28 +63,56 @@ from common import ITERS, MALLOC_PIN, OPS, PAYLOADS, Method
 #: Display names of the methods, per backend and operation.
 LABELS: Dict[str, Dict[str, Dict[str, str]]] = {
     "torch_cpu": {
-        "all_gather": {"mmeval": "mmeval all_gather_object", "framework": "torch all_gather_object",
-                       "raw": "gloo all_gather_into_tensor", "raw_prealloc": "gloo all_gather_into_tensor (prealloc)"},
-        "gather": {"mmeval": "mmeval gather_object", "framework": "torch gather_object",
-                   "raw": "gloo gather", "raw_prealloc": "gloo gather (prealloc)"},
-        "broadcast": {"mmeval": "mmeval broadcast_object", "framework": "torch broadcast_object_list",
-                      "raw": "gloo broadcast", "raw_prealloc": "gloo broadcast (prealloc)"},
+        "all_gather": {
+            "mmeval": "mmeval all_gather_object",
+            "framework": "torch all_gather_object",
+            "raw": "gloo all_gather_into_tensor",
+            "raw_prealloc": "gloo all_gather_into_tensor (prealloc)",
+        },
+        "gather": {
+            "mmeval": "mmeval gather_object",
+            "framework": "torch gather_object",
+            "raw": "gloo gather",
+            "raw_prealloc": "gloo gather (prealloc)",
+        },
+        "broadcast": {
+            "mmeval": "mmeval broadcast_object",
+            "framework": "torch broadcast_object_list",
+            "raw": "gloo broadcast",
+            "raw_prealloc": "gloo broadcast (prealloc)",
+        },
     },
     "mpi4py": {
-        "all_gather": {"mmeval": "mmeval all_gather_object", "framework": "mpi4py comm.allgather",
-                       "pkl5": "mpi4py pkl5 allgather", "raw": "MPI Allgatherv",
-                       "raw_prealloc": "MPI Allgatherv (prealloc)"},
-        "gather": {"mmeval": "mmeval gather_object", "framework": "mpi4py comm.gather", "pkl5": "mpi4py pkl5 gather",
-                   "raw": "MPI Gatherv", "raw_prealloc": "MPI Gatherv (prealloc)"},
-        "broadcast": {"mmeval": "mmeval broadcast_object", "framework": "mpi4py comm.bcast",
-                      "pkl5": "mpi4py pkl5 bcast", "raw": "MPI Bcast", "raw_prealloc": "MPI Bcast (prealloc)"},
+        "all_gather": {
+            "mmeval": "mmeval all_gather_object",
+            "framework": "mpi4py comm.allgather",
+            "pkl5": "mpi4py pkl5 allgather",
+            "raw": "MPI Allgatherv",
+            "raw_prealloc": "MPI Allgatherv (prealloc)",
+        },
+        "gather": {
+            "mmeval": "mmeval gather_object",
+            "framework": "mpi4py comm.gather",
+            "pkl5": "mpi4py pkl5 gather",
+            "raw": "MPI Gatherv",
+            "raw_prealloc": "MPI Gatherv (prealloc)",
+        },
+        "broadcast": {
+            "mmeval": "mmeval broadcast_object",
+            "framework": "mpi4py comm.bcast",
+            "pkl5": "mpi4py pkl5 bcast",
+            "raw": "MPI Bcast",
+            "raw_prealloc": "MPI Bcast (prealloc)",
+        },
     },
     "torch_horovod": {
-        "all_gather": {"mmeval": "mmeval all_gather_object", "framework": "hvd.allgather_object",
-                       "raw": "hvd.allgather"},
+        "all_gather": {
+            "mmeval": "mmeval all_gather_object",
+            "framework": "hvd.allgather_object",
+            "raw": "hvd.allgather",
+        },
         "gather": {"mmeval": "mmeval gather_object"},
-        "broadcast": {"mmeval": "mmeval broadcast_object", "framework": "hvd.broadcast_object",
-                      "raw": "hvd.broadcast"},
+        "broadcast": {"mmeval": "mmeval broadcast_object", "framework": "hvd.broadcast_object", "raw": "hvd.broadcast"},
     },
 }
 
@@ -154,8 +182,9 @@ class TorchSide(Side):
         import torch
         import torch.distributed as dist
 
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ws,
-                                timeout=timedelta(seconds=900))
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ws, timeout=timedelta(seconds=900)
+        )
         self.torch, self.dist = torch, dist
         self.rank, self.ws = rank, ws
         self.backend = _backend("torch_cpu", impl)
@@ -190,8 +219,12 @@ class TorchSide(Side):
                 self._gather_into(recv, src)
                 return recv
 
-            return {"mmeval": lambda: backend.all_gather_object(payload), "framework": framework, "raw": raw,
-                    "raw_prealloc": lambda: self._gather_into(pre, src)}
+            return {
+                "mmeval": lambda: backend.all_gather_object(payload),
+                "framework": framework,
+                "raw": raw,
+                "raw_prealloc": lambda: self._gather_into(pre, src),
+            }
         if op == "gather":
             pre_list = [torch.empty(nbytes, dtype=torch.uint8) for _ in range(ws)] if rank == 0 else None
 
@@ -205,8 +238,12 @@ class TorchSide(Side):
                 dist.gather(src, recv, dst=0)
                 return recv
 
-            return {"mmeval": lambda: backend.gather_object(payload, dst=0), "framework": framework, "raw": raw,
-                    "raw_prealloc": lambda: dist.gather(src, pre_list, dst=0)}
+            return {
+                "mmeval": lambda: backend.gather_object(payload, dst=0),
+                "framework": framework,
+                "raw": raw,
+                "raw_prealloc": lambda: dist.gather(src, pre_list, dst=0),
+            }
         if op == "broadcast":
             pre = src if rank == 0 else torch.empty(nbytes, dtype=torch.uint8)
             mine = payload if rank == 0 else None
@@ -221,8 +258,12 @@ class TorchSide(Side):
                 dist.broadcast(buf, src=0)
                 return buf
 
-            return {"mmeval": lambda: backend.broadcast_object(mine, src=0), "framework": framework, "raw": raw,
-                    "raw_prealloc": lambda: dist.broadcast(pre, src=0)}
+            return {
+                "mmeval": lambda: backend.broadcast_object(mine, src=0),
+                "framework": framework,
+                "raw": raw,
+                "raw_prealloc": lambda: dist.broadcast(pre, src=0),
+            }
         raise ValueError(op)
 
     def close(self) -> None:
@@ -268,9 +309,13 @@ class MPISide(Side):
                 comm.Allgatherv([src, MPI.BYTE], [recv, (counts, displs), MPI.BYTE])
                 return recv
 
-            return {"mmeval": lambda: backend.all_gather_object(payload), "framework": lambda: comm.allgather(payload),
-                    "pkl5": lambda: pcomm.allgather(payload), "raw": raw,
-                    "raw_prealloc": lambda: comm.Allgatherv([src, MPI.BYTE], [pre, (counts, displs), MPI.BYTE])}
+            return {
+                "mmeval": lambda: backend.all_gather_object(payload),
+                "framework": lambda: comm.allgather(payload),
+                "pkl5": lambda: pcomm.allgather(payload),
+                "raw": raw,
+                "raw_prealloc": lambda: comm.Allgatherv([src, MPI.BYTE], [pre, (counts, displs), MPI.BYTE]),
+            }
         if op == "gather":
             pre_g = np.empty(nbytes * ws, dtype=np.uint8) if rank == 0 else None
 
@@ -282,9 +327,13 @@ class MPISide(Side):
             def raw_prealloc() -> Any:
                 comm.Gatherv([src, MPI.BYTE], [pre_g, (counts, displs), MPI.BYTE] if rank == 0 else None, root=0)
 
-            return {"mmeval": lambda: backend.gather_object(payload, dst=0),
-                    "framework": lambda: comm.gather(payload, root=0), "pkl5": lambda: pcomm.gather(payload, root=0),
-                    "raw": raw, "raw_prealloc": raw_prealloc}
+            return {
+                "mmeval": lambda: backend.gather_object(payload, dst=0),
+                "framework": lambda: comm.gather(payload, root=0),
+                "pkl5": lambda: pcomm.gather(payload, root=0),
+                "raw": raw,
+                "raw_prealloc": raw_prealloc,
+            }
         if op == "broadcast":
             mine = payload if rank == 0 else None
             pre_b = src if rank == 0 else np.empty(nbytes, dtype=np.uint8)
@@ -294,9 +343,13 @@ class MPISide(Side):
                 comm.Bcast([buf, MPI.BYTE], root=0)
                 return buf
 
-            return {"mmeval": lambda: backend.broadcast_object(mine, src=0),
-                    "framework": lambda: comm.bcast(mine, root=0), "pkl5": lambda: pcomm.bcast(mine, root=0),
-                    "raw": raw, "raw_prealloc": lambda: comm.Bcast([pre_b, MPI.BYTE], root=0)}
+            return {
+                "mmeval": lambda: backend.broadcast_object(mine, src=0),
+                "framework": lambda: comm.bcast(mine, root=0),
+                "pkl5": lambda: pcomm.bcast(mine, root=0),
+                "raw": raw,
+                "raw_prealloc": lambda: comm.Bcast([pre_b, MPI.BYTE], root=0),
+            }
         raise ValueError(op)
 
 
@@ -322,8 +375,9 @@ class HorovodSide(Side):
 
     def max_over_ranks(self, value: float) -> float:
         self._n += 1
-        out = self.hvd.allreduce(self.torch.tensor([value], dtype=self.torch.float64), op=self.hvd.Max,
-                                 name=f"bench.max.{self._n}")
+        out = self.hvd.allreduce(
+            self.torch.tensor([value], dtype=self.torch.float64), op=self.hvd.Max, name=f"bench.max.{self._n}"
+        )
         return float(out[0])
 
     def meta(self) -> Dict[str, Any]:
@@ -336,15 +390,20 @@ class HorovodSide(Side):
         src = torch.ones(nbytes, dtype=torch.uint8)
         mine = payload if self.rank == 0 else None
         if op == "all_gather":
-            return {"mmeval": lambda: backend.all_gather_object(payload),
-                    "framework": lambda: hvd.allgather_object(payload), "raw": lambda: hvd.allgather(src)}
+            return {
+                "mmeval": lambda: backend.all_gather_object(payload),
+                "framework": lambda: hvd.allgather_object(payload),
+                "raw": lambda: hvd.allgather(src),
+            }
         if op == "gather":
             return {"mmeval": lambda: backend.gather_object(payload, dst=0)}
         if op == "broadcast":
-            return {"mmeval": lambda: backend.broadcast_object(mine, src=0),
-                    # named: by default Horovod names it after type(obj), which differs between root and others
-                    "framework": lambda: hvd.broadcast_object(mine, root_rank=0, name="bench.broadcast_object"),
-                    "raw": lambda: hvd.broadcast(src, root_rank=0)}
+            return {
+                "mmeval": lambda: backend.broadcast_object(mine, src=0),
+                # named: by default Horovod names it after type(obj), which differs between root and others
+                "framework": lambda: hvd.broadcast_object(mine, root_rank=0, name="bench.broadcast_object"),
+                "raw": lambda: hvd.broadcast(src, root_rank=0),
+            }
         raise ValueError(op)
 
 
@@ -396,28 +455,54 @@ def run_rank(side: Side, args: argparse.Namespace) -> List[Dict[str, Any]]:
                 methods = {k: v for k, v in methods.items() if k in args.only}
             t0 = time.monotonic()
             warmup = 0 if name in common.NO_WARMUP else args.warmup
-            times = common.interleaved(methods, iters, warmup, side.barrier, side.max_over_ranks,
-                                       after=_checker(side, op, name))
+            times = common.interleaved(
+                methods, iters, warmup, side.barrier, side.max_over_ranks, after=_checker(side, op, name)
+            )
             wall = time.monotonic() - t0
             for key, values in times.items():
                 label = LABELS[side.name][op].get(key, key)
                 if key == "mmeval" and args.impl == "mmeval021":
                     label = label.replace("mmeval", "MMEval 0.2.1")
-                records.append({
-                    "kind": "collective", "impl": args.impl, "backend": side.name, "ws": side.ws, "op": op,
-                    "payload": name, "method": key, "label": label, "bytes": nbytes,
-                    "times_s": values, "median_s": common.median(values),
-                })
+                records.append(
+                    {
+                        "kind": "collective",
+                        "impl": args.impl,
+                        "backend": side.name,
+                        "ws": side.ws,
+                        "op": op,
+                        "payload": name,
+                        "method": key,
+                        "label": label,
+                        "bytes": nbytes,
+                        "times_s": values,
+                        "median_s": common.median(values),
+                    }
+                )
             for key, why in skipped.items():
-                records.append({
-                    "kind": "collective", "impl": args.impl, "backend": side.name, "ws": side.ws, "op": op,
-                    "payload": name, "method": key, "label": LABELS[side.name][op].get(key, key), "bytes": nbytes,
-                    "times_s": [], "median_s": float("nan"), "note": why,
-                })
+                records.append(
+                    {
+                        "kind": "collective",
+                        "impl": args.impl,
+                        "backend": side.name,
+                        "ws": side.ws,
+                        "op": op,
+                        "payload": name,
+                        "method": key,
+                        "label": LABELS[side.name][op].get(key, key),
+                        "bytes": nbytes,
+                        "times_s": [],
+                        "median_s": float("nan"),
+                        "note": why,
+                    }
+                )
             if side.rank == 0:
                 med = {k: common.median(v) * 1e3 for k, v in times.items()}
-                print(f"  {side.name}{'(0.2.1)' if args.impl == 'mmeval021' else ''} ws={side.ws} {op:10s} {name:10s} " +
-                      " ".join(f"{k}={v:.2f}ms" for k, v in med.items()) + f"  [{wall:.0f}s]", flush=True)
+                print(
+                    f"  {side.name}{'(0.2.1)' if args.impl == 'mmeval021' else ''} ws={side.ws} {op:10s} {name:10s} "
+                    + " ".join(f"{k}={v:.2f}ms" for k, v in med.items())
+                    + f"  [{wall:.0f}s]",
+                    flush=True,
+                )
             del methods
             gc.collect()
         if args.profile:  # every rank takes part in the calls; ranks 0 and 1 profile them
@@ -446,15 +531,19 @@ def _profile(side: Side, args: argparse.Namespace, name: str, payload: Any, nbyt
             continue
         text = io.StringIO()
         pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(14)
-        print(f"\ncProfile, rank {side.rank}, 3 x mmeval {op} of {name} ({side.name}, ws={side.ws}):\n"
-              + text.getvalue(), flush=True)
+        print(
+            f"\ncProfile, rank {side.rank}, 3 x mmeval {op} of {name} ({side.name}, ws={side.ws}):\n" + text.getvalue(),
+            flush=True,
+        )
         side.barrier()
 
 
 def _finish(side: Side, args: argparse.Namespace, records: List[Dict[str, Any]]) -> None:
     if side.rank == 0 and args.out:
-        common.write_json(Path(args.out), {"meta": {**side.meta(), "env": {k: os.environ.get(k) for k in MALLOC_PIN}},
-                                           "records": records})
+        common.write_json(
+            Path(args.out),
+            {"meta": {**side.meta(), "env": {k: os.environ.get(k) for k in MALLOC_PIN}}, "records": records},
+        )
 
 
 def torch_worker(rank: int, ws: int, port: int, args: argparse.Namespace) -> None:
@@ -499,8 +588,12 @@ def relaunch_mpi(argv: List[str], ws: int, timeout: float) -> int:
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=("torch_cpu", "mpi4py", "torch_horovod"), default="torch_cpu")
-    parser.add_argument("--impl", choices=("ours", "mmeval021"), default="ours",
-                        help="whose backend is method 'mmeval': this project's or MMEval 0.2.1's (run with its env)")
+    parser.add_argument(
+        "--impl",
+        choices=("ours", "mmeval021"),
+        default="ours",
+        help="whose backend is method 'mmeval': this project's or MMEval 0.2.1's (run with its env)",
+    )
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--payloads", nargs="+", default=list(PAYLOADS), choices=PAYLOADS)
     parser.add_argument("--ops", nargs="+", default=list(OPS), choices=OPS)
@@ -529,6 +622,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         _finish(side, args, run_rank(side, args))
         return 0
     return common.spawn_torch_ranks(torch_worker, args.world_size, args, args.timeout)
+
 
 if __name__ == "__main__":
     sys.exit(main())

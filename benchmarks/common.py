@@ -65,8 +65,14 @@ def tuples_payload(rank: int, rows: int = TUPLES) -> List[Any]:
 def make_payload(name: str, rank: int) -> Any:
     """The payload ``name`` (one of :data:`PAYLOADS`) as rank ``rank`` sends it."""
     if name == "dict1k":
-        return {"rank": rank, "epoch": 3, "tag": "val", "ids": list(range(rank, rank + 100)),
-                "loss": 0.25 + rank, "names": [f"sample_{i:05d}" for i in range(40)]}
+        return {
+            "rank": rank,
+            "epoch": 3,
+            "tag": "val",
+            "ids": list(range(rank, rank + 100)),
+            "loss": 0.25 + rank,
+            "names": [f"sample_{i:05d}" for i in range(40)],
+        }
     if name in ARRAY_BYTES:
         return {"rank": rank, "data": _array(ARRAY_BYTES[name], rank)}
     if name == "tuples100k":

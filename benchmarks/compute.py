@@ -51,8 +51,10 @@ TOPK = (1, 5)
 def rank_data(rank: int, samples: int, classes: int) -> Dict[str, np.ndarray]:
     """Rank ``rank``'s scores (float32) and labels (int64); the same in both environments."""
     rng = np.random.default_rng(7 + rank)
-    return {"scores": rng.random((samples, classes), dtype=np.float32),
-            "labels": rng.integers(0, classes, samples).astype(np.int64)}
+    return {
+        "scores": rng.random((samples, classes), dtype=np.float32),
+        "labels": rng.integers(0, classes, samples).astype(np.int64),
+    }
 
 
 class Comm:
@@ -89,8 +91,9 @@ class TorchComm(Comm):
         import torch
         import torch.distributed as dist
 
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ws,
-                                timeout=timedelta(seconds=900))
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ws, timeout=timedelta(seconds=900)
+        )
         self.torch, self.dist, self.rank, self.ws = torch, dist, rank, ws
 
     def barrier(self) -> None:
@@ -224,22 +227,37 @@ def run_rank(comm: Comm, args: argparse.Namespace, backend: str) -> List[Dict[st
     records = []
     for name in names:
         rec: Dict[str, Any] = {
-            "kind": "compute", "impl": args.impl, "backend": backend, "ws": comm.ws, "method": name,
-            "samples_per_rank": args.samples, "classes": args.classes, "times_s": times[name],
+            "kind": "compute",
+            "impl": args.impl,
+            "backend": backend,
+            "ws": comm.ws,
+            "method": name,
+            "samples_per_rank": args.samples,
+            "classes": args.classes,
+            "times_s": times[name],
             "median_s": common.median(times[name]),
         }
         if name == "compute":
             per_rank = [float(np.median([p[r] for p in peaks])) for r in range(comm.ws)]
-            rec.update({"peak_extra_bytes_per_rank": per_rank, "own_results_bytes": own,
-                        "add_median_s": common.median(add_s), "result": {k: float(v) for k, v in reference.items()}})
+            rec.update(
+                {
+                    "peak_extra_bytes_per_rank": per_rank,
+                    "own_results_bytes": own,
+                    "add_median_s": common.median(add_s),
+                    "result": {k: float(v) for k, v in reference.items()},
+                }
+            )
         else:
             rec["bytes"] = args.samples * args.classes * 4
         records.append(rec)
     if comm.rank == 0:
-        print(f"  compute {args.impl:9s} {backend} ws={comm.ws}: " + " ".join(
-            f"{r['method']}={r['median_s'] * 1e3:.1f}ms" for r in records)
+        print(
+            f"  compute {args.impl:9s} {backend} ws={comm.ws}: "
+            + " ".join(f"{r['method']}={r['median_s'] * 1e3:.1f}ms" for r in records)
             + f"  peak extra MB per rank {[round(x / 2**20, 1) for x in records[0]['peak_extra_bytes_per_rank']]}"
-            + f" (own results {own / 2**20:.1f} MB)", flush=True)
+            + f" (own results {own / 2**20:.1f} MB)",
+            flush=True,
+        )
     return records
 
 
@@ -273,8 +291,9 @@ def launch(script: str, args: argparse.Namespace, argv: Optional[List[str]], wor
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if args.backend == "mpi4py":
         if not common.under_mpi_launcher():
-            return common.relaunch_under_mpiexec(script, args.world_size,
-                                                 argv if argv is not None else sys.argv[1:], args.timeout)
+            return common.relaunch_under_mpiexec(
+                script, args.world_size, argv if argv is not None else sys.argv[1:], args.timeout
+            )
         comm = MPIComm()
         _finish(comm, args, work(comm, args, "mpi4py"))
         return 0
@@ -297,6 +316,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 def main(argv: Optional[List[str]] = None) -> int:
     return launch(__file__, parse_args(argv), argv, run_rank)
+
 
 if __name__ == "__main__":
     sys.exit(main())

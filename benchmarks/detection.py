@@ -59,11 +59,35 @@ import common
 from compute import Comm, launch
 
 #: MMEval 0.2.1's names of the 12 COCO stats, in ``COCOeval.stats`` order.
-ITEMS = ("mAP", "mAP_50", "mAP_75", "mAP_s", "mAP_m", "mAP_l", "AR@1", "AR@10", "AR@100", "AR_s@100", "AR_m@100",
-         "AR_l@100")
+ITEMS = (
+    "mAP",
+    "mAP_50",
+    "mAP_75",
+    "mAP_s",
+    "mAP_m",
+    "mAP_l",
+    "AR@1",
+    "AR@10",
+    "AR@100",
+    "AR_s@100",
+    "AR_m@100",
+    "AR_l@100",
+)
 #: torchmetrics' names of the same stats.
-TM_KEYS = ("map", "map_50", "map_75", "map_small", "map_medium", "map_large", "mar_1", "mar_10", "mar_100",
-           "mar_small", "mar_medium", "mar_large")
+TM_KEYS = (
+    "map",
+    "map_50",
+    "map_75",
+    "map_small",
+    "map_medium",
+    "map_large",
+    "mar_1",
+    "mar_10",
+    "mar_100",
+    "mar_small",
+    "mar_medium",
+    "mar_large",
+)
 BATCH = 8
 #: dist mode, ours: evaluations measuring rank 0's peak memory and the bytes sent, apart from the timed ones
 MEMORY_ITERS = 3
@@ -129,8 +153,11 @@ def _cocoeval(lib: str, gt: Dict[str, Any], dt: List[Dict[str, Any]], iou: str) 
 def _ours(spec: coco_data.Spec, backend: Optional[str]) -> Any:
     from mmeval.metrics import COCODetection
 
-    kwargs: Dict[str, Any] = {"metric": _iou_type(spec), "metric_items": list(ITEMS),
-                              "dataset_meta": {"classes": coco_data.class_names(spec)}}
+    kwargs: Dict[str, Any] = {
+        "metric": _iou_type(spec),
+        "metric_items": list(ITEMS),
+        "dataset_meta": {"classes": coco_data.class_names(spec)},
+    }
     if backend is not None:
         kwargs["dist_backend"] = backend
     try:
@@ -150,9 +177,9 @@ def _add_all(metric: Any, preds: Sequence[Dict[str, Any]], gts: Sequence[Dict[st
     return time.perf_counter() - t0
 
 
-def _measure_compute(metric: Any, size: Optional[int], count_bytes: bool,
-                     ready: Optional[Callable[[], None]] = None,
-                     memory: bool = True) -> Tuple[Dict[str, Any], float, int, int]:
+def _measure_compute(
+    metric: Any, size: Optional[int], count_bytes: bool, ready: Optional[Callable[[], None]] = None, memory: bool = True
+) -> Tuple[Dict[str, Any], float, int, int]:
     """``compute()``'s result, seconds, peak extra bytes of this process (-1 unless ``memory``), and bytes
     sent (-1 when not counted).
 
@@ -222,17 +249,28 @@ def run_single(args: argparse.Namespace) -> List[Dict[str, Any]]:
         gen_s = time.perf_counter() - t0
         preds, gts = coco_data.mmeval_inputs(images)
         gt_json, dt_json = coco_data.coco_gt(images, spec.classes), coco_data.coco_dt(images, iou)
-        info = {"kind": "detection", "case": case, "iou_type": iou, "data": coco_data.summary(images),
-                "classes": spec.classes, "generate_s": gen_s, "backend": "single process", "ws": 1}
+        info = {
+            "kind": "detection",
+            "case": case,
+            "iou_type": iou,
+            "data": coco_data.summary(images),
+            "classes": spec.classes,
+            "generate_s": gen_s,
+            "backend": "single process",
+            "ws": 1,
+        }
         del images
         base = {"pycocotools": {"build": [], "run": []}, "faster-coco-eval": {"build": [], "run": []}}
         ours: Dict[str, List[float]] = {"add": [], "compute": [], "peak": []}
         stats: Dict[str, List[float]] = {}
         error: Optional[str] = None
         for it in range(args.iters):
-            names = ["pycocotools", "faster-coco-eval", "ours"] if it < args.pycocotools_iters else \
-                ["faster-coco-eval", "ours"]
-            for name in names[it % len(names):] + names[: it % len(names)]:
+            names = (
+                ["pycocotools", "faster-coco-eval", "ours"]
+                if it < args.pycocotools_iters
+                else ["faster-coco-eval", "ours"]
+            )
+            for name in names[it % len(names) :] + names[: it % len(names)]:
                 gc.collect()
                 if name == "ours":
                     if error is not None:
@@ -254,11 +292,25 @@ def run_single(args: argparse.Namespace) -> List[Dict[str, Any]]:
                     base[name]["run"].append(run)
                     stats[name] = st
         for name, t in base.items():
-            records.append({**info, "impl": name, "build_s": common.median(t["build"]), "eval_s": common.median(t["run"]),
-                            "times_s": t["run"], "stats": stats.get(name)})
-        rec = {**info, "impl": "ours", "add_s": common.median(ours["add"]), "compute_s": common.median(ours["compute"]),
-               "times_s": [a + c for a, c in zip(ours["add"], ours["compute"])],
-               "peak_extra_bytes_per_rank": [common.median(ours["peak"])], "stats": stats.get("ours")}
+            records.append(
+                {
+                    **info,
+                    "impl": name,
+                    "build_s": common.median(t["build"]),
+                    "eval_s": common.median(t["run"]),
+                    "times_s": t["run"],
+                    "stats": stats.get(name),
+                }
+            )
+        rec = {
+            **info,
+            "impl": "ours",
+            "add_s": common.median(ours["add"]),
+            "compute_s": common.median(ours["compute"]),
+            "times_s": [a + c for a, c in zip(ours["add"], ours["compute"])],
+            "peak_extra_bytes_per_rank": [common.median(ours["peak"])],
+            "stats": stats.get("ours"),
+        }
         if error is not None:
             rec["error"] = error
         records.append(rec)
@@ -325,12 +377,22 @@ def _tm_inputs(images: Sequence[coco_data.Image]) -> Tuple[List[Dict[str, Any]],
 
     preds, target = [], []
     for im in images:
-        preds.append({"boxes": torch.from_numpy(im.det_boxes), "scores": torch.from_numpy(im.det_scores),
-                      "labels": torch.from_numpy(im.det_labels)})
+        preds.append(
+            {
+                "boxes": torch.from_numpy(im.det_boxes),
+                "scores": torch.from_numpy(im.det_scores),
+                "labels": torch.from_numpy(im.det_labels),
+            }
+        )
         box_area = [w * h for _x, _y, w, h in coco_data._xywh(im.gt_boxes)]  # MMEval's ground-truth areas
-        target.append({"boxes": torch.from_numpy(im.gt_boxes), "labels": torch.from_numpy(im.gt_labels),
-                       "iscrowd": torch.from_numpy(im.gt_crowd.astype(np.int64)),
-                       "area": torch.tensor(box_area, dtype=torch.float64)})
+        target.append(
+            {
+                "boxes": torch.from_numpy(im.gt_boxes),
+                "labels": torch.from_numpy(im.gt_labels),
+                "iscrowd": torch.from_numpy(im.gt_crowd.astype(np.int64)),
+                "area": torch.tensor(box_area, dtype=torch.float64),
+            }
+        )
     return preds, target
 
 
@@ -341,8 +403,11 @@ def _tm_masks(images: Sequence[coco_data.Image], preds: List[Dict[str, Any]], ta
 
     for im, p, t in zip(images, preds, target):
         p["masks"] = torch.from_numpy(mask_util.decode(im.det_masks).transpose(2, 0, 1).astype(bool))
-        t["masks"] = torch.from_numpy(mask_util.decode(im.gt_masks).transpose(2, 0, 1).astype(bool)) \
-            if im.gt_masks else torch.zeros((0, im.height, im.width), dtype=torch.bool)
+        t["masks"] = (
+            torch.from_numpy(mask_util.decode(im.gt_masks).transpose(2, 0, 1).astype(bool))
+            if im.gt_masks
+            else torch.zeros((0, im.height, im.width), dtype=torch.bool)
+        )
         t["area"] = torch.tensor([float(mask_util.area(m)) for m in im.gt_masks or []], dtype=torch.float64)
 
 
@@ -373,10 +438,18 @@ def run_dist(comm: Comm, args: argparse.Namespace, backend: str) -> List[Dict[st
             images = coco_data.make_images(spec, ids)
             dets = sum(len(im.det_scores) for im in images)
             world_dets = int(sum(comm.gather_floats(float(dets))))
-            info: Dict[str, Any] = {"kind": "detection", "case": case, "iou_type": iou, "impl": impl,
-                                    "backend": backend, "ws": comm.ws, "classes": spec.classes,
-                                    "images": spec.images, "dets_per_rank": comm.gather_floats(float(dets)),
-                                    "world_detections": world_dets}
+            info: Dict[str, Any] = {
+                "kind": "detection",
+                "case": case,
+                "iou_type": iou,
+                "impl": impl,
+                "backend": backend,
+                "ws": comm.ws,
+                "classes": spec.classes,
+                "images": spec.images,
+                "dets_per_rank": comm.gather_floats(float(dets)),
+                "world_detections": world_dets,
+            }
             try:
                 rec = _dist_impl(comm, args, backend, impl, spec, images)
             except Exception as exc:
@@ -392,8 +465,9 @@ def run_dist(comm: Comm, args: argparse.Namespace, backend: str) -> List[Dict[st
     return records
 
 
-def _dist_impl(comm: Comm, args: argparse.Namespace, backend: str, impl: str, spec: coco_data.Spec,
-               images: List[coco_data.Image]) -> Dict[str, Any]:
+def _dist_impl(
+    comm: Comm, args: argparse.Namespace, backend: str, impl: str, spec: coco_data.Spec, images: List[coco_data.Image]
+) -> Dict[str, Any]:
     iou = _iou_type(spec)
     notes: List[str] = []
     if impl == "torchmetrics":
@@ -406,8 +480,13 @@ def _dist_impl(comm: Comm, args: argparse.Namespace, backend: str, impl: str, sp
         def fresh() -> Any:
             # COCO's thresholds as pycocotools has them: torchmetrics' defaults are float32 linspaces
             # (0.0099999998 for 0.01), which move AP by ~1e-4 from COCOeval's on the same matches
-            return MeanAveragePrecision(iou_type=iou, backend="faster_coco_eval", box_format="xyxy",
-                                        iou_thresholds=COCO_IOU_THRS, rec_thresholds=COCO_REC_THRS)
+            return MeanAveragePrecision(
+                iou_type=iou,
+                backend="faster_coco_eval",
+                box_format="xyxy",
+                iou_thresholds=COCO_IOU_THRS,
+                rec_thresholds=COCO_REC_THRS,
+            )
 
         def add(metric: Any) -> float:
             spent = 0.0
@@ -423,14 +502,21 @@ def _dist_impl(comm: Comm, args: argparse.Namespace, backend: str, impl: str, sp
     else:
         preds, gts = coco_data.mmeval_inputs(images)
         if impl == "ours":
+
             def fresh() -> Any:
                 return _ours(spec, backend)
         else:  # MMEval 0.2.1 (this file runs with its environment's Python)
+
             def fresh() -> Any:
                 from mmeval import COCODetection
 
-                return COCODetection(metric=iou, metric_items=list(ITEMS), print_results=False,
-                                     dataset_meta={"classes": coco_data.class_names(spec)}, dist_backend=backend)
+                return COCODetection(
+                    metric=iou,
+                    metric_items=list(ITEMS),
+                    print_results=False,
+                    dataset_meta={"classes": coco_data.class_names(spec)},
+                    dist_backend=backend,
+                )
 
         def add(metric: Any) -> float:
             return _add_all(metric, preds, gts)
@@ -480,8 +566,7 @@ def _dist_impl(comm: Comm, args: argparse.Namespace, backend: str, impl: str, sp
         size = spec.images if impl in ("ours", "mmeval021") else None
         # ours' timed evaluations trim nothing and count no bytes, as the one-process run beside them: its
         # memory and bytes are measured in evaluations of their own, below; the peers run once, both at once
-        out, dt, peak, _ = _measure_compute(metric, size, count_bytes=False, ready=comm.barrier,
-                                            memory=impl != "ours")
+        out, dt, peak, _ = _measure_compute(metric, size, count_bytes=False, ready=comm.barrier, memory=impl != "ours")
         if it == 0:
             result = out
             if impl == "ours":  # the compact summaries this rank made (kept after compute()), packed
@@ -512,11 +597,13 @@ def _dist_impl(comm: Comm, args: argparse.Namespace, backend: str, impl: str, sp
         comm.barrier()
         traced = float(_traced_compute_peak(metric, spec.images))
         del metric
-    stats = ([float(result[k]) for k in TM_KEYS] if impl == "torchmetrics" else _stats_of(result, iou))
+    stats = [float(result[k]) for k in TM_KEYS] if impl == "torchmetrics" else _stats_of(result, iou)
     dets = sum(len(im.det_scores) for im in images)
     rec: Dict[str, Any] = {
-        "add_s": common.median(adds), "compute_s": common.median(computes),
-        "times_s": [a + c for a, c in zip(adds, computes)], "stats": stats,
+        "add_s": common.median(adds),
+        "compute_s": common.median(computes),
+        "times_s": [a + c for a, c in zip(adds, computes)],
+        "stats": stats,
         "peak_extra_bytes_per_rank": [float(np.median([p[r] for p in peaks])) for r in range(comm.ws)],
     }
     if singles:
@@ -546,8 +633,13 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     """The command line (``main``'s, also for the smoke test)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=("single", "dist"), default="single")
-    parser.add_argument("--impl", nargs="+", choices=("ours", "torchmetrics", "mmeval021"), default=["ours"],
-                        help="dist mode: what to run on the ranks")
+    parser.add_argument(
+        "--impl",
+        nargs="+",
+        choices=("ours", "torchmetrics", "mmeval021"),
+        default=["ours"],
+        help="dist mode: what to run on the ranks",
+    )
     parser.add_argument("--cases", nargs="+", choices=tuple(coco_data.CASES), default=list(coco_data.CASES))
     parser.add_argument("--quick", action="store_true", help="the small sizes (a smoke run)")
     parser.add_argument("--images", type=int, default=0, help="this many images in every case instead")
@@ -556,8 +648,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--iters", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1, help="dist mode: untimed iterations first")
     parser.add_argument("--pycocotools-iters", type=int, default=1, help="single mode: pycocotools is slow")
-    parser.add_argument("--no-single-beside", action="store_true",
-                        help="dist mode, ours at ws=2: do not also time rank 0 evaluating the whole set alone")
+    parser.add_argument(
+        "--no-single-beside",
+        action="store_true",
+        help="dist mode, ours at ws=2: do not also time rank 0 evaluating the whole set alone",
+    )
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--out", default=None)
     return parser.parse_args(argv)

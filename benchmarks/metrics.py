@@ -85,10 +85,17 @@ def accuracy_state(comm: Comm, args: argparse.Namespace, backend: str) -> List[D
                 del out
                 if it:  # the first round warms up
                     times[name].append(dt)
-        rec: Dict[str, Any] = {"kind": "metrics", "case": "accuracy_state", "backend": backend, "ws": comm.ws,
-                               "samples_per_rank": samples, "classes": CLASSES,
-                               "sent_bytes_per_rank": comm.gather_floats(float(sent)), "collectives": calls,
-                               "compute_s": common.median(times["compute"])}
+        rec: Dict[str, Any] = {
+            "kind": "metrics",
+            "case": "accuracy_state",
+            "backend": backend,
+            "ws": comm.ws,
+            "samples_per_rank": samples,
+            "classes": CLASSES,
+            "sent_bytes_per_rank": comm.gather_floats(float(sent)),
+            "collectives": calls,
+            "compute_s": common.median(times["compute"]),
+        }
         if raws:
             rec["raw_all_gather_s"] = common.median(times["raw"])
             rec["raw_bytes_per_rank"] = samples * CLASSES * 4
@@ -120,10 +127,22 @@ def mean_iou_state(comm: Comm, args: argparse.Namespace, backend: str) -> List[D
     t0 = time.perf_counter()
     _, sent, calls = _sent_during(metric.compute, size=args.iou_images * comm.ws)
     dt = comm.max(time.perf_counter() - t0)
-    return [{"kind": "metrics", "case": "mean_iou_state", "backend": backend, "ws": comm.ws,
-             "images_per_rank": args.iou_images, "classes": IOU_CLASSES, "side": IOU_SIDE,
-             "sent_bytes_per_rank": comm.gather_floats(float(sent)), "collectives": calls,
-             "confusion_matrix_bytes": IOU_CLASSES * IOU_CLASSES * 8, "compute_s": dt, "add_s": add_s}]
+    return [
+        {
+            "kind": "metrics",
+            "case": "mean_iou_state",
+            "backend": backend,
+            "ws": comm.ws,
+            "images_per_rank": args.iou_images,
+            "classes": IOU_CLASSES,
+            "side": IOU_SIDE,
+            "sent_bytes_per_rank": comm.gather_floats(float(sent)),
+            "collectives": calls,
+            "confusion_matrix_bytes": IOU_CLASSES * IOU_CLASSES * 8,
+            "compute_s": dt,
+            "add_s": add_s,
+        }
+    ]
 
 
 def _scores_kept(**kwargs: Any) -> Any:
@@ -149,8 +168,9 @@ def per_sample_memory(comm: Comm, args: argparse.Namespace, backend: str) -> Lis
     return records
 
 
-def _per_sample_memory(comm: Comm, args: argparse.Namespace, backend: str, metric_name: str,
-                       make: Any) -> Dict[str, Any]:
+def _per_sample_memory(
+    comm: Comm, args: argparse.Namespace, backend: str, metric_name: str, make: Any
+) -> Dict[str, Any]:
     n = args.ap_samples
     rng = np.random.default_rng(31 + comm.rank)
     scores = rng.random((n, AP_CLASSES), dtype=np.float32)
@@ -174,21 +194,36 @@ def _per_sample_memory(comm: Comm, args: argparse.Namespace, backend: str, metri
             peaks.append(comm.gather_floats(float(peak)))
             times.append(dt)
     per_rank = [float(np.median([p[r] for p in peaks])) for r in range(comm.ws)]
-    return {"kind": "metrics", "case": "per_sample_memory", "metric": metric_name, "backend": backend, "ws": comm.ws,
-            "samples_per_rank": n, "classes": AP_CLASSES, "world_results_bytes": world_bytes,
-            "peak_extra_bytes_per_rank": per_rank, "compute_s": common.median(times)}
+    return {
+        "kind": "metrics",
+        "case": "per_sample_memory",
+        "metric": metric_name,
+        "backend": backend,
+        "ws": comm.ws,
+        "samples_per_rank": n,
+        "classes": AP_CLASSES,
+        "world_results_bytes": world_bytes,
+        "peak_extra_bytes_per_rank": per_rank,
+        "compute_s": common.median(times),
+    }
 
 
 def run_rank(comm: Comm, args: argparse.Namespace, backend: str) -> List[Dict[str, Any]]:
     warnings.simplefilter("ignore")
     records: List[Dict[str, Any]] = []
     for case in args.cases:
-        records += {"accuracy_state": accuracy_state, "mean_iou_state": mean_iou_state,
-                    "per_sample_memory": per_sample_memory}[case](comm, args, backend)
+        records += {
+            "accuracy_state": accuracy_state,
+            "mean_iou_state": mean_iou_state,
+            "per_sample_memory": per_sample_memory,
+        }[case](comm, args, backend)
         for rec in records if comm.rank == 0 else []:
             if rec["case"] == case:
-                extra = {k: rec[k] for k in ("sent_bytes_per_rank", "peak_extra_bytes_per_rank", "compute_s",
-                                             "raw_all_gather_s") if k in rec}
+                extra = {
+                    k: rec[k]
+                    for k in ("sent_bytes_per_rank", "peak_extra_bytes_per_rank", "compute_s", "raw_all_gather_s")
+                    if k in rec
+                }
                 print(f"  {case} {rec.get('metric', '')} {backend} ws={comm.ws}: {extra}", flush=True)
     return records
 
@@ -205,6 +240,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--out", default=None)
     return launch(__file__, parser.parse_args(argv), argv, run_rank)
+
 
 if __name__ == "__main__":
     sys.exit(main())

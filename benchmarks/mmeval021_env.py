@@ -30,8 +30,10 @@ from typing import List, Optional
 REPO = Path(__file__).resolve().parent.parent
 #: What the environment must import for the bench (checked after every build; an older build without
 #: pycocotools fails it and is rebuilt).
-CHECK = ("import mmeval, torch, mpi4py, pycocotools; assert mmeval.__version__ == '0.2.1', mmeval.__version__; "
-         "print(mmeval.__file__)")
+CHECK = (
+    "import mmeval, torch, mpi4py, pycocotools; assert mmeval.__version__ == '0.2.1', mmeval.__version__; "
+    "print(mmeval.__file__)"
+)
 #: Requirements of the bench's 0.2.1 side; 0.2.1 itself goes in with --no-deps (see the module doc).
 REQUIREMENTS = [
     "numpy",
@@ -64,8 +66,7 @@ def check(path: Path, timeout: float = 300) -> Optional[str]:
     if not python.exists():
         return f"{python} does not exist"
     try:
-        proc = subprocess.run([str(python), "-c", CHECK], capture_output=True, text=True, timeout=timeout,
-                              cwd="/")
+        proc = subprocess.run([str(python), "-c", CHECK], capture_output=True, text=True, timeout=timeout, cwd="/")
     except subprocess.TimeoutExpired:
         return f"importing mmeval 0.2.1 took more than {timeout:g}s"
     if proc.returncode != 0:

@@ -64,8 +64,10 @@ def records(result: Dict[str, Any], kind: str) -> List[Dict[str, Any]]:
 
 def collective_index(result: Dict[str, Any]) -> Dict[Key, Dict[str, Any]]:
     """Collective records by (impl, backend, ws, op, payload, method)."""
-    return {(r.get("impl", "ours"), r["backend"], r["ws"], r["op"], r["payload"], r["method"]): r
-            for r in records(result, "collective")}
+    return {
+        (r.get("impl", "ours"), r["backend"], r["ws"], r["op"], r["payload"], r["method"]): r
+        for r in records(result, "collective")
+    }
 
 
 def med(index: Dict[Key, Dict[str, Any]], key: Key) -> Optional[float]:
@@ -77,13 +79,17 @@ def med(index: Dict[Key, Dict[str, Any]], key: Key) -> Optional[float]:
     return None if math.isnan(value) else value
 
 
-def best_raw(index: Dict[Key, Dict[str, Any]], impl: str, backend: str, ws: int, op: str, payload: str) -> Optional[float]:
+def best_raw(
+    index: Dict[Key, Dict[str, Any]], impl: str, backend: str, ws: int, op: str, payload: str
+) -> Optional[float]:
     """The raw transport into a fresh receive buffer (the like-for-like yardstick), else the floor."""
     fresh = med(index, (impl, backend, ws, op, payload, "raw"))
     return fresh if fresh is not None else floor_raw(index, impl, backend, ws, op, payload)
 
 
-def floor_raw(index: Dict[Key, Dict[str, Any]], impl: str, backend: str, ws: int, op: str, payload: str) -> Optional[float]:
+def floor_raw(
+    index: Dict[Key, Dict[str, Any]], impl: str, backend: str, ws: int, op: str, payload: str
+) -> Optional[float]:
     """The faster of the raw transports (fresh or preallocated receive buffer): the floor."""
     values = [med(index, (impl, backend, ws, op, payload, m)) for m in ("raw", "raw_prealloc")]
     present = [v for v in values if v is not None]
@@ -134,9 +140,18 @@ def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> List[str]:
 class Target:
     """One row of the targets table."""
 
-    def __init__(self, target: str, where: str, measured: str, value: Optional[float], limit: float,
-                 higher_is_better: bool = False, note: str = "", unit: str = "x",
-                 floor: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        target: str,
+        where: str,
+        measured: str,
+        value: Optional[float],
+        limit: float,
+        higher_is_better: bool = False,
+        note: str = "",
+        unit: str = "x",
+        floor: Optional[float] = None,
+    ) -> None:
         self.target, self.where, self.measured = target, where, measured
         self.value, self.limit, self.higher = value, limit, higher_is_better
         self.note, self.unit, self.floor = note, unit, floor
@@ -183,18 +198,33 @@ def targets(result: Dict[str, Any]) -> List[Target]:
                 if ours is None:
                     continue
                 value = old / ours if old is not None else None
-                out.append(Target(f"tuples100k {op}_object ≥10x faster than MMEval 0.2.1", where(backend, ws),
-                                  f"{fmt_ms(old)} ms (0.2.1 all_gather) / {fmt_ms(ours)} ms", value, 10, True,
-                                  note="0.2.1 has no gather_object; its compute() all-gathers"))
+                out.append(
+                    Target(
+                        f"tuples100k {op}_object ≥10x faster than MMEval 0.2.1",
+                        where(backend, ws),
+                        f"{fmt_ms(old)} ms (0.2.1 all_gather) / {fmt_ms(ours)} ms",
+                        value,
+                        10,
+                        True,
+                        note="0.2.1 has no gather_object; its compute() all-gathers",
+                    )
+                )
     for ws in sizes:
         for op in ("all_gather", "gather"):
             ours = med(idx, ("ours", "torch_cpu", ws, op, "tuples100k", "mmeval"))
             raw = best_raw(idx, "ours", "torch_cpu", ws, op, "tuples100k")
             floor = floor_raw(idx, "ours", "torch_cpu", ws, op, "tuples100k")
             if ours is not None and raw is not None:
-                out.append(Target(f"tuples100k {op}_object ≤5x raw gloo", f"torch_cpu ws={ws}",
-                                  f"{fmt_ms(ours)} / {fmt_ms(raw)} ms", ours / raw, 5,
-                                  floor=ours / floor if floor else None))
+                out.append(
+                    Target(
+                        f"tuples100k {op}_object ≤5x raw gloo",
+                        f"torch_cpu ws={ws}",
+                        f"{fmt_ms(ours)} / {fmt_ms(raw)} ms",
+                        ours / raw,
+                        5,
+                        floor=ours / floor if floor else None,
+                    )
+                )
     # 2. Accuracy.compute at ws 2 vs a raw all_gather of the scores' bytes
     for backend in ("torch_cpu", "mpi4py"):
         c = comp.get(("ours", backend, 2, "compute"))
@@ -202,10 +232,16 @@ def targets(result: Dict[str, Any]) -> List[Target]:
         if c is not None and fresh is not None:
             raw = float(fresh["median_s"])
             floor = min(raw, float(pre["median_s"])) if pre is not None else raw
-            out.append(Target("Accuracy.compute 100k/rank ≤5x raw all_gather of the scores",
-                              f"{backend} ws=2" + ("" if backend == "torch_cpu" else " (not a target: see below)"),
-                              f"{fmt_ms(c['median_s'])} / {fmt_ms(raw)} ms", float(c["median_s"]) / raw, 5,
-                              floor=float(c["median_s"]) / floor))
+            out.append(
+                Target(
+                    "Accuracy.compute 100k/rank ≤5x raw all_gather of the scores",
+                    f"{backend} ws=2" + ("" if backend == "torch_cpu" else " (not a target: see below)"),
+                    f"{fmt_ms(c['median_s'])} / {fmt_ms(raw)} ms",
+                    float(c["median_s"]) / raw,
+                    5,
+                    floor=float(c["median_s"]) / floor,
+                )
+            )
     # 3. big payloads and broadcast vs raw
     for backend in ("torch_cpu", "mpi4py", "torch_horovod"):
         for ws in sorted({k[2] for k in idx if k[1] == backend and k[0] == "ours"}):
@@ -216,24 +252,44 @@ def targets(result: Dict[str, Any]) -> List[Target]:
                     floor = floor_raw(idx, "ours", backend, ws, op, payload)
                     if ours is None or raw is None:
                         continue
-                    out.append(Target(f"{payload} {op}_object ≤1.15x raw", where(backend, ws),
-                                      f"{fmt_ms(ours)} / {fmt_ms(raw)} ms", ours / raw, 1.15,
-                                      floor=ours / floor if floor else None))
+                    out.append(
+                        Target(
+                            f"{payload} {op}_object ≤1.15x raw",
+                            where(backend, ws),
+                            f"{fmt_ms(ours)} / {fmt_ms(raw)} ms",
+                            ours / raw,
+                            1.15,
+                            floor=ours / floor if floor else None,
+                        )
+                    )
     # 4. compute at ws 4 vs 0.2.1, and the non-computing ranks' memory
     for backend in ("torch_cpu", "mpi4py"):
         for ws in sorted({k[2] for k in comp if k[1] == backend}):
             ours, old = comp.get(("ours", backend, ws, "compute")), comp.get(("mmeval021", backend, ws, "compute"))
             if ours is not None and old is not None and ws >= 4:
-                out.append(Target("Accuracy.compute ≥5x faster than MMEval 0.2.1", where(backend, ws),
-                                  f"{fmt_ms(old['median_s'])} / {fmt_ms(ours['median_s'])} ms",
-                                  float(old["median_s"]) / float(ours["median_s"]), 5, True))
+                out.append(
+                    Target(
+                        "Accuracy.compute ≥5x faster than MMEval 0.2.1",
+                        where(backend, ws),
+                        f"{fmt_ms(old['median_s'])} / {fmt_ms(ours['median_s'])} ms",
+                        float(old["median_s"]) / float(ours["median_s"]),
+                        5,
+                        True,
+                    )
+                )
             if ours is not None and ws >= 2:
                 peaks = ours["peak_extra_bytes_per_rank"][1:]
                 own = float(ours["own_results_bytes"])
                 worst = max(peaks) if peaks else None
-                out.append(Target("non-computing ranks' peak extra memory ≤1.2x own results", where(backend, ws),
-                                  f"{fmt_bytes(worst or 0)} / {fmt_bytes(own)}",
-                                  (worst / own) if worst is not None and own else None, 1.2))
+                out.append(
+                    Target(
+                        "non-computing ranks' peak extra memory ≤1.2x own results",
+                        where(backend, ws),
+                        f"{fmt_bytes(worst or 0)} / {fmt_bytes(own)}",
+                        (worst / own) if worst is not None and own else None,
+                        1.2,
+                    )
+                )
     # 5. 1 KB vs the framework's own object collective
     for backend in ("torch_cpu", "mpi4py", "torch_horovod"):
         for ws in sorted({k[2] for k in idx if k[1] == backend and k[0] == "ours"}):
@@ -243,23 +299,50 @@ def targets(result: Dict[str, Any]) -> List[Target]:
                 if ours is None or theirs is None:
                     continue
                 label = idx[("ours", backend, ws, op, "dict1k", "framework")]["label"]
-                out.append(Target(f"1 KB {op} no slower than {label}", where(backend, ws),
-                                  f"{fmt_ms(ours)} / {fmt_ms(theirs)} ms", ours / theirs, 1.0))
+                out.append(
+                    Target(
+                        f"1 KB {op} no slower than {label}",
+                        where(backend, ws),
+                        f"{fmt_ms(ours)} / {fmt_ms(theirs)} ms",
+                        ours / theirs,
+                        1.0,
+                    )
+                )
     # 6. start-up
     start = {r["probe"]: r for r in records(result, "startup") if "error" not in r}
     lab, bare = start.get("list_all_backends()"), start.get("bare entry_points(group=...) scan")
     if lab is not None and bare is not None:
         plugins = [m for m in lab["imported"] if m in NON_PLUGIN]
-        out.append(Target("list_all_backends() imports no plugin", "fresh process",
-                          ", ".join(plugins) or "no plugin or framework module", float(len(plugins)), 0,
-                          unit="modules"))
+        out.append(
+            Target(
+                "list_all_backends() imports no plugin",
+                "fresh process",
+                ", ".join(plugins) or "no plugin or framework module",
+                float(len(plugins)),
+                0,
+                unit="modules",
+            )
+        )
         lab_total = lab["steps_s"]["import"] + lab["steps_s"]["call"]
         bare_total = bare["steps_s"]["import importlib.metadata"] + bare["steps_s"]["call"]
-        out.append(Target("list_all_backends() ≤1.5x a bare entry_points scan (import + call)", "fresh process",
-                          f"{lab_total * 1e3:.1f} / {bare_total * 1e3:.1f} ms", lab_total / bare_total, 1.5))
-        out.append(Target("list_all_backends() ≤1.5x a bare entry_points scan (the call alone)", "fresh process",
-                          f"{lab['steps_s']['call'] * 1e3:.2f} / {bare['steps_s']['call'] * 1e3:.2f} ms",
-                          lab["steps_s"]["call"] / bare["steps_s"]["call"], 1.5))
+        out.append(
+            Target(
+                "list_all_backends() ≤1.5x a bare entry_points scan (import + call)",
+                "fresh process",
+                f"{lab_total * 1e3:.1f} / {bare_total * 1e3:.1f} ms",
+                lab_total / bare_total,
+                1.5,
+            )
+        )
+        out.append(
+            Target(
+                "list_all_backends() ≤1.5x a bare entry_points scan (the call alone)",
+                "fresh process",
+                f"{lab['steps_s']['call'] * 1e3:.2f} / {bare['steps_s']['call'] * 1e3:.2f} ms",
+                lab["steps_s"]["call"] / bare["steps_s"]["call"],
+                1.5,
+            )
+        )
     return out + metric_targets(result) + catalogue_targets(result) + detection_targets(result)
 
 
@@ -270,26 +353,51 @@ def metric_targets(result: Dict[str, Any]) -> List[Target]:
         where = f"{rec['backend']} ws={rec['ws']}"
         if rec["case"] == "accuracy_state":
             sent = max(rec["sent_bytes_per_rank"])
-            out.append(Target(f"Accuracy.compute() at {rec['samples_per_rank']:,} samples/rank sends ≤ 4 KiB per rank",
-                              where, f"{sent:.0f} B in {rec['collectives']} collective(s)", sent, 4096,
-                              unit="bytes"))
+            out.append(
+                Target(
+                    f"Accuracy.compute() at {rec['samples_per_rank']:,} samples/rank sends ≤ 4 KiB per rank",
+                    where,
+                    f"{sent:.0f} B in {rec['collectives']} collective(s)",
+                    sent,
+                    4096,
+                    unit="bytes",
+                )
+            )
             if "raw_all_gather_s" in rec:
-                out.append(Target("Accuracy.compute() ≤0.05x a raw all-gather of the scores", where,
-                                  f"{fmt_ms(rec['compute_s'])} / {fmt_ms(rec['raw_all_gather_s'])} ms "
-                                  f"({fmt_bytes(rec['raw_bytes_per_rank'])} per rank)",
-                                  rec["compute_s"] / rec["raw_all_gather_s"], 0.05))
+                out.append(
+                    Target(
+                        "Accuracy.compute() ≤0.05x a raw all-gather of the scores",
+                        where,
+                        f"{fmt_ms(rec['compute_s'])} / {fmt_ms(rec['raw_all_gather_s'])} ms "
+                        f"({fmt_bytes(rec['raw_bytes_per_rank'])} per rank)",
+                        rec["compute_s"] / rec["raw_all_gather_s"],
+                        0.05,
+                    )
+                )
         elif rec["case"] == "mean_iou_state":
             sent = max(rec["sent_bytes_per_rank"])
-            out.append(Target(f"MeanIoU ({rec['classes']} classes, {rec['images_per_rank']} images of "
-                              f"{rec['side']}x{rec['side']}/rank) sends ≤1.1x a confusion matrix", where,
-                              f"{fmt_bytes(sent)} / {fmt_bytes(rec['confusion_matrix_bytes'])}",
-                              sent / rec["confusion_matrix_bytes"], 1.1))
+            out.append(
+                Target(
+                    f"MeanIoU ({rec['classes']} classes, {rec['images_per_rank']} images of "
+                    f"{rec['side']}x{rec['side']}/rank) sends ≤1.1x a confusion matrix",
+                    where,
+                    f"{fmt_bytes(sent)} / {fmt_bytes(rec['confusion_matrix_bytes'])}",
+                    sent / rec["confusion_matrix_bytes"],
+                    1.1,
+                )
+            )
         elif rec["case"] == "per_sample_memory":
             peak = rec["peak_extra_bytes_per_rank"][0]
-            out.append(Target(f"per-sample metric ({rec.get('metric', 'AveragePrecision')}): rank 0's peak extra "
-                              "memory in compute() ≤1.5x the world's results", where,
-                              f"{fmt_bytes(peak)} / {fmt_bytes(rec['world_results_bytes'])}",
-                              peak / rec["world_results_bytes"], 1.5))
+            out.append(
+                Target(
+                    f"per-sample metric ({rec.get('metric', 'AveragePrecision')}): rank 0's peak extra "
+                    "memory in compute() ≤1.5x the world's results",
+                    where,
+                    f"{fmt_bytes(peak)} / {fmt_bytes(rec['world_results_bytes'])}",
+                    peak / rec["world_results_bytes"],
+                    1.5,
+                )
+            )
     return out
 
 
@@ -302,12 +410,23 @@ def catalogue_targets(result: Dict[str, Any]) -> List[Target]:
     """Issue 22's target: every state metric's compute() sends the same bytes at n and 4 n samples."""
     out: List[Target] = []
     for backend, ws in sorted({(r["backend"], r["ws"]) for r in records(result, "catalogue")}):
-        state = [r for r in records(result, "catalogue")
-                 if (r["backend"], r["ws"]) == (backend, ws) and r.get("metric_kind") == "state"]
+        state = [
+            r
+            for r in records(result, "catalogue")
+            if (r["backend"], r["ws"]) == (backend, ws) and r.get("metric_kind") == "state"
+        ]
         grew = [r["case"] for r in state if _catalogue_sent(r, "x1") != _catalogue_sent(r, "x4")]
-        out.append(Target("every state metric of the catalogue sends the same bytes at n and 4n samples",
-                          f"{backend} ws={ws}", f"{len(state) - len(grew)} of {len(state)} state cases"
-                          + (f"; grew: {', '.join(grew)}" if grew else ""), float(len(grew)), 0, unit="cases"))
+        out.append(
+            Target(
+                "every state metric of the catalogue sends the same bytes at n and 4n samples",
+                f"{backend} ws={ws}",
+                f"{len(state) - len(grew)} of {len(state)} state cases"
+                + (f"; grew: {', '.join(grew)}" if grew else ""),
+                float(len(grew)),
+                0,
+                unit="cases",
+            )
+        )
     return out
 
 
@@ -369,18 +488,34 @@ def detection_targets(result: Dict[str, Any]) -> List[Target]:
     """The COCO detection targets, each case of ``benchmarks/detection.py`` measured side by side."""
     idx = _detection_index(result)
     out: List[Target] = []
-    for case in sorted({k[0] for k in idx}, key=lambda c: ("bbox", "lvis", "segm").index(c) if c in
-                       ("bbox", "lvis", "segm") else 9):
+    for case in sorted(
+        {k[0] for k in idx}, key=lambda c: ("bbox", "lvis", "segm").index(c) if c in ("bbox", "lvis", "segm") else 9
+    ):
         pyc = idx.get((case, "pycocotools", "single process", 1))
         fce = idx.get((case, "faster-coco-eval", "single process", 1))
         ours1 = idx.get((case, "ours", "single process", 1))
         t_pyc, t_fce, t_ours1 = _det_total(pyc), _det_total(fce), _det_total(ours1)
         if t_ours1 is not None and t_fce is not None:
-            out.append(Target(f"COCODetection {case}: add()+compute() ≤1.1x faster-coco-eval's evaluate+accumulate",
-                              "single process", f"{t_ours1:.2f} / {t_fce:.2f} s", t_ours1 / t_fce, 1.1))
+            out.append(
+                Target(
+                    f"COCODetection {case}: add()+compute() ≤1.1x faster-coco-eval's evaluate+accumulate",
+                    "single process",
+                    f"{t_ours1:.2f} / {t_fce:.2f} s",
+                    t_ours1 / t_fce,
+                    1.1,
+                )
+            )
         if t_ours1 is not None and t_pyc is not None:
-            out.append(Target(f"COCODetection {case}: ≥5x faster than pycocotools' evaluate+accumulate",
-                              "single process", f"{t_pyc:.2f} / {t_ours1:.2f} s", t_pyc / t_ours1, 5, True))
+            out.append(
+                Target(
+                    f"COCODetection {case}: ≥5x faster than pycocotools' evaluate+accumulate",
+                    "single process",
+                    f"{t_pyc:.2f} / {t_ours1:.2f} s",
+                    t_pyc / t_ours1,
+                    5,
+                    True,
+                )
+            )
         for (c, impl, backend, ws), rec in sorted(idx.items(), key=lambda kv: (kv[0][2], kv[0][3])):
             if c != case or impl != "ours" or ws < 2 or rec.get("error"):
                 continue
@@ -389,31 +524,68 @@ def detection_targets(result: Dict[str, Any]) -> List[Target]:
             beside = rec.get("single_beside_s")  # the same job, interleaved: the same load
             alone = float(beside) if beside else t_ours1
             if ws == 2 and total is not None and alone is not None:
-                out.append(Target(f"COCODetection {case}: add()+compute() at ws=2 ≤0.6x single process", where,
-                                  f"{total:.2f} / {alone:.2f} s" + (" (single process interleaved in the same job)"
-                                                                    if beside else ""), total / alone, 0.6))
+                out.append(
+                    Target(
+                        f"COCODetection {case}: add()+compute() at ws=2 ≤0.6x single process",
+                        where,
+                        f"{total:.2f} / {alone:.2f} s"
+                        + (" (single process interleaved in the same job)" if beside else ""),
+                        total / alone,
+                        0.6,
+                    )
+                )
             tm = idx.get((case, "torchmetrics", backend, ws))
             t_tm = _det_total(tm)
             if t_tm is not None and total is not None:
-                out.append(Target(f"COCODetection {case}: ≥1.8x faster than torchmetrics (faster_coco_eval) at ws={ws}",
-                                  where, f"{t_tm:.2f} / {total:.2f} s", t_tm / total, 1.8, True))
+                out.append(
+                    Target(
+                        f"COCODetection {case}: ≥1.8x faster than torchmetrics (faster_coco_eval) at ws={ws}",
+                        where,
+                        f"{t_tm:.2f} / {total:.2f} s",
+                        t_tm / total,
+                        1.8,
+                        True,
+                    )
+                )
             if rec.get("bytes_per_det") is not None:
-                out.append(Target(f"COCODetection {case}: bytes sent per rank per detection ≤ 16", where,
-                                  f"{max(rec['sent_bytes_per_rank']):,.0f} B / {max(rec['dets_per_rank']):,.0f} dets",
-                                  round(float(rec["bytes_per_det"]), 2), 16, unit="B/det"))
+                out.append(
+                    Target(
+                        f"COCODetection {case}: bytes sent per rank per detection ≤ 16",
+                        where,
+                        f"{max(rec['sent_bytes_per_rank']):,.0f} B / {max(rec['dets_per_rank']):,.0f} dets",
+                        round(float(rec["bytes_per_det"]), 2),
+                        16,
+                        unit="B/det",
+                    )
+                )
             summaries = _det_summary_bytes(rec)
             if summaries:
                 peak = rec["peak_extra_bytes_per_rank"][0]
                 traced = rec.get("traced_peak_bytes_per_rank")
                 live = f" (live peak, tracemalloc: {fmt_bytes(traced[0])})" if traced else ""
-                out.append(Target(f"COCODetection {case}: rank 0's peak extra memory in compute() ≤2x the world's "
-                                  "compact summaries", where, f"{fmt_bytes(peak)} / {fmt_bytes(summaries)}{live}",
-                                  peak / summaries, 2))
+                out.append(
+                    Target(
+                        f"COCODetection {case}: rank 0's peak extra memory in compute() ≤2x the world's "
+                        "compact summaries",
+                        where,
+                        f"{fmt_bytes(peak)} / {fmt_bytes(summaries)}{live}",
+                        peak / summaries,
+                        2,
+                    )
+                )
         for (c, impl, backend, ws), rec in sorted(idx.items(), key=lambda kv: (kv[0][2], kv[0][3])):
             diff = _det_diff(rec, pyc)
             if c == case and impl == "ours" and diff is not None:
-                out.append(Target(f"COCODetection {case}: every stat equal to pycocotools (max |diff|)",
-                                  f"{backend} ws={ws}", "12 stats", diff, DETECTION_EXACT, unit="abs"))
+                out.append(
+                    Target(
+                        f"COCODetection {case}: every stat equal to pycocotools (max |diff|)",
+                        f"{backend} ws={ws}",
+                        "12 stats",
+                        diff,
+                        DETECTION_EXACT,
+                        unit="abs",
+                    )
+                )
     return out
 
 
@@ -423,15 +595,38 @@ def detection_table(result: Dict[str, Any]) -> List[str]:
     rows = []
     names = {"ours": "this project", "mmeval021": "MMEval 0.2.1", "torchmetrics": "torchmetrics (faster_coco_eval)"}
     impls = ("pycocotools", "faster-coco-eval", "ours", "torchmetrics", "mmeval021")
-    for (case, impl, backend, ws), rec in sorted(idx.items(), key=lambda kv: (
-            ("bbox", "lvis", "segm", kv[0][0]).index(kv[0][0]), kv[0][3], kv[0][2] != "torch_cpu", kv[0][2],
-            impls.index(kv[0][1]) if kv[0][1] in impls else len(impls))):
+    for (case, impl, backend, ws), rec in sorted(
+        idx.items(),
+        key=lambda kv: (
+            ("bbox", "lvis", "segm", kv[0][0]).index(kv[0][0]),
+            kv[0][3],
+            kv[0][2] != "torch_cpu",
+            kv[0][2],
+            impls.index(kv[0][1]) if kv[0][1] in impls else len(impls),
+        ),
+    ):
         data = rec.get("data") or {}
-        size = (f"{data['images']:,} img, {data['detections']:,} dets, {data['ground_truths']:,} gts"
-                if data else f"{rec.get('images', 0):,} img, {rec.get('world_detections', 0):,} dets")
+        size = (
+            f"{data['images']:,} img, {data['detections']:,} dets, {data['ground_truths']:,} gts"
+            if data
+            else f"{rec.get('images', 0):,} img, {rec.get('world_detections', 0):,} dets"
+        )
         if rec.get("error"):
-            rows.append([case, names.get(impl, impl), f"{backend} ws={ws}", size, "-", "-", "-", "-", "-", "-",
-                         "error: " + str(rec["error"])[:120]])
+            rows.append(
+                [
+                    case,
+                    names.get(impl, impl),
+                    f"{backend} ws={ws}",
+                    size,
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "error: " + str(rec["error"])[:120],
+                ]
+            )
             continue
         first = f"{rec['build_s']:.2f} (build)" if "build_s" in rec else f"{rec['add_s']:.2f}"
         second = f"{rec['eval_s']:.2f} (evaluate+accumulate)" if "eval_s" in rec else f"{rec['compute_s']:.2f}"
@@ -447,13 +642,40 @@ def detection_table(result: Dict[str, Any]) -> List[str]:
         peak_text = "-" if not peaks else fmt_bytes(peaks[0]) + (f" (live {fmt_bytes(traced[0])})" if traced else "")
         diff = _det_diff(rec, idx.get((case, "pycocotools", "single process", 1)))
         if rec.get("single_beside_s"):
-            rec.setdefault("notes", []).append(f"single process interleaved in this job: {rec['single_beside_s']:.2f} s")
-        rows.append([case, names.get(impl, impl), f"{backend} ws={ws}" if ws > 1 else backend, size, first, second,
-                     "-" if total is None else f"{total:.2f}", moved, peak_text,
-                     "-" if diff is None or impl == "pycocotools" else f"{diff:.1e}",
-                     "; ".join(rec.get("notes", []))])
-    return table(["case", "impl", "where", "data", "add / build s", "compute / eval s", "total s", "B per detection",
-                  "rank 0 peak extra (VmHWM; live: tracemalloc)", "max abs diff vs pycocotools (12 stats)", "notes"], rows)
+            rec.setdefault("notes", []).append(
+                f"single process interleaved in this job: {rec['single_beside_s']:.2f} s"
+            )
+        rows.append(
+            [
+                case,
+                names.get(impl, impl),
+                f"{backend} ws={ws}" if ws > 1 else backend,
+                size,
+                first,
+                second,
+                "-" if total is None else f"{total:.2f}",
+                moved,
+                peak_text,
+                "-" if diff is None or impl == "pycocotools" else f"{diff:.1e}",
+                "; ".join(rec.get("notes", [])),
+            ]
+        )
+    return table(
+        [
+            "case",
+            "impl",
+            "where",
+            "data",
+            "add / build s",
+            "compute / eval s",
+            "total s",
+            "B per detection",
+            "rank 0 peak extra (VmHWM; live: tracemalloc)",
+            "max abs diff vs pycocotools (12 stats)",
+            "notes",
+        ],
+        rows,
+    )
 
 
 # --------------------------------------------------------------------------
@@ -471,8 +693,11 @@ def collective_tables(result: Dict[str, Any]) -> List[str]:
             continue
         has_pkl5 = any(k[5] == "pkl5" for k in keys)
         lines += ["", f"### {backend}", ""]
-        header = ["ws", "op", "payload", "bytes", "mmeval ms", "framework ms"] + (["pkl5 ms"] if has_pkl5 else []) + [
-            "raw ms", "floor ms", "mmeval / raw", "mmeval / floor", "framework / raw", "mmeval / framework"]
+        header = (
+            ["ws", "op", "payload", "bytes", "mmeval ms", "framework ms"]
+            + (["pkl5 ms"] if has_pkl5 else [])
+            + ["raw ms", "floor ms", "mmeval / raw", "mmeval / floor", "framework / raw", "mmeval / framework"]
+        )
         rows = []
         for ws in sorted({k[2] for k in keys}):
             for op in OPS:
@@ -487,8 +712,14 @@ def collective_tables(result: Dict[str, Any]) -> List[str]:
                     if has_pkl5:
                         row.append(fmt_ms(med(idx, ("ours", backend, ws, op, payload, "pkl5"))))
                     floor = floor_raw(idx, "ours", backend, ws, op, payload)
-                    row += [fmt_ms(med(idx, ("ours", backend, ws, op, payload, "raw"))), fmt_ms(floor),
-                            fmt_ratio(ours, raw), fmt_ratio(ours, floor), fmt_ratio(fw, raw), fmt_ratio(ours, fw)]
+                    row += [
+                        fmt_ms(med(idx, ("ours", backend, ws, op, payload, "raw"))),
+                        fmt_ms(floor),
+                        fmt_ratio(ours, raw),
+                        fmt_ratio(ours, floor),
+                        fmt_ratio(fw, raw),
+                        fmt_ratio(ours, fw),
+                    ]
                     rows.append(row)
         lines += table(header, rows)
         labels = sorted({(k[3], k[5], idx[k]["label"]) for k in keys})
@@ -509,10 +740,40 @@ def mmeval021_table(result: Dict[str, Any]) -> List[str]:
         ours = med(idx, ("ours", backend, ws, op, payload, "mmeval"))
         ours_g = med(idx, ("ours", backend, ws, "gather", payload, "mmeval")) if op == "all_gather" else None
         raw = best_raw(idx, "ours", backend, ws, op, payload)
-        rows.append([backend, str(ws), op, payload, fmt_ms(old), fmt_ratio(old, old_raw), fmt_ms(ours),
-                     fmt_ratio(ours, raw), fmt_ratio(old, ours), fmt_ms(ours_g), fmt_ratio(old, ours_g)])
-    return ["", *table(["backend", "ws", "op", "payload", "0.2.1 ms", "0.2.1 / raw (its run)", "ours ms", "ours / raw",
-                        "speed-up", "ours gather ms", "speed-up (gather)"], rows)]
+        rows.append(
+            [
+                backend,
+                str(ws),
+                op,
+                payload,
+                fmt_ms(old),
+                fmt_ratio(old, old_raw),
+                fmt_ms(ours),
+                fmt_ratio(ours, raw),
+                fmt_ratio(old, ours),
+                fmt_ms(ours_g),
+                fmt_ratio(old, ours_g),
+            ]
+        )
+    return [
+        "",
+        *table(
+            [
+                "backend",
+                "ws",
+                "op",
+                "payload",
+                "0.2.1 ms",
+                "0.2.1 / raw (its run)",
+                "ours ms",
+                "ours / raw",
+                "speed-up",
+                "ours gather ms",
+                "speed-up (gather)",
+            ],
+            rows,
+        ),
+    ]
 
 
 def compute_table(result: Dict[str, Any]) -> List[str]:
@@ -531,14 +792,37 @@ def compute_table(result: Dict[str, Any]) -> List[str]:
                     continue
                 peaks = c["peak_extra_bytes_per_rank"]
                 own = float(c["own_results_bytes"])
-                rows.append([backend, str(ws), "this project" if impl == "ours" else "MMEval 0.2.1",
-                             fmt_ms(c["median_s"]), fmt_ms(c["add_median_s"]), fmt_ms(raw),
-                             fmt_ratio(float(c["median_s"]), raw), fmt_bytes(peaks[0]),
-                             fmt_bytes(max(peaks[1:])) if len(peaks) > 1 else "-", fmt_bytes(own),
-                             f"{max(peaks[1:]) / own:.2f}x" if len(peaks) > 1 and own else "-"])
-    return table(["backend", "ws", "impl", "compute() ms", "add() ms (all batches)", "raw all_gather ms",
-                  "compute / raw", "rank 0 peak extra", "others' peak extra (max)", "own results",
-                  "others' peak / own"], rows)
+                rows.append(
+                    [
+                        backend,
+                        str(ws),
+                        "this project" if impl == "ours" else "MMEval 0.2.1",
+                        fmt_ms(c["median_s"]),
+                        fmt_ms(c["add_median_s"]),
+                        fmt_ms(raw),
+                        fmt_ratio(float(c["median_s"]), raw),
+                        fmt_bytes(peaks[0]),
+                        fmt_bytes(max(peaks[1:])) if len(peaks) > 1 else "-",
+                        fmt_bytes(own),
+                        f"{max(peaks[1:]) / own:.2f}x" if len(peaks) > 1 and own else "-",
+                    ]
+                )
+    return table(
+        [
+            "backend",
+            "ws",
+            "impl",
+            "compute() ms",
+            "add() ms (all batches)",
+            "raw all_gather ms",
+            "compute / raw",
+            "rank 0 peak extra",
+            "others' peak extra (max)",
+            "own results",
+            "others' peak / own",
+        ],
+        rows,
+    )
 
 
 def startup_table(result: Dict[str, Any]) -> List[str]:
@@ -550,8 +834,9 @@ def startup_table(result: Dict[str, Any]) -> List[str]:
             continue
         steps = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in r["steps_s"].items()) or "-"
         rows.append([f"`{r['probe']}`", f"{r['wall_s'] * 1e3:.1f}", steps, ", ".join(r["imported"]) or "nothing heavy"])
-    return table(["probe (fresh process)", "process wall ms", "in-process steps (median)", "heavy modules imported"],
-                 rows)
+    return table(
+        ["probe (fresh process)", "process wall ms", "in-process steps (median)", "heavy modules imported"], rows
+    )
 
 
 def codec_table(result: Dict[str, Any]) -> List[str]:
@@ -560,17 +845,36 @@ def codec_table(result: Dict[str, Any]) -> List[str]:
     by = {(r["payload"], r["method"]): r for r in recs}
     rows = []
     for payload in PAYLOAD_ORDER:
-        p, s, plain = by.get((payload, "pickle codec")), by.get((payload, "safe codec")), by.get((payload, "plain pickle"))
+        p, s, plain = (
+            by.get((payload, "pickle codec")),
+            by.get((payload, "safe codec")),
+            by.get((payload, "plain pickle")),
+        )
         if p is None or s is None:
             continue
         tp, ts = p["encode_s"] + p["decode_s"], s["encode_s"] + s["decode_s"]
         tplain = plain["encode_s"] + plain["decode_s"] if plain else None
-        rows.append([payload, f"{fmt_ms(p['encode_s'])} + {fmt_ms(p['decode_s'])}",
-                     f"{fmt_ms(s['encode_s'])} + {fmt_ms(s['decode_s'])}",
-                     f"{fmt_ms(plain['encode_s'])} + {fmt_ms(plain['decode_s'])}" if plain else "-",
-                     fmt_ratio(ts, tp), fmt_ratio(ts, tplain)])
-    return table(["payload", "pickle codec ms (encode + decode)", "safe codec ms", "plain pickle.dumps/loads ms",
-                  "safe / pickle codec", "safe / plain pickle"], rows)
+        rows.append(
+            [
+                payload,
+                f"{fmt_ms(p['encode_s'])} + {fmt_ms(p['decode_s'])}",
+                f"{fmt_ms(s['encode_s'])} + {fmt_ms(s['decode_s'])}",
+                f"{fmt_ms(plain['encode_s'])} + {fmt_ms(plain['decode_s'])}" if plain else "-",
+                fmt_ratio(ts, tp),
+                fmt_ratio(ts, tplain),
+            ]
+        )
+    return table(
+        [
+            "payload",
+            "pickle codec ms (encode + decode)",
+            "safe codec ms",
+            "plain pickle.dumps/loads ms",
+            "safe / pickle codec",
+            "safe / plain pickle",
+        ],
+        rows,
+    )
 
 
 # --------------------------------------------------------------------------
@@ -591,8 +895,12 @@ def plot(result: Dict[str, Any], path: Path) -> bool:
     backends = [b for b in BACKENDS if any(k[1] == b and k[0] == "ours" for k in idx)]
     nrows = len(backends) + 1
     fig, axes = plt.subplots(nrows, 3, figsize=(16, 4.2 * nrows), squeeze=False)
-    styles = {"mmeval": ("tab:blue", "mmeval"), "framework": ("tab:orange", "framework's own"),
-              "pkl5": ("tab:purple", "mpi4py pkl5"), "raw": ("tab:green", "raw (fresh buffer)")}
+    styles = {
+        "mmeval": ("tab:blue", "mmeval"),
+        "framework": ("tab:orange", "framework's own"),
+        "pkl5": ("tab:purple", "mpi4py pkl5"),
+        "raw": ("tab:green", "raw (fresh buffer)"),
+    }
     arrays = [p for p in PAYLOAD_ORDER if p != "tuples100k"]
     for row, backend in enumerate(backends):
         for col, op in enumerate(OPS):
@@ -604,24 +912,40 @@ def plot(result: Dict[str, Any], path: Path) -> bool:
                         key = ("ours", backend, ws, op, payload, method if method != "raw" else "mmeval")
                         if key not in idx:
                             continue
-                        value = (best_raw(idx, "ours", backend, ws, op, payload) if method == "raw"
-                                 else med(idx, ("ours", backend, ws, op, payload, method)))
+                        value = (
+                            best_raw(idx, "ours", backend, ws, op, payload)
+                            if method == "raw"
+                            else med(idx, ("ours", backend, ws, op, payload, method))
+                        )
                         if value is not None:
                             xs.append(idx[key]["bytes"])
                             ys.append(value * 1e3)
                     if xs:
                         ax.plot(xs, ys, dash, color=color, marker="o", ms=3, label=f"{label} ws={ws}")
-                    tup = (best_raw(idx, "ours", backend, ws, op, "tuples100k") if method == "raw"
-                           else med(idx, ("ours", backend, ws, op, "tuples100k", method)))
+                    tup = (
+                        best_raw(idx, "ours", backend, ws, op, "tuples100k")
+                        if method == "raw"
+                        else med(idx, ("ours", backend, ws, op, "tuples100k", method))
+                    )
                     rec = idx.get(("ours", backend, ws, op, "tuples100k", "mmeval"))
                     if tup is not None and rec is not None:
-                        ax.scatter([rec["bytes"]], [tup * 1e3], color=color, marker="X" if ws == 2 else "P", s=60,
-                                   zorder=5)
-                old = med(idx, ("mmeval021", backend, ws, "all_gather" if op == "gather" else op, "tuples100k", "mmeval"))
+                        ax.scatter(
+                            [rec["bytes"]], [tup * 1e3], color=color, marker="X" if ws == 2 else "P", s=60, zorder=5
+                        )
+                old = med(
+                    idx, ("mmeval021", backend, ws, "all_gather" if op == "gather" else op, "tuples100k", "mmeval")
+                )
                 rec = idx.get(("ours", backend, ws, op, "tuples100k", "mmeval"))
                 if old is not None and rec is not None:
-                    ax.scatter([rec["bytes"]], [old * 1e3], color="tab:red", marker="X" if ws == 2 else "P", s=60,
-                               zorder=5, label=f"MMEval 0.2.1 tuples100k ws={ws}")
+                    ax.scatter(
+                        [rec["bytes"]],
+                        [old * 1e3],
+                        color="tab:red",
+                        marker="X" if ws == 2 else "P",
+                        s=60,
+                        zorder=5,
+                        label=f"MMEval 0.2.1 tuples100k ws={ws}",
+                    )
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_title(f"{backend}: {op} (X/P = 100k per-sample tuples)", fontsize=10)
@@ -635,15 +959,28 @@ def plot(result: Dict[str, Any], path: Path) -> bool:
     ax_t, ax_m, ax_r = axes[nrows - 1]
     for backend, color in (("torch_cpu", "tab:blue"), ("mpi4py", "tab:green")):
         for impl, dash in (("ours", "-"), ("mmeval021", ":")):
-            pts = sorted((r["ws"], r) for r in comp if r["backend"] == backend and r["impl"] == impl
-                         and r["method"] == "compute")
+            pts = sorted(
+                (r["ws"], r) for r in comp if r["backend"] == backend and r["impl"] == impl and r["method"] == "compute"
+            )
             if not pts:
                 continue
             name = "this project" if impl == "ours" else "MMEval 0.2.1"
-            ax_t.plot([p[0] for p in pts], [p[1]["median_s"] * 1e3 for p in pts], dash, color=color, marker="o",
-                      label=f"{name} {backend}")
-            ax_m.plot([p[0] for p in pts], [max(p[1]["peak_extra_bytes_per_rank"][1:]) / 2**20 for p in pts], dash,
-                      color=color, marker="o", label=f"{name} {backend}")
+            ax_t.plot(
+                [p[0] for p in pts],
+                [p[1]["median_s"] * 1e3 for p in pts],
+                dash,
+                color=color,
+                marker="o",
+                label=f"{name} {backend}",
+            )
+            ax_m.plot(
+                [p[0] for p in pts],
+                [max(p[1]["peak_extra_bytes_per_rank"][1:]) / 2**20 for p in pts],
+                dash,
+                color=color,
+                marker="o",
+                label=f"{name} {backend}",
+            )
     ax_t.set_title("Accuracy.compute, 100k samples per rank", fontsize=10)
     ax_t.set_xlabel("world size")
     ax_t.set_ylabel("median ms")
@@ -675,8 +1012,11 @@ def plot(result: Dict[str, Any], path: Path) -> bool:
     ax_r.legend(fontsize=7)
     ax_r.grid(True, which="both", alpha=0.3)
     meta = result.get("meta", {}).get("machine", {})
-    fig.suptitle(f"mmeval benchmarks -- {meta.get('cpu_model', '?')} x{meta.get('cpus', '?')}, "
-                 f"load {meta.get('loadavg', ['?'])[0]}, {meta.get('time', '')}", fontsize=11)
+    fig.suptitle(
+        f"mmeval benchmarks -- {meta.get('cpu_model', '?')} x{meta.get('cpus', '?')}, "
+        f"load {meta.get('loadavg', ['?'])[0]}, {meta.get('time', '')}",
+        fontsize=11,
+    )
     fig.tight_layout(rect=(0, 0, 1, 0.98))
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -696,8 +1036,9 @@ def render(result: Dict[str, Any], out_dir: Path) -> str:
     machine, end = meta.get("machine", {}), meta.get("machine_at_end", {})
     plotted = plot(result, out_dir / "benchmarks.png")
     rows = targets(result)
-    target_lines = table(["target", "where", "measured", "ratio", "limit", "verdict", "vs floor"],
-                         [t.row() for t in rows])
+    target_lines = table(
+        ["target", "where", "measured", "ratio", "limit", "verdict", "vs floor"], [t.row() for t in rows]
+    )
     versions_line = ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items())
     lines = [
         "# Benchmarks",
@@ -744,43 +1085,76 @@ def render(result: Dict[str, Any], out_dir: Path) -> str:
     lines += ["", "## Targets", "", *target_lines]
     if ANALYSIS_FILE.exists():
         lines += ["", ANALYSIS_FILE.read_text().strip()]
-    lines += ["", "## Object collectives", "",
-              "Payloads: `dict1k` a 1 KB dict; `arrNm` a dict holding an N MiB float32 array; `tuples100k` a list "
-              "of 100,000 `(int label, float32[10] scores)` tuples (the shape of metric results). `bytes` = the "
-              "payload's plain pickle, what the raw transports move. framework = torch.distributed's / mpi4py's / "
-              "Horovod's own object collective.",
-              *collective_tables(result)]
+    lines += [
+        "",
+        "## Object collectives",
+        "",
+        "Payloads: `dict1k` a 1 KB dict; `arrNm` a dict holding an N MiB float32 array; `tuples100k` a list "
+        "of 100,000 `(int label, float32[10] scores)` tuples (the shape of metric results). `bytes` = the "
+        "payload's plain pickle, what the raw transports move. framework = torch.distributed's / mpi4py's / "
+        "Horovod's own object collective.",
+        *collective_tables(result),
+    ]
     old = mmeval021_table(result)
     if old:
-        lines += ["", "### MMEval 0.2.1 (its own venv, run right after ours)", "",
-                  "0.2.1 has no gather_object (its `compute()` all-gathers), so our gather is compared with its "
-                  "all_gather too.", *old]
-    lines += ["", "## BaseMetric.compute end to end", "",
-              "Accuracy(topk=(1, 5)), 100,000 samples of 10 float32 scores per rank added in batches of 1,000; "
-              "`raw` = a raw all_gather of the scores' bytes (4 MB per rank); peak extra = VmHWM during "
-              "compute() minus VmRSS before it (peak reset through /proc/self/clear_refs).", "",
-              *compute_table(result)]
+        lines += [
+            "",
+            "### MMEval 0.2.1 (its own venv, run right after ours)",
+            "",
+            "0.2.1 has no gather_object (its `compute()` all-gathers), so our gather is compared with its "
+            "all_gather too.",
+            *old,
+        ]
+    lines += [
+        "",
+        "## BaseMetric.compute end to end",
+        "",
+        "Accuracy(topk=(1, 5)), 100,000 samples of 10 float32 scores per rank added in batches of 1,000; "
+        "`raw` = a raw all_gather of the scores' bytes (4 MB per rank); peak extra = VmHWM during "
+        "compute() minus VmRSS before it (peak reset through /proc/self/clear_refs).",
+        "",
+        *compute_table(result),
+    ]
     cat = catalogue_table(result)
     if len(cat) > 2:
-        lines += ["", "## The metric catalogue", "",
-                  "`benchmarks/catalogue.py`: every case of the shared test table (tests/metric_cases*.py, 40 to 120 "
-                  "samples each), added as round-robin shards of n and of 4n samples (the case's samples repeated), "
-                  "then `compute(size=...)`. sent: the most any rank sent during compute() (comm-stats hook; rank 0 "
-                  "also broadcasts the result); a state metric's is the same at n and 4n. compute ms: the slowest "
-                  "rank's, median over iterations. refused: the metric refuses repeated samples (a frame added twice).",
-                  "", *cat]
+        lines += [
+            "",
+            "## The metric catalogue",
+            "",
+            "`benchmarks/catalogue.py`: every case of the shared test table (tests/metric_cases*.py, 40 to 120 "
+            "samples each), added as round-robin shards of n and of 4n samples (the case's samples repeated), "
+            "then `compute(size=...)`. sent: the most any rank sent during compute() (comm-stats hook; rank 0 "
+            "also broadcasts the result); a state metric's is the same at n and 4n. compute ms: the slowest "
+            "rank's, median over iterations. refused: the metric refuses repeated samples (a frame added twice).",
+            "",
+            *cat,
+        ]
     det = detection_table(result)
     if len(det) > 2:
-        lines += ["", "## COCO detection", "",
-                  "`benchmarks/detection.py` on synthetic COCO-like data (`benchmarks/coco_data.py`, the same images "
-                  "for every side). total = evaluate + accumulate for pycocotools / faster-coco-eval (building their "
-                  "COCO objects apart), add() + compute() for the metrics (each the slowest rank's, median over "
-                  "iterations). B per detection: what our compute() sends per rank (comm-stats hook), or for the "
-                  "others the bytes of the states every rank hands to the all-gather. peak extra: VmHWM during "
-                  "compute() minus VmRSS before it, rank 0 (the heap trimmed first, so that memory freed by an "
-                  "earlier evaluation in the process is not reused unseen).", "", *det]
-    lines += ["", "## Start-up", "", *startup_table(result),
-              "", "## The safe codec vs pickle (one process, encode + decode of one frame)", "", *codec_table(result)]
+        lines += [
+            "",
+            "## COCO detection",
+            "",
+            "`benchmarks/detection.py` on synthetic COCO-like data (`benchmarks/coco_data.py`, the same images "
+            "for every side). total = evaluate + accumulate for pycocotools / faster-coco-eval (building their "
+            "COCO objects apart), add() + compute() for the metrics (each the slowest rank's, median over "
+            "iterations). B per detection: what our compute() sends per rank (comm-stats hook), or for the "
+            "others the bytes of the states every rank hands to the all-gather. peak extra: VmHWM during "
+            "compute() minus VmRSS before it, rank 0 (the heap trimmed first, so that memory freed by an "
+            "earlier evaluation in the process is not reused unseen).",
+            "",
+            *det,
+        ]
+    lines += [
+        "",
+        "## Start-up",
+        "",
+        *startup_table(result),
+        "",
+        "## The safe codec vs pickle (one process, encode + decode of one frame)",
+        "",
+        *codec_table(result),
+    ]
     if plotted:
         lines += ["", "## Scaling", "", "![benchmarks](benchmarks.png)"]
     (out_dir / "benchmarks.md").write_text("\n".join(lines) + "\n")

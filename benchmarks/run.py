@@ -61,8 +61,9 @@ FIXTURE_DISTS = "mmeval-fixture-plugin,mmeval-fixture-rival"
 class Job:
     """One child process of the suite."""
 
-    def __init__(self, part: str, title: str, cmd: List[str], timeout: float,
-                 env: Optional[Dict[str, str]] = None) -> None:
+    def __init__(
+        self, part: str, title: str, cmd: List[str], timeout: float, env: Optional[Dict[str, str]] = None
+    ) -> None:
         self.part, self.title, self.cmd, self.timeout = part, title, cmd, timeout
         self.env = env or {}
         self.out: Optional[Path] = None
@@ -103,7 +104,10 @@ def _importable(python: str, code: str, timeout: float = 180) -> Tuple[bool, str
 
 def horovod_python() -> Tuple[Optional[str], str]:
     """A Python whose environment has Horovod built for torch (and horovodrun), else ``None`` and why."""
-    candidates = [os.environ.get("MMEVAL_BENCH_HOROVOD_PYTHON", ""), str(REPO / ".tox" / "horovod-torch" / "bin" / "python")]
+    candidates = [
+        os.environ.get("MMEVAL_BENCH_HOROVOD_PYTHON", ""),
+        str(REPO / ".tox" / "horovod-torch" / "bin" / "python"),
+    ]
     for python in [c for c in candidates if c]:
         if not Path(python).exists():
             continue
@@ -128,33 +132,96 @@ def plan(args: argparse.Namespace, notes: List[str]) -> List[Job]:
         for ws in sizes:
             # ws=4 runs 4 ranks on 2 cores, each faulting in up to 1 GiB per 256 MB call: fewer iterations
             extra = scale if ws == 2 else ["--iters-scale", "0.4" if quick else "0.6"]
-            jobs.append(Job("collectives", f"torch_cpu ws={ws}",
-                            [py, str(HERE / "collectives.py"), "--backend", "torch_cpu", "--world-size", str(ws),
-                             "--timeout", "840", *payloads, *extra], 900))
+            jobs.append(
+                Job(
+                    "collectives",
+                    f"torch_cpu ws={ws}",
+                    [
+                        py,
+                        str(HERE / "collectives.py"),
+                        "--backend",
+                        "torch_cpu",
+                        "--world-size",
+                        str(ws),
+                        "--timeout",
+                        "840",
+                        *payloads,
+                        *extra,
+                    ],
+                    900,
+                )
+            )
         ok, why = _importable(py, "import mpi4py.MPI")
         if ok and shutil.which("mpiexec", path=os.path.dirname(py) + os.pathsep + os.environ.get("PATH", "")):
             for ws in sizes:
                 # ws=4 runs 4 busy-polling MPICH ranks on 2 cores: blocking MPI calls (the raw and mpi4py methods)
                 # take seconds where they take milliseconds at ws=2. Fewer iterations, no 256 MB, reported as erratic.
                 extra = scale if ws == 2 else ["--iters-scale", "0.4"]
-                sel = payloads if ws == 2 or quick else ["--payloads", "dict1k", "arr1m", "arr16m", "arr64m", "tuples100k"]
-                jobs.append(Job("collectives", f"mpi4py ws={ws}",
-                                [py, str(HERE / "collectives.py"), "--backend", "mpi4py", "--world-size", str(ws),
-                                 "--timeout", "600", *sel, *extra], 660))
+                sel = (
+                    payloads
+                    if ws == 2 or quick
+                    else ["--payloads", "dict1k", "arr1m", "arr16m", "arr64m", "tuples100k"]
+                )
+                jobs.append(
+                    Job(
+                        "collectives",
+                        f"mpi4py ws={ws}",
+                        [
+                            py,
+                            str(HERE / "collectives.py"),
+                            "--backend",
+                            "mpi4py",
+                            "--world-size",
+                            str(ws),
+                            "--timeout",
+                            "600",
+                            *sel,
+                            *extra,
+                        ],
+                        660,
+                    )
+                )
         else:
             notes.append(f"mpi4py not benchmarked: {why or 'mpiexec not found'}")
         hpy, why = horovod_python() if not args.no_horovod else (None, "--no-horovod given")
         if hpy is not None:
             runner = str(Path(hpy).parent / "horovodrun")
-            pythonpath = os.pathsep.join([str(REPO / "core" / "src"), str(REPO / "plugins" / "horovod_backend" / "src")])
+            pythonpath = os.pathsep.join(
+                [str(REPO / "core" / "src"), str(REPO / "plugins" / "horovod_backend" / "src")]
+            )
             # Horovod's own allgather_object takes ~12 s for 64 MB here: no 256 MB, few iterations
             hpayloads = payloads or ["--payloads", "dict1k", "arr16m", "arr64m", "tuples100k"]
-            jobs.append(Job("collectives", "torch_horovod ws=2",
-                            [runner, "--gloo", "-np", "2", "-H", "localhost:2", hpy, str(HERE / "collectives.py"),
-                             "--backend", "torch_horovod", "--world-size", "2", "--timeout", "540", *hpayloads,
-                             "--iters-scale", "0.4"], 600, env={"PYTHONPATH": pythonpath}))
-            notes.append(f"torch_horovod benchmarked with {hpy} (horovodrun --gloo, ws=2), this tree's core "
-                         "and plugin on PYTHONPATH")
+            jobs.append(
+                Job(
+                    "collectives",
+                    "torch_horovod ws=2",
+                    [
+                        runner,
+                        "--gloo",
+                        "-np",
+                        "2",
+                        "-H",
+                        "localhost:2",
+                        hpy,
+                        str(HERE / "collectives.py"),
+                        "--backend",
+                        "torch_horovod",
+                        "--world-size",
+                        "2",
+                        "--timeout",
+                        "540",
+                        *hpayloads,
+                        "--iters-scale",
+                        "0.4",
+                    ],
+                    600,
+                    env={"PYTHONPATH": pythonpath},
+                )
+            )
+            notes.append(
+                f"torch_horovod benchmarked with {hpy} (horovodrun --gloo, ws=2), this tree's core "
+                "and plugin on PYTHONPATH"
+            )
         else:
             notes.append(f"horovod not benchmarked: {why}")
     old_py: Optional[str] = None
@@ -168,38 +235,122 @@ def plan(args: argparse.Namespace, notes: List[str]) -> List[Job]:
         for backend in ("torch_cpu", "mpi4py"):
             for ws in sizes:
                 sel = ["dict1k", "arr64m", "tuples100k"] if ws == 2 else ["dict1k", "tuples100k"]
-                jobs.append(Job("mmeval021", f"MMEval 0.2.1 {backend} ws={ws}",
-                                [old_py, str(HERE / "collectives.py"), "--impl", "mmeval021", "--backend", backend,
-                                 "--world-size", str(ws), "--payloads", *sel, "--ops", "all_gather", "broadcast",
-                                 "--only", "mmeval", "raw", "raw_prealloc", "--timeout", "540",
-                                 *(scale or (["--iters-scale", "0.6"] if ws == 4 else []))], 600))
+                jobs.append(
+                    Job(
+                        "mmeval021",
+                        f"MMEval 0.2.1 {backend} ws={ws}",
+                        [
+                            old_py,
+                            str(HERE / "collectives.py"),
+                            "--impl",
+                            "mmeval021",
+                            "--backend",
+                            backend,
+                            "--world-size",
+                            str(ws),
+                            "--payloads",
+                            *sel,
+                            "--ops",
+                            "all_gather",
+                            "broadcast",
+                            "--only",
+                            "mmeval",
+                            "raw",
+                            "raw_prealloc",
+                            "--timeout",
+                            "540",
+                            *(scale or (["--iters-scale", "0.6"] if ws == 4 else [])),
+                        ],
+                        600,
+                    )
+                )
     if "compute" in parts:
         iters = ["--iters", "2" if quick else "5"]
         for backend in ("torch_cpu", "mpi4py"):
             for ws in sizes:
-                jobs.append(Job("compute", f"compute ours {backend} ws={ws}",
-                                [py, str(HERE / "compute.py"), "--impl", "ours", "--backend", backend,
-                                 "--world-size", str(ws), *iters], 600))
+                jobs.append(
+                    Job(
+                        "compute",
+                        f"compute ours {backend} ws={ws}",
+                        [
+                            py,
+                            str(HERE / "compute.py"),
+                            "--impl",
+                            "ours",
+                            "--backend",
+                            backend,
+                            "--world-size",
+                            str(ws),
+                            *iters,
+                        ],
+                        600,
+                    )
+                )
                 if old_py is not None:  # 0.2.1's compute() takes seconds: fewer iterations
-                    jobs.append(Job("compute", f"compute MMEval 0.2.1 {backend} ws={ws}",
-                                    [old_py, str(HERE / "compute.py"), "--impl", "mmeval021", "--backend", backend,
-                                     "--world-size", str(ws), "--iters", "2" if quick or ws > 2 else "3"], 900))
+                    jobs.append(
+                        Job(
+                            "compute",
+                            f"compute MMEval 0.2.1 {backend} ws={ws}",
+                            [
+                                old_py,
+                                str(HERE / "compute.py"),
+                                "--impl",
+                                "mmeval021",
+                                "--backend",
+                                backend,
+                                "--world-size",
+                                str(ws),
+                                "--iters",
+                                "2" if quick or ws > 2 else "3",
+                            ],
+                            900,
+                        )
+                    )
     if "metrics" in parts:
         small = ["--accuracy-samples", "200000", "--iou-images", "100", "--ap-samples", "50000", "--iters", "2"]
         has_mpi = _importable(py, "import mpi4py.MPI")[0] and shutil.which(
-            "mpiexec", path=os.path.dirname(py) + os.pathsep + os.environ.get("PATH", ""))
+            "mpiexec", path=os.path.dirname(py) + os.pathsep + os.environ.get("PATH", "")
+        )
         for backend in ("torch_cpu", "mpi4py") if has_mpi else ("torch_cpu",):
             for ws in sizes:
-                jobs.append(Job("metrics", f"metrics {backend} ws={ws}",
-                                [py, str(HERE / "metrics.py"), "--backend", backend, "--world-size", str(ws),
-                                 *(small if quick else [])], 900))
+                jobs.append(
+                    Job(
+                        "metrics",
+                        f"metrics {backend} ws={ws}",
+                        [
+                            py,
+                            str(HERE / "metrics.py"),
+                            "--backend",
+                            backend,
+                            "--world-size",
+                            str(ws),
+                            *(small if quick else []),
+                        ],
+                        900,
+                    )
+                )
     if "catalogue" in parts:
         has_mpi = _importable(py, "import mpi4py.MPI")[0] and shutil.which(
-            "mpiexec", path=os.path.dirname(py) + os.pathsep + os.environ.get("PATH", ""))
+            "mpiexec", path=os.path.dirname(py) + os.pathsep + os.environ.get("PATH", "")
+        )
         for backend in ("torch_cpu", "mpi4py") if has_mpi else ("torch_cpu",):
-            jobs.append(Job("catalogue", f"catalogue {backend} ws=2",
-                            [py, str(HERE / "catalogue.py"), "--backend", backend, "--world-size", "2",
-                             "--iters", "1" if quick else "3"], 900))
+            jobs.append(
+                Job(
+                    "catalogue",
+                    f"catalogue {backend} ws=2",
+                    [
+                        py,
+                        str(HERE / "catalogue.py"),
+                        "--backend",
+                        backend,
+                        "--world-size",
+                        "2",
+                        "--iters",
+                        "1" if quick else "3",
+                    ],
+                    900,
+                )
+            )
     if "detection" in parts:
         jobs += detection_jobs(args, py, old_py, notes)
     if "startup" in parts:
@@ -215,9 +366,14 @@ def detection_jobs(args: argparse.Namespace, py: str, old_py: Optional[str], not
     # ours' sub-second ws=2 totals move by ~0.1 s with the machine's load: the median of 5 (torchmetrics and
     # MMEval 0.2.1 run once whatever this says: tens of seconds each)
     size = ["--quick", "--iters", "1", "--warmup", "0"] if args.quick else ["--iters", "5", "--warmup", "1"]
-    jobs = [Job("detection", "detection single process (pycocotools, faster-coco-eval, ours)",
-                [py, script, "--mode", "single", *(["--quick", "--iters", "2"] if args.quick else ["--iters", "3"])],
-                900)]
+    jobs = [
+        Job(
+            "detection",
+            "detection single process (pycocotools, faster-coco-eval, ours)",
+            [py, script, "--mode", "single", *(["--quick", "--iters", "2"] if args.quick else ["--iters", "3"])],
+            900,
+        )
+    ]
     dist = [py, script, "--mode", "dist", *size]
     # ours and torchmetrics in jobs of their own: in one job, ours' segm ws=2 add() ran ~1.7x slower after
     # torchmetrics' lvis run (0.45 s against 0.25-0.27 s in the other jobs), moving the ws=2 ratio 0.5 -> 0.95
@@ -226,24 +382,56 @@ def detection_jobs(args: argparse.Namespace, py: str, old_py: Optional[str], not
     cases = ("bbox", "lvis", "segm")
 
     def ours(backend: str, ws: int) -> List[Job]:
-        return [Job("detection", f"detection ours {backend} ws={ws} {case}",
-                    [*dist, "--backend", backend, "--world-size", str(ws), "--impl", "ours", "--cases", case], 600)
-                for case in cases]
+        return [
+            Job(
+                "detection",
+                f"detection ours {backend} ws={ws} {case}",
+                [*dist, "--backend", backend, "--world-size", str(ws), "--impl", "ours", "--cases", case],
+                600,
+            )
+            for case in cases
+        ]
 
     jobs += ours("torch_cpu", 2)
-    jobs.append(Job("detection", "detection torchmetrics torch_cpu ws=2",
-                    [*dist, "--backend", "torch_cpu", "--world-size", "2", "--impl", "torchmetrics"], 900))
+    jobs.append(
+        Job(
+            "detection",
+            "detection torchmetrics torch_cpu ws=2",
+            [*dist, "--backend", "torch_cpu", "--world-size", "2", "--impl", "torchmetrics"],
+            900,
+        )
+    )
     jobs += ours("torch_cpu", 3)
     has_mpi = _importable(py, "import mpi4py.MPI")[0] and shutil.which(
-        "mpiexec", path=os.path.dirname(py) + os.pathsep + os.environ.get("PATH", ""))
+        "mpiexec", path=os.path.dirname(py) + os.pathsep + os.environ.get("PATH", "")
+    )
     if has_mpi:
         jobs += ours("mpi4py", 2)
     else:
         notes.append("detection on mpi4py not run: mpi4py or mpiexec missing")
     if old_py is not None:  # 0.2.1 gathers every image's dicts and runs pycocotools on rank 0: the bbox case only
-        jobs.append(Job("detection", "detection MMEval 0.2.1 torch_cpu ws=2",
-                        [old_py, script, "--mode", "dist", "--backend", "torch_cpu", "--world-size", "2",
-                         "--impl", "mmeval021", "--cases", "bbox", *(["--quick"] if args.quick else [])], 900))
+        jobs.append(
+            Job(
+                "detection",
+                "detection MMEval 0.2.1 torch_cpu ws=2",
+                [
+                    old_py,
+                    script,
+                    "--mode",
+                    "dist",
+                    "--backend",
+                    "torch_cpu",
+                    "--world-size",
+                    "2",
+                    "--impl",
+                    "mmeval021",
+                    "--cases",
+                    "bbox",
+                    *(["--quick"] if args.quick else []),
+                ],
+                900,
+            )
+        )
     return jobs
 
 
@@ -292,14 +480,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--no-mmeval021", action="store_true", help="skip MMEval 0.2.1 (its env is not built)")
     parser.add_argument("--no-horovod", action="store_true")
     parser.add_argument("--out-dir", type=Path, default=REPO / "docs", help="where benchmarks.{json,md,png} go")
-    parser.add_argument("--keep-other-parts", action="store_true",
-                        help="keep the runs of the parts not given to --parts from the out-dir's benchmarks.json "
-                             "(re-measure one part, keep the rest of the document)")
+    parser.add_argument(
+        "--keep-other-parts",
+        action="store_true",
+        help="keep the runs of the parts not given to --parts from the out-dir's benchmarks.json "
+        "(re-measure one part, keep the rest of the document)",
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     machine = common.machine_info()
-    print(f"mmeval benchmark suite on {machine['cpu_model']} x{machine['cpus']}, load {machine['loadavg']}, "
-          f"{machine['mem_available_gib']} GiB free", flush=True)
+    print(
+        f"mmeval benchmark suite on {machine['cpu_model']} x{machine['cpus']}, load {machine['loadavg']}, "
+        f"{machine['mem_available_gib']} GiB free",
+        flush=True,
+    )
     notes: List[str] = []
     jobs = plan(args, notes)
     for note in notes:
@@ -317,8 +511,15 @@ def main(argv: Optional[List[str]] = None) -> int:
             if job.out is None or not job.out.exists():
                 continue
             data = report.load(job.out)
-            runs.append({"part": job.part, "title": job.title, "meta": data.get("meta", {}),
-                         "load_before": load_before, "load_after": os.getloadavg()[0]})
+            runs.append(
+                {
+                    "part": job.part,
+                    "title": job.title,
+                    "meta": data.get("meta", {}),
+                    "load_before": load_before,
+                    "load_after": os.getloadavg()[0],
+                }
+            )
             for rec in data["records"]:
                 rec.setdefault("impl", "ours")
                 rec["run"] = job.title
@@ -332,22 +533,35 @@ def main(argv: Optional[List[str]] = None) -> int:
             # where the kept runs come from: the run that measured them (carried over when it was itself a re-run)
             old_meta = old.get("meta", {})
             source = old_meta.get("kept_source") or {
-                "time": old_meta.get("machine", {}).get("time", "?"), "command": old_meta.get("command", "?"),
-                "loadavg": old_meta.get("machine", {}).get("loadavg"), "notes": old_meta.get("notes", []),
-                "versions": old_meta.get("versions", {})}
+                "time": old_meta.get("machine", {}).get("time", "?"),
+                "command": old_meta.get("command", "?"),
+                "loadavg": old_meta.get("machine", {}).get("loadavg"),
+                "notes": old_meta.get("notes", []),
+                "versions": old_meta.get("versions", {}),
+            }
             kept_source = source
-            notes.append(f"parts {', '.join(sorted({r['part'] for r in kept}))} kept from the run of "
-                         f"{source['time']} (`{source['command']}`, load {source['loadavg']}); "
-                         f"{', '.join(args.parts)} measured now")
-            notes += [f"(that run) {n}" for n in source.get("notes", [])
-                      if not n.startswith("parts ") and not n.startswith("(that run)")]
+            notes.append(
+                f"parts {', '.join(sorted({r['part'] for r in kept}))} kept from the run of "
+                f"{source['time']} (`{source['command']}`, load {source['loadavg']}); "
+                f"{', '.join(args.parts)} measured now"
+            )
+            notes += [
+                f"(that run) {n}"
+                for n in source.get("notes", [])
+                if not n.startswith("parts ") and not n.startswith("(that run)")
+            ]
             runs = sorted(kept + runs, key=lambda r: PARTS.index(r["part"]) if r["part"] in PARTS else len(PARTS))
     result = {
         "meta": {
-            "machine": machine, "machine_at_end": common.machine_info(),
+            "machine": machine,
+            "machine_at_end": common.machine_info(),
             "command": "tox -e bench" if os.environ.get("TOX_ENV_NAME") else "python " + " ".join(sys.argv),
-            "quick": args.quick, "seconds": round(time.monotonic() - started, 1), "notes": notes,
-            "errors": errors, "allocator": common.MALLOC_PIN, "python": sys.version.split()[0],
+            "quick": args.quick,
+            "seconds": round(time.monotonic() - started, 1),
+            "notes": notes,
+            "errors": errors,
+            "allocator": common.MALLOC_PIN,
+            "python": sys.version.split()[0],
             "versions": report.versions(),
             **({"kept_source": kept_source} if kept_source else {}),
         },
@@ -357,8 +571,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     common.write_json(args.out_dir / "benchmarks.json", result)
     text = report.render(result, args.out_dir)
     print("\n" + text)
-    print(f"\nwrote {args.out_dir / 'benchmarks.json'}, benchmarks.md and benchmarks.png "
-          f"in {result['meta']['seconds']:.0f}s", flush=True)
+    print(
+        f"\nwrote {args.out_dir / 'benchmarks.json'}, benchmarks.md and benchmarks.png "
+        f"in {result['meta']['seconds']:.0f}s",
+        flush=True,
+    )
     return 1 if errors else 0
 
 

@@ -66,8 +66,13 @@ def backend_probe(name: str) -> str:
 
 def installed_backends() -> List[str]:
     """The backend names this environment lists (asked in a child process)."""
-    out = subprocess.run([sys.executable, "-c", "from mmeval.core.dist import list_all_backends as l; print(*l())"],
-                         capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", "from mmeval.core.dist import list_all_backends as l; print(*l())"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return out.stdout.split()
 
 
@@ -90,8 +95,9 @@ def probe_env() -> Dict[str, str]:
 def run_probe(code: str, timeout: float = 120) -> Dict[str, Any]:
     """Run one probe in a fresh interpreter; its steps, imported modules and the process's wall time."""
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
-                          env=probe_env())
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=probe_env()
+    )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"probe failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
@@ -134,10 +140,22 @@ def main(argv: Optional[List[str]] = None) -> int:
             continue
         steps = {s: common.median([r["steps"][s] for r in results]) for s in results[0]["steps"]}
         imported = sorted({m for r in results for m in r["imported"]})
-        records.append({"kind": "startup", "probe": name, "wall_s": common.median([r["wall"] for r in results]),
-                        "steps_s": steps, "imported": imported, "reps": len(results)})
-        print(f"  startup {name:40s} wall {records[-1]['wall_s'] * 1e3:7.1f} ms  "
-              + " ".join(f"{s}={v * 1e3:.2f}ms" for s, v in steps.items()) + f"  imports {imported}", flush=True)
+        records.append(
+            {
+                "kind": "startup",
+                "probe": name,
+                "wall_s": common.median([r["wall"] for r in results]),
+                "steps_s": steps,
+                "imported": imported,
+                "reps": len(results),
+            }
+        )
+        print(
+            f"  startup {name:40s} wall {records[-1]['wall_s'] * 1e3:7.1f} ms  "
+            + " ".join(f"{s}={v * 1e3:.2f}ms" for s, v in steps.items())
+            + f"  imports {imported}",
+            flush=True,
+        )
     if args.out:
         common.write_json(Path(args.out), {"meta": {"python": sys.executable}, "records": records})
     return 0

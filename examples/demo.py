@@ -62,13 +62,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "benchmarks"))  # coco_da
 #: as they are. Accuracy's default ``thrs=0.0`` would count a top-k hit only
 #: when the true class's score is > 0, which lowers top-3 on logits.
 THRS = None
-THRS_NOTE = ("Accuracy(topk=(1, 3), thrs=None): the MLP's raw logits are ranked as they are. Accuracy's default "
-             "thrs=0.0 counts a top-k hit only when the true class's score is > 0; pass thrs=None for raw logits.")
+THRS_NOTE = (
+    "Accuracy(topk=(1, 3), thrs=None): the MLP's raw logits are ranked as they are. Accuracy's default "
+    "thrs=0.0 counts a top-k hit only when the true class's score is > 0; pass thrs=None for raw logits."
+)
 
 
 #: The table's units: each metric keeps MMEval 0.2.1's (Accuracy: fractions; AveragePrecision: percentages).
-UNITS_NOTE = ("units: top-1 and top-3 are fractions (0-1), mAP a percentage (0-100), COCO AP a fraction, "
-              "as in MMEval 0.2.1 (kept for compatibility; docs/metrics.md)")
+UNITS_NOTE = (
+    "units: top-1 and top-3 are fractions (0-1), mAP a percentage (0-100), COCO AP a fraction, "
+    "as in MMEval 0.2.1 (kept for compatibility; docs/metrics.md)"
+)
 
 #: The detection case: synthetic COCO-like images (benchmarks/coco_data.py), small enough to take well under a second.
 DETECTION_IMAGES = 250
@@ -81,9 +85,12 @@ def detection_case(rank: int, world_size: int, backend: str) -> Any:
     from mmeval import COCODetection
 
     spec = coco_data.Spec(images=DETECTION_IMAGES, classes=10, dets_per_image=20)
-    preds, gts = coco_data.mmeval_inputs(coco_data.make_images(spec, coco_data.shard_ids(spec.images, rank, world_size)))
-    metric = COCODetection(dataset_meta={"classes": coco_data.class_names(spec)}, print_results=False,
-                           dist_backend=backend)
+    preds, gts = coco_data.mmeval_inputs(
+        coco_data.make_images(spec, coco_data.shard_ids(spec.images, rank, world_size))
+    )
+    metric = COCODetection(
+        dataset_meta={"classes": coco_data.class_names(spec)}, print_results=False, dist_backend=backend
+    )
     for start in range(0, len(preds), 8):
         metric.add(preds[start : start + 8], gts[start : start + 8])
     return metric, spec.images
@@ -108,18 +115,27 @@ def evaluate(rank: int, world_size: int, backend: str, out_path: Optional[str]) 
         for images, labels in progress(loader, rank, desc=f"{backend} x{world_size}", leave=False):
             logits = model(images)
             accuracy.add(predictions=logits, labels=labels)
-            average_precision.add(predictions=logits.softmax(dim=1),
-                                  labels=torch.nn.functional.one_hot(labels, logits.shape[1]))
+            average_precision.add(
+                predictions=logits.softmax(dim=1), labels=torch.nn.functional.one_hot(labels, logits.shape[1])
+            )
     detection, images = detection_case(rank, world_size, backend)  # per-sample, matched where the images are
     moved = {}
     result = {}
-    for name, metric, size in (("accuracy", accuracy, total), ("mAP", average_precision, total),
-                               ("coco", detection, images)):
+    for name, metric, size in (
+        ("accuracy", accuracy, total),
+        ("mAP", average_precision, total),
+        ("coco", detection, images),
+    ):
         before = stats.total_bytes
         result.update(metric.compute(size=size))
         moved[name] = stats.total_bytes - before
-    row = {"backend": backend, "world_size": world_size, "result": result,
-           "seconds": time.perf_counter() - start, "bytes": moved}
+    row = {
+        "backend": backend,
+        "world_size": world_size,
+        "result": result,
+        "seconds": time.perf_counter() - start,
+        "bytes": moved,
+    }
     if rank == 0 and out_path:
         with open(out_path, "w") as fh:
             json.dump(row, fh)
@@ -190,14 +206,57 @@ def main() -> int:
     me = os.path.abspath(__file__)
     plans: List[Tuple[str, int, Callable[[str], None]]] = [
         ("torch_cpu", 4, lambda out: run_torch(4, out)),
-        ("mpi4py", 3, lambda out: run_launched([_launcher("mpiexec") or "mpiexec", "-n", "3", sys.executable, me,
-                                                 "--worker", "mpi4py", "--out", out])),
-        ("torch_horovod", 2, lambda out: run_launched([_launcher("horovodrun") or "horovodrun", "-np", "2", "--gloo",
-                                                        "-H", "localhost:2", "--network-interfaces", "lo",
-                                                        sys.executable, me, "--worker", "torch_horovod", "--out", out])),
-        ("tf_horovod", 2, lambda out: run_launched([_launcher("horovodrun") or "horovodrun", "-np", "2", "--gloo",
-                                                     "-H", "localhost:2", "--network-interfaces", "lo",
-                                                     sys.executable, me, "--worker", "tf_horovod", "--out", out])),
+        (
+            "mpi4py",
+            3,
+            lambda out: run_launched(
+                [_launcher("mpiexec") or "mpiexec", "-n", "3", sys.executable, me, "--worker", "mpi4py", "--out", out]
+            ),
+        ),
+        (
+            "torch_horovod",
+            2,
+            lambda out: run_launched(
+                [
+                    _launcher("horovodrun") or "horovodrun",
+                    "-np",
+                    "2",
+                    "--gloo",
+                    "-H",
+                    "localhost:2",
+                    "--network-interfaces",
+                    "lo",
+                    sys.executable,
+                    me,
+                    "--worker",
+                    "torch_horovod",
+                    "--out",
+                    out,
+                ]
+            ),
+        ),
+        (
+            "tf_horovod",
+            2,
+            lambda out: run_launched(
+                [
+                    _launcher("horovodrun") or "horovodrun",
+                    "-np",
+                    "2",
+                    "--gloo",
+                    "-H",
+                    "localhost:2",
+                    "--network-interfaces",
+                    "lo",
+                    sys.executable,
+                    me,
+                    "--worker",
+                    "tf_horovod",
+                    "--out",
+                    out,
+                ]
+            ),
+        ),
     ]
     skip_reasons = {name: skip_reason(name) for name, _ws, _run in plans}
     print_backends(plans, skip_reasons)
@@ -226,19 +285,25 @@ def main() -> int:
         del os.environ[MODEL_ENV]
 
     reference = rows[0]["result"]
-    print("bytes moved = rank 0's sent + received in compute(): Accuracy (state) / AveragePrecision (per-sample) / "
-          f"COCODetection ({DETECTION_IMAGES} images x 20 detections: a compact summary per detection)")
+    print(
+        "bytes moved = rank 0's sent + received in compute(): Accuracy (state) / AveragePrecision (per-sample) / "
+        f"COCODetection ({DETECTION_IMAGES} images x 20 detections: a compact summary per detection)"
+    )
     print(UNITS_NOTE)
-    print(f"{'backend':<14} {'world':>5} {'top-1':>8} {'top-3':>8} {'mAP %':>8} {'COCO AP':>8} {'wall s':>7} "
-          f"{'bytes moved':>30}  same as single-process")
+    print(
+        f"{'backend':<14} {'world':>5} {'top-1':>8} {'top-3':>8} {'mAP %':>8} {'COCO AP':>8} {'wall s':>7} "
+        f"{'bytes moved':>30}  same as single-process"
+    )
     for row in rows:
         same = row["result"] == reference
         if not same:
             failures.append(f"{row['backend']}: {row['result']} != {reference}")
         moved = f"{row['bytes']['accuracy']:,} / {row['bytes']['mAP']:,} / {row['bytes']['coco']:,}"
-        print(f"{row['backend']:<14} {row['world_size']:>5} {row['result']['top1']:>8.4f} {row['result']['top3']:>8.4f} "
-              f"{row['result']['mAP']:>8.4f} {row['result']['bbox_mAP']:>8.4f} {row['seconds']:>7.2f} {moved:>30}  "
-              f"{'yes' if same else 'NO'}")
+        print(
+            f"{row['backend']:<14} {row['world_size']:>5} {row['result']['top1']:>8.4f} {row['result']['top3']:>8.4f} "
+            f"{row['result']['mAP']:>8.4f} {row['result']['bbox_mAP']:>8.4f} {row['seconds']:>7.2f} {moved:>30}  "
+            f"{'yes' if same else 'NO'}"
+        )
     skipped = [f"{name} ({reason})" for name, reason in skip_reasons.items() if reason]
     if skipped:
         print("\nskipped: " + "; ".join(skipped))
@@ -279,7 +344,9 @@ def print_backends(plans: List[Tuple[str, int, Callable[[str], None]]], skip_rea
             use = f"runs: {planned[info.name]} processes"
         rows.append((info.name, dist, use))
     listed = {name for name, _dist, _use in rows}
-    rows += [(name, "-", f"skipped: {reason}") for name, reason in skip_reasons.items() if reason and name not in listed]
+    rows += [
+        (name, "-", f"skipped: {reason}") for name, reason in skip_reasons.items() if reason and name not in listed
+    ]
     widths = [max(len(r[i]) for r in rows + [("backend", "distribution", "")]) for i in range(2)]
     print("mmeval backends (the installed ones, as `mmeval backends` lists them) and what this demo does with each:")
     print(f"  {'backend':<{widths[0]}}  {'distribution':<{widths[1]}}  in this demo")

@@ -60,7 +60,7 @@ def feed(metric: Any, inputs: Sequence[Any], idx: Sequence[int], with_indices: b
     """``metric.add(...)`` the samples at ``idx`` of every input, :data:`BATCH` at a time (with ``indices=``)."""
     idx = list(idx)
     for s in range(0, len(idx), BATCH):
-        chunk = idx[s:s + BATCH]
+        chunk = idx[s : s + BATCH]
         args = [take(values, chunk) for values in inputs]
         if with_indices:
             metric.add(*args, indices=np.asarray(chunk, dtype=np.int64))
@@ -114,33 +114,66 @@ def build_cases() -> Dict[str, Dict[str, Any]]:
     classification = [digits[:n], digit_labels[:n]]
     items = ("precision", "recall", "f1-score", "support")
     return {
-        "Accuracy": {"metric": "mmeval.metrics.accuracy:Accuracy", "kwargs": {"topk": (1, 3), "thrs": (None, 0.4)},
-                     "inputs": classification, "n": n},
-        "Accuracy-labels": {"metric": "mmeval.metrics.accuracy:Accuracy", "kwargs": {"topk": (1,)},
-                            "inputs": [digits[:n].argmax(axis=1), digit_labels[:n]], "n": n},
-        "SingleLabelMetric-macro": {"metric": "mmeval.metrics.single_label:SingleLabelMetric",
-                                    "kwargs": {"thrs": (None, 0.4), "items": items, "average": "macro"},
-                                    "inputs": classification, "n": n},
-        "SingleLabelMetric-classwise": {"metric": "mmeval.metrics.single_label:SingleLabelMetric",
-                                        "kwargs": {"num_classes": 10, "items": items, "average": None},
-                                        "inputs": [digits[:n].argmax(axis=1), digit_labels[:n]], "n": n},
-        "MultiLabelMetric-micro": {"metric": "mmeval.metrics.multi_label:MultiLabelMetric",
-                                   "kwargs": {"num_classes": ML_CLASSES, "thr": 0.3, "items": items,
-                                              "average": "micro"},
-                                   "inputs": [ml[:n], ml_lists], "n": n},
-        "MultiLabelMetric-top2-classwise": {"metric": "mmeval.metrics.multi_label:MultiLabelMetric",
-                                            "kwargs": {"num_classes": ML_CLASSES, "topk": 2, "items": items,
-                                                       "average": None},
-                                            "inputs": [ml[:n], ml_onehot[:n]], "n": n},
-        "AveragePrecision": {"metric": "mmeval.metrics.average_precision:AveragePrecision", "kwargs": {},
-                             "inputs": [ml[:n], ml_lists], "n": n},
-        "AveragePrecision-ties-classwise": {"metric": "mmeval.metrics.average_precision:AveragePrecision",
-                                            "kwargs": {"average": None}, "inputs": [tied[:n], tied_lists], "n": n},
-        "MeanIoU": {"metric": "mmeval.metrics.mean_iou:MeanIoU",
-                    "kwargs": {"num_classes": IOU_CLASSES, "classwise_results": True},
-                    "inputs": [maps, map_labels], "n": n},
-        "VOCMeanAP": {"metric": "mmeval.metrics.voc_map:VOCMeanAP", "kwargs": dict(VOC_KW),
-                      "inputs": [dets, gts], "n": voc_n},
+        "Accuracy": {
+            "metric": "mmeval.metrics.accuracy:Accuracy",
+            "kwargs": {"topk": (1, 3), "thrs": (None, 0.4)},
+            "inputs": classification,
+            "n": n,
+        },
+        "Accuracy-labels": {
+            "metric": "mmeval.metrics.accuracy:Accuracy",
+            "kwargs": {"topk": (1,)},
+            "inputs": [digits[:n].argmax(axis=1), digit_labels[:n]],
+            "n": n,
+        },
+        "SingleLabelMetric-macro": {
+            "metric": "mmeval.metrics.single_label:SingleLabelMetric",
+            "kwargs": {"thrs": (None, 0.4), "items": items, "average": "macro"},
+            "inputs": classification,
+            "n": n,
+        },
+        "SingleLabelMetric-classwise": {
+            "metric": "mmeval.metrics.single_label:SingleLabelMetric",
+            "kwargs": {"num_classes": 10, "items": items, "average": None},
+            "inputs": [digits[:n].argmax(axis=1), digit_labels[:n]],
+            "n": n,
+        },
+        "MultiLabelMetric-micro": {
+            "metric": "mmeval.metrics.multi_label:MultiLabelMetric",
+            "kwargs": {"num_classes": ML_CLASSES, "thr": 0.3, "items": items, "average": "micro"},
+            "inputs": [ml[:n], ml_lists],
+            "n": n,
+        },
+        "MultiLabelMetric-top2-classwise": {
+            "metric": "mmeval.metrics.multi_label:MultiLabelMetric",
+            "kwargs": {"num_classes": ML_CLASSES, "topk": 2, "items": items, "average": None},
+            "inputs": [ml[:n], ml_onehot[:n]],
+            "n": n,
+        },
+        "AveragePrecision": {
+            "metric": "mmeval.metrics.average_precision:AveragePrecision",
+            "kwargs": {},
+            "inputs": [ml[:n], ml_lists],
+            "n": n,
+        },
+        "AveragePrecision-ties-classwise": {
+            "metric": "mmeval.metrics.average_precision:AveragePrecision",
+            "kwargs": {"average": None},
+            "inputs": [tied[:n], tied_lists],
+            "n": n,
+        },
+        "MeanIoU": {
+            "metric": "mmeval.metrics.mean_iou:MeanIoU",
+            "kwargs": {"num_classes": IOU_CLASSES, "classwise_results": True},
+            "inputs": [maps, map_labels],
+            "n": n,
+        },
+        "VOCMeanAP": {
+            "metric": "mmeval.metrics.voc_map:VOCMeanAP",
+            "kwargs": dict(VOC_KW),
+            "inputs": [dets, gts],
+            "n": voc_n,
+        },
     }
 
 
@@ -235,7 +268,7 @@ def shard_results(backend: Any, make: Callable[..., Any], inputs: Sequence[Any],
     out = compute_sharded(backend, n, make, lambda metric, idx: feed(metric, inputs, idx))
     order = indices_order(n, backend.world_size)
     metric = make(dist_backend=backend)
-    feed(metric, inputs, order[backend.rank::backend.world_size], with_indices=True)
+    feed(metric, inputs, order[backend.rank :: backend.world_size], with_indices=True)
     out["indices"] = metric.compute()
     return out
 
@@ -277,8 +310,17 @@ def case_failures(reports: Sequence[Dict[str, Optional[str]]], case: str) -> Lis
 
 
 #: this file's case names (kept equal to build_cases' keys)
-CORE_CASE_NAMES = ("Accuracy", "Accuracy-labels", "SingleLabelMetric-macro", "SingleLabelMetric-classwise",
-              "MultiLabelMetric-micro", "MultiLabelMetric-top2-classwise", "AveragePrecision",
-              "AveragePrecision-ties-classwise", "MeanIoU", "VOCMeanAP")
+CORE_CASE_NAMES = (
+    "Accuracy",
+    "Accuracy-labels",
+    "SingleLabelMetric-macro",
+    "SingleLabelMetric-classwise",
+    "MultiLabelMetric-micro",
+    "MultiLabelMetric-top2-classwise",
+    "AveragePrecision",
+    "AveragePrecision-ties-classwise",
+    "MeanIoU",
+    "VOCMeanAP",
+)
 #: every case name, for parametrizing the tests without building the data (kept equal to all_cases' keys)
 CASE_NAMES = CORE_CASE_NAMES + tuple(name for module in case_modules() for name in module.CASE_NAMES)

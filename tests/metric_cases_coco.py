@@ -21,8 +21,14 @@ def build_cases() -> Dict[str, Dict[str, Any]]:
     return {
         "COCODetection-bbox-proposal": {
             "metric": "mmeval.metrics.coco_detection:COCODetection",
-            "kwargs": {**common, "metric": ["bbox", "proposal"], "classwise": True}, "inputs": [preds, gts], "n": n},
+            "kwargs": {**common, "metric": ["bbox", "proposal"], "classwise": True},
+            "inputs": [preds, gts],
+            "n": n,
+        },
         "COCODetection-segm": {
             "metric": "mmeval.metrics.coco_detection:COCODetection",
-            "kwargs": {**common, "metric": "segm"}, "inputs": [seg_preds, seg_gts], "n": seg_n},
+            "kwargs": {**common, "metric": "segm"},
+            "inputs": [seg_preds, seg_gts],
+            "n": seg_n,
+        },
     }

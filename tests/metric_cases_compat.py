@@ -21,11 +21,20 @@ def build_cases() -> Dict[str, Dict[str, Any]]:
     return {
         "MultiLabelMetric-2class-onehot": {
             "metric": "mmeval.metrics.multi_label:MultiLabelMetric",
-            "kwargs": {"num_classes": 2, "items": ITEMS, "average": None, "pred_is_onehot": True,
-                       "label_is_onehot": True},
-            "inputs": [pred2[:n], label2[:n]], "n": n},
+            "kwargs": {
+                "num_classes": 2,
+                "items": ITEMS,
+                "average": None,
+                "pred_is_onehot": True,
+                "label_is_onehot": True,
+            },
+            "inputs": [pred2[:n], label2[:n]],
+            "n": n,
+        },
         "PrecisionRecallF1score-multilabel": {
             "metric": "mmeval.metrics.precision_recall_f1score:PrecisionRecallF1score",
             "kwargs": {"task": "multilabel", "num_classes": 5, "thrs": 0.4, "items": ITEMS, "average": "micro"},
-            "inputs": [scores5[:n], index_lists(label5[:n])], "n": n},
+            "inputs": [scores5[:n], index_lists(label5[:n])],
+            "n": n,
+        },
     }

@@ -10,9 +10,19 @@ from typing import Any, Dict
 
 import numpy as np
 
-CASE_NAMES = ("MeanAbsoluteError-masks", "MeanSquaredError", "PeakSignalNoiseRatio-Y", "SignalNoiseRatio",
-              "StructuralSimilarity", "SumAbsoluteDifferences", "MattingMeanSquaredError", "GradientError",
-              "ConnectivityError", "EndPointError", "NaturalImageQualityEvaluator")
+CASE_NAMES = (
+    "MeanAbsoluteError-masks",
+    "MeanSquaredError",
+    "PeakSignalNoiseRatio-Y",
+    "SignalNoiseRatio",
+    "StructuralSimilarity",
+    "SumAbsoluteDifferences",
+    "MattingMeanSquaredError",
+    "GradientError",
+    "ConnectivityError",
+    "EndPointError",
+    "NaturalImageQualityEvaluator",
+)
 
 #: images per case (no world size of 2 or 3 divides it); NIQE's images are larger
 N = 41
@@ -67,8 +77,11 @@ def niqe_params(seed: int = 5) -> Dict[str, np.ndarray]:
     x = np.arange(7) - 3.0
     g = np.exp(-x * x / (2 * (7 / 6) ** 2))
     window = np.outer(g, g) / np.outer(g, g).sum()
-    return {"mu_pris_param": mu[None] + rng.normal(0, 0.05, (1, 36)), "cov_pris_param": a @ a.T + 0.01 * np.eye(36),
-            "gaussian_window": window}
+    return {
+        "mu_pris_param": mu[None] + rng.normal(0, 0.05, (1, 36)),
+        "cov_pris_param": a @ a.T + 0.01 * np.eye(36),
+        "gaussian_window": window,
+    }
 
 
 def build_cases() -> Dict[str, Dict[str, Any]]:
@@ -81,28 +94,70 @@ def build_cases() -> Dict[str, Dict[str, Any]]:
     niqe_imgs, _ = image_pairs(N_NIQE, (96, 192, 3), seed=7)
     mattes = [pa, ga, tri]
     return {
-        "MeanAbsoluteError-masks": {"metric": "mmeval.metrics.mae:MeanAbsoluteError", "kwargs": {},
-                                    "inputs": [preds, gts, masks], "n": N},
-        "MeanSquaredError": {"metric": "mmeval.metrics.mse:MeanSquaredError", "kwargs": {}, "inputs": [preds, gts],
-                             "n": N},
-        "PeakSignalNoiseRatio-Y": {"metric": "mmeval.metrics.psnr:PeakSignalNoiseRatio",
-                                   "kwargs": {"crop_border": 2, "input_order": "HWC", "convert_to": "Y"},
-                                   "inputs": [preds, gts], "n": N},
-        "SignalNoiseRatio": {"metric": "mmeval.metrics.snr:SignalNoiseRatio", "kwargs": {"crop_border": 1},
-                             "inputs": [chw_preds, chw_gts], "n": N},
-        "StructuralSimilarity": {"metric": "mmeval.metrics.ssim:StructuralSimilarity", "kwargs": {"input_order": "HWC"},
-                                 "inputs": [preds, gts], "n": N},
-        "SumAbsoluteDifferences": {"metric": "mmeval.metrics.sad:SumAbsoluteDifferences", "kwargs": {},
-                                   "inputs": [pa, ga], "n": N},
-        "MattingMeanSquaredError": {"metric": "mmeval.metrics.matting_mse:MattingMeanSquaredError", "kwargs": {},
-                                    "inputs": mattes, "n": N},
-        "GradientError": {"metric": "mmeval.metrics.gradient_error:GradientError", "kwargs": {}, "inputs": mattes,
-                          "n": N},
-        "ConnectivityError": {"metric": "mmeval.metrics.connectivity_error:ConnectivityError", "kwargs": {},
-                              "inputs": mattes, "n": N},
-        "EndPointError": {"metric": "mmeval.metrics.end_point_error:EndPointError", "kwargs": {},
-                          "inputs": [fp, fl, fm], "n": N},
-        "NaturalImageQualityEvaluator": {"metric": "mmeval.metrics.niqe:NaturalImageQualityEvaluator",
-                                         "kwargs": {"input_order": "HWC", "pris_params": niqe_params()},
-                                         "inputs": [niqe_imgs], "n": N_NIQE},
+        "MeanAbsoluteError-masks": {
+            "metric": "mmeval.metrics.mae:MeanAbsoluteError",
+            "kwargs": {},
+            "inputs": [preds, gts, masks],
+            "n": N,
+        },
+        "MeanSquaredError": {
+            "metric": "mmeval.metrics.mse:MeanSquaredError",
+            "kwargs": {},
+            "inputs": [preds, gts],
+            "n": N,
+        },
+        "PeakSignalNoiseRatio-Y": {
+            "metric": "mmeval.metrics.psnr:PeakSignalNoiseRatio",
+            "kwargs": {"crop_border": 2, "input_order": "HWC", "convert_to": "Y"},
+            "inputs": [preds, gts],
+            "n": N,
+        },
+        "SignalNoiseRatio": {
+            "metric": "mmeval.metrics.snr:SignalNoiseRatio",
+            "kwargs": {"crop_border": 1},
+            "inputs": [chw_preds, chw_gts],
+            "n": N,
+        },
+        "StructuralSimilarity": {
+            "metric": "mmeval.metrics.ssim:StructuralSimilarity",
+            "kwargs": {"input_order": "HWC"},
+            "inputs": [preds, gts],
+            "n": N,
+        },
+        "SumAbsoluteDifferences": {
+            "metric": "mmeval.metrics.sad:SumAbsoluteDifferences",
+            "kwargs": {},
+            "inputs": [pa, ga],
+            "n": N,
+        },
+        "MattingMeanSquaredError": {
+            "metric": "mmeval.metrics.matting_mse:MattingMeanSquaredError",
+            "kwargs": {},
+            "inputs": mattes,
+            "n": N,
+        },
+        "GradientError": {
+            "metric": "mmeval.metrics.gradient_error:GradientError",
+            "kwargs": {},
+            "inputs": mattes,
+            "n": N,
+        },
+        "ConnectivityError": {
+            "metric": "mmeval.metrics.connectivity_error:ConnectivityError",
+            "kwargs": {},
+            "inputs": mattes,
+            "n": N,
+        },
+        "EndPointError": {
+            "metric": "mmeval.metrics.end_point_error:EndPointError",
+            "kwargs": {},
+            "inputs": [fp, fl, fm],
+            "n": N,
+        },
+        "NaturalImageQualityEvaluator": {
+            "metric": "mmeval.metrics.niqe:NaturalImageQualityEvaluator",
+            "kwargs": {"input_order": "HWC", "pris_params": niqe_params()},
+            "inputs": [niqe_imgs],
+            "n": N_NIQE,
+        },
     }

@@ -18,11 +18,22 @@ def build_cases() -> Dict[str, Dict[str, Any]]:
     preds, gts = proposal_images(60)
     pp, ps, gp, gi = text_images(50)
     return {
-        "AVAMeanAP": {"metric": "mmeval.metrics.ava_map:AVAMeanAP", "kwargs": dict(AVA_KW), "inputs": [frames],
-                      "n": len(frames)},
-        "ProposalRecall": {"metric": "mmeval.metrics.proposal_recall:ProposalRecall",
-                           "kwargs": {"proposal_nums": (1, 5, 30), "print_results": False}, "inputs": [preds, gts],
-                           "n": len(preds)},
-        "HmeanIoU-max_matching": {"metric": "mmeval.metrics.hmean_iou:HmeanIoU",
-                                  "kwargs": {"strategy": "max_matching"}, "inputs": [pp, ps, gp, gi], "n": len(pp)},
+        "AVAMeanAP": {
+            "metric": "mmeval.metrics.ava_map:AVAMeanAP",
+            "kwargs": dict(AVA_KW),
+            "inputs": [frames],
+            "n": len(frames),
+        },
+        "ProposalRecall": {
+            "metric": "mmeval.metrics.proposal_recall:ProposalRecall",
+            "kwargs": {"proposal_nums": (1, 5, 30), "print_results": False},
+            "inputs": [preds, gts],
+            "n": len(preds),
+        },
+        "HmeanIoU-max_matching": {
+            "metric": "mmeval.metrics.hmean_iou:HmeanIoU",
+            "kwargs": {"strategy": "max_matching"},
+            "inputs": [pp, ps, gp, gi],
+            "n": len(pp),
+        },
     }

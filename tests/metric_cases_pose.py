@@ -10,8 +10,15 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-CASE_NAMES = ("PCKAccuracy", "MpiiPCKAccuracy", "JhmdbPCKAccuracy", "KeypointAUC", "KeypointEndPointError",
-              "KeypointNME", "KeypointNME-keypoint_distance")
+CASE_NAMES = (
+    "PCKAccuracy",
+    "MpiiPCKAccuracy",
+    "JhmdbPCKAccuracy",
+    "KeypointAUC",
+    "KeypointEndPointError",
+    "KeypointNME",
+    "KeypointNME-keypoint_distance",
+)
 
 
 def build_cases() -> Dict[str, Dict[str, Any]]:
@@ -20,12 +27,17 @@ def build_cases() -> Dict[str, Dict[str, Any]]:
     n = 60
     out: Dict[str, Dict[str, Any]] = {}
     for name, (cls, kwargs, _) in CASES.items():
-        out[name] = {"metric": f"{cls.__module__}:{cls.__name__}", "kwargs": dict(kwargs),
-                     "inputs": list(case_data(name, n)), "n": n}
+        out[name] = {
+            "metric": f"{cls.__module__}:{cls.__name__}",
+            "kwargs": dict(kwargs),
+            "inputs": list(case_data(name, n)),
+            "n": n,
+        }
     meta = {"dataset_name": "horse10", "num_keypoints": 6}
     out["KeypointNME-keypoint_distance"] = {
         "metric": "mmeval.metrics.keypoint_nme:KeypointNME",
         "kwargs": {"norm_mode": "keypoint_distance", "dataset_meta": meta},
-        "inputs": list(pose_data(n, 6, 17)), "n": n,
+        "inputs": list(pose_data(n, 6, 17)),
+        "n": n,
     }
     return out

@@ -8,8 +8,16 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-CASE_NAMES = ("BLEU", "ROUGE-avg", "ROUGE-best-L", "Perplexity", "F1Score-macro-micro", "F1Score-cared",
-              "CharRecallPrecision", "WordAccuracy")
+CASE_NAMES = (
+    "BLEU",
+    "ROUGE-avg",
+    "ROUGE-best-L",
+    "Perplexity",
+    "F1Score-macro-micro",
+    "F1Score-cared",
+    "CharRecallPrecision",
+    "WordAccuracy",
+)
 
 
 def build_cases() -> Dict[str, Dict[str, Any]]:
@@ -21,19 +29,41 @@ def build_cases() -> Dict[str, Dict[str, Any]]:
     module = "mmeval.metrics"
     return {
         "BLEU": {"metric": f"{module}.bleu:BLEU", "kwargs": {"smooth": True}, "inputs": texts, "n": n},
-        "ROUGE-avg": {"metric": f"{module}.rouge:ROUGE", "kwargs": {"rouge_keys": [1, 2, "L"], "accumulate": "avg"},
-                      "inputs": texts, "n": n},
+        "ROUGE-avg": {
+            "metric": f"{module}.rouge:ROUGE",
+            "kwargs": {"rouge_keys": [1, 2, "L"], "accumulate": "avg"},
+            "inputs": texts,
+            "n": n,
+        },
         "ROUGE-best-L": {"metric": f"{module}.rouge:ROUGE", "kwargs": {"rouge_keys": "L"}, "inputs": texts, "n": n},
-        "Perplexity": {"metric": f"{module}.perplexity:Perplexity", "kwargs": {"ignore_labels": -100},
-                       "inputs": list(token_scores(n)), "n": n},
-        "F1Score-macro-micro": {"metric": f"{module}.f1_score:F1Score",
-                                "kwargs": {"num_classes": 6, "mode": ["macro", "micro"]},
-                                "inputs": list(tag_sequences(n)), "n": n},
-        "F1Score-cared": {"metric": f"{module}.f1_score:F1Score",
-                          "kwargs": {"num_classes": 6, "mode": "macro", "cared_classes": [0, 2, 5]},
-                          "inputs": list(tag_sequences(n)), "n": n},
-        "CharRecallPrecision": {"metric": f"{module}.char_recall_precision:CharRecallPrecision",
-                                "kwargs": {"letter_case": "lower"}, "inputs": ocr, "n": n},
-        "WordAccuracy": {"metric": f"{module}.word_accuracy:WordAccuracy",
-                         "kwargs": {"mode": ["exact", "ignore_case", "ignore_case_symbol"]}, "inputs": ocr, "n": n},
+        "Perplexity": {
+            "metric": f"{module}.perplexity:Perplexity",
+            "kwargs": {"ignore_labels": -100},
+            "inputs": list(token_scores(n)),
+            "n": n,
+        },
+        "F1Score-macro-micro": {
+            "metric": f"{module}.f1_score:F1Score",
+            "kwargs": {"num_classes": 6, "mode": ["macro", "micro"]},
+            "inputs": list(tag_sequences(n)),
+            "n": n,
+        },
+        "F1Score-cared": {
+            "metric": f"{module}.f1_score:F1Score",
+            "kwargs": {"num_classes": 6, "mode": "macro", "cared_classes": [0, 2, 5]},
+            "inputs": list(tag_sequences(n)),
+            "n": n,
+        },
+        "CharRecallPrecision": {
+            "metric": f"{module}.char_recall_precision:CharRecallPrecision",
+            "kwargs": {"letter_case": "lower"},
+            "inputs": ocr,
+            "n": n,
+        },
+        "WordAccuracy": {
+            "metric": f"{module}.word_accuracy:WordAccuracy",
+            "kwargs": {"mode": ["exact", "ignore_case", "ignore_case_symbol"]},
+            "inputs": ocr,
+            "n": n,
+        },
     }

@@ -23,8 +23,16 @@ def build_cases() -> Dict[str, Dict[str, Any]]:
     oid_preds, oid_gts = oid_detections(n, seed=1)
     dota_preds, dota_gts = rotated_detections(n, seed=1)
     return {
-        "OIDMeanAP": {"metric": "mmeval.metrics.oid_map:OIDMeanAP", "kwargs": dict(OID_KW),
-                      "inputs": [oid_preds, oid_gts], "n": n},
-        "DOTAMeanAP": {"metric": "mmeval.metrics.dota_map:DOTAMeanAP", "kwargs": dict(DOTA_KW),
-                       "inputs": [dota_preds, dota_gts], "n": n},
+        "OIDMeanAP": {
+            "metric": "mmeval.metrics.oid_map:OIDMeanAP",
+            "kwargs": dict(OID_KW),
+            "inputs": [oid_preds, oid_gts],
+            "n": n,
+        },
+        "DOTAMeanAP": {
+            "metric": "mmeval.metrics.dota_map:DOTAMeanAP",
+            "kwargs": dict(DOTA_KW),
+            "inputs": [dota_preds, dota_gts],
+            "n": n,
+        },
     }

@@ -17,7 +17,9 @@ import sys
 from typing import Any, Dict, List
 
 #: pytest's closing line: "==== 3 failed, 440 passed, 2 skipped in 210.32s (0:03:30) ===="
-_PYTEST_SUMMARY = re.compile(r"^=+ (.*\b(passed|failed|errors?|skipped|deselected|xfailed|xpassed|no tests ran)\b.*) =+$")
+_PYTEST_SUMMARY = re.compile(
+    r"^=+ (.*\b(passed|failed|errors?|skipped|deselected|xfailed|xpassed|no tests ran)\b.*) =+$"
+)
 
 
 def _outputs(env: Dict[str, Any]) -> List[str]:

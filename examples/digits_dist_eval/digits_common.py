@@ -59,7 +59,7 @@ def train_model(epochs: int = 15) -> Dict[str, torch.Tensor]:
     for _ in range(epochs):
         for start in range(0, len(ys), 64):
             opt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(model(xs[start:start + 64]), ys[start:start + 64])
+            loss = torch.nn.functional.cross_entropy(model(xs[start : start + 64]), ys[start : start + 64])
             loss.backward()
             opt.step()
     return model.state_dict()
@@ -78,8 +78,10 @@ def get_model(weights: Union[str, Dict[str, torch.Tensor], None] = None) -> torc
     if weights is None:
         weights = os.environ.get(MODEL_ENV)
         if not weights:
-            raise RuntimeError(f"get_model: no weights given and ${MODEL_ENV} is not set; pass the state dict "
-                               f"from train_model(), or a path written by save_model()")
+            raise RuntimeError(
+                f"get_model: no weights given and ${MODEL_ENV} is not set; pass the state dict "
+                f"from train_model(), or a path written by save_model()"
+            )
     state = torch.load(weights) if isinstance(weights, str) else weights
     model = build_model()
     model.load_state_dict(state)

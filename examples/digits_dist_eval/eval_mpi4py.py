@@ -15,7 +15,7 @@ def eval_fn(rank, process_num, weights):
     model = get_model(weights)
     # thrs=None: the model's raw logits are ranked as they are (the default
     # thrs=0.0 would count a top-k hit only when the true class scores > 0).
-    accuracy = Accuracy(topk=(1, 3), thrs=None, dist_backend='mpi4py')
+    accuracy = Accuracy(topk=(1, 3), thrs=None, dist_backend="mpi4py")
 
     with torch.no_grad():
         for images, labels in progress(eval_dataloader, rank):

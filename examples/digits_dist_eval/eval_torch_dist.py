@@ -12,17 +12,15 @@ from mmeval import Accuracy
 def eval_fn(rank, process_num, weights):
     # Distributed environment initialization
     torch.distributed.init_process_group(
-        backend='gloo',
-        init_method='tcp://127.0.0.1:2345',
-        world_size=process_num,
-        rank=rank)
+        backend="gloo", init_method="tcp://127.0.0.1:2345", world_size=process_num, rank=rank
+    )
 
     eval_dataloader, total_num_samples = get_eval_dataloader(rank, process_num)
     model = get_model(weights)
     # Instantiate `Accuracy` and set up a distributed communication backend.
     # thrs=None: the model's raw logits are ranked as they are (the default
     # thrs=0.0 would count a top-k hit only when the true class scores > 0).
-    accuracy = Accuracy(topk=(1, 3), thrs=None, dist_backend='torch_cpu')
+    accuracy = Accuracy(topk=(1, 3), thrs=None, dist_backend="torch_cpu")
 
     with torch.no_grad():
         for images, labels in progress(eval_dataloader, rank):
@@ -42,5 +40,4 @@ if __name__ == "__main__":
     # Train the MLP for a few seconds here; spawn hands its weights to every process.
     weights = train_model()
     # Launching distributed with spawn
-    torch.multiprocessing.spawn(
-        eval_fn, nprocs=process_num, args=(process_num, weights))
+    torch.multiprocessing.spawn(eval_fn, nprocs=process_num, args=(process_num, weights))

@@ -12,8 +12,15 @@ import numpy as np
 W = H = 160
 
 
-def detections(n: int = 40, num_classes: int = 5, seed: int = 0, masks: bool = False, polygons: bool = False,
-               crowd: float = 0.1, float32: bool = False) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+def detections(
+    n: int = 40,
+    num_classes: int = 5,
+    seed: int = 0,
+    masks: bool = False,
+    polygons: bool = False,
+    crowd: float = 0.1,
+    float32: bool = False,
+) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     """``n`` images (``img_id`` 3 * i + 1, dealt in a shuffled order) of small / medium / large objects.
 
     0-6 objects per image (1 image in 8 has none), some crowd (``ignore_flags``); the last class never
@@ -49,12 +56,15 @@ def detections(n: int = 40, num_classes: int = 5, seed: int = 0, masks: bool = F
                 pb.append(np.clip(np.array([x, y, x + s, y + s * rng.uniform(0.5, 1.5)]), 0, W - 1))
                 ps.append(rng.uniform(0.05, 0.7))
                 pl.append(rng.integers(0, num_classes))
-        pred = {"img_id": int(ids[i]), "bboxes": np.array(pb, dtype=np.float64).reshape(-1, 4),
-                "scores": np.round(np.array(ps, dtype=np.float64), 2), "labels": np.array(pl, dtype=np.int64)}
+        pred = {
+            "img_id": int(ids[i]),
+            "bboxes": np.array(pb, dtype=np.float64).reshape(-1, 4),
+            "scores": np.round(np.array(ps, dtype=np.float64), 2),
+            "labels": np.array(pl, dtype=np.int64),
+        }
         if float32:
             pred["scores"] = pred["scores"].astype(np.float32)
-        gt = {"img_id": int(ids[i]), "width": W, "height": H, "bboxes": boxes, "labels": labels,
-              "ignore_flags": flags}
+        gt = {"img_id": int(ids[i]), "width": W, "height": H, "bboxes": boxes, "labels": labels, "ignore_flags": flags}
         if masks:
             pred["masks"] = [_box_rle(b, rng) for b in pred["bboxes"]]
             gt["masks"] = [_box_polygon(b) if polygons else _box_rle(b, rng) for b in boxes]
@@ -68,7 +78,7 @@ def _box_rle(box: np.ndarray, rng: Any) -> Dict[str, Any]:
 
     m = np.zeros((H, W), dtype=np.uint8)
     x1, y1, x2, y2 = (int(v) for v in box)
-    m[y1:y2 + 1, x1:x2 + 1] = (rng.random((y2 - y1 + 1, x2 - x1 + 1)) > 0.25)
+    m[y1 : y2 + 1, x1 : x2 + 1] = rng.random((y2 - y1 + 1, x2 - x1 + 1)) > 0.25
     return mask_util.encode(np.asfortranarray(m))  # type: ignore[no-any-return]
 
 
@@ -89,8 +99,14 @@ def coco_json(gts: Sequence[Dict[str, Any]], classes: Sequence[str], mask_area: 
         for j in range(len(g["labels"])):
             b = [float(v) for v in np.asarray(g["bboxes"][j], dtype=np.float64)]
             bbox = [b[0], b[1], b[2] - b[0], b[3] - b[1]]
-            ann = {"id": len(anns) + 1, "image_id": img_id, "bbox": bbox, "category_id": int(g["labels"][j]),
-                   "iscrowd": int(g.get("ignore_flags", np.zeros(len(g["labels"])))[j]), "area": bbox[2] * bbox[3]}
+            ann = {
+                "id": len(anns) + 1,
+                "image_id": img_id,
+                "bbox": bbox,
+                "category_id": int(g["labels"][j]),
+                "iscrowd": int(g.get("ignore_flags", np.zeros(len(g["labels"])))[j]),
+                "area": bbox[2] * bbox[3],
+            }
             if "masks" in g:
                 seg = copy.deepcopy(g["masks"][j])
                 if isinstance(seg, dict):
@@ -98,16 +114,26 @@ def coco_json(gts: Sequence[Dict[str, Any]], classes: Sequence[str], mask_area: 
                         ann["area"] = float(mask_util.area(seg))
                     seg["counts"] = seg["counts"].decode() if isinstance(seg["counts"], bytes) else seg["counts"]
                 elif mask_area:
-                    ann["area"] = float(mask_util.area(mask_util.merge(
-                        mask_util.frPyObjects(seg, g["height"], g["width"]))))
+                    ann["area"] = float(
+                        mask_util.area(mask_util.merge(mask_util.frPyObjects(seg, g["height"], g["width"])))
+                    )
                 ann["segmentation"] = seg
             anns.append(ann)
-    return {"images": images, "annotations": anns,
-            "categories": [{"id": i, "name": name} for i, name in enumerate(classes)]}
+    return {
+        "images": images,
+        "annotations": anns,
+        "categories": [{"id": i, "name": name} for i, name in enumerate(classes)],
+    }
 
 
-def cocoeval(gt_json: Dict[str, Any], preds: Sequence[Dict[str, Any]], classes: Sequence[str], metric: str,
-             iou_thrs: Optional[Sequence[float]] = None, max_dets: Sequence[int] = (1, 10, 100)) -> Any:
+def cocoeval(
+    gt_json: Dict[str, Any],
+    preds: Sequence[Dict[str, Any]],
+    classes: Sequence[str],
+    metric: str,
+    iou_thrs: Optional[Sequence[float]] = None,
+    max_dets: Sequence[int] = (1, 10, 100),
+) -> Any:
     """pycocotools' COCOeval (quiet) on ``gt_json`` and ``preds`` as MMEval 0.2.1 feeds it; the evaluated object."""
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
@@ -122,8 +148,12 @@ def cocoeval(gt_json: Dict[str, Any], preds: Sequence[Dict[str, Any]], classes: 
             scores = p.get("mask_scores", p["scores"]) if metric == "segm" else p["scores"]
             for j in range(len(p["labels"])):
                 b = [float(v) for v in np.asarray(p["bboxes"][j], dtype=np.float64)]
-                d = {"image_id": p.get("img_id", idx), "bbox": [b[0], b[1], b[2] - b[0], b[3] - b[1]],
-                     "score": float(scores[j]), "category_id": cat_ids[int(p["labels"][j])]}
+                d = {
+                    "image_id": p.get("img_id", idx),
+                    "bbox": [b[0], b[1], b[2] - b[0], b[3] - b[1]],
+                    "score": float(scores[j]),
+                    "category_id": cat_ids[int(p["labels"][j])],
+                }
                 if metric == "segm":
                     seg = dict(p["masks"][j])
                     seg["counts"] = seg["counts"].decode() if isinstance(seg["counts"], bytes) else seg["counts"]

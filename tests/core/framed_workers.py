@@ -97,10 +97,10 @@ def evaluate(backend, scores, labels, mode, shard):
         idx = list(range(n))[rank::ws]
     else:  # contiguous blocks for 'cat'
         per = -(-n // ws)
-        idx = list(range(n))[rank * per:(rank + 1) * per]
+        idx = list(range(n))[rank * per : (rank + 1) * per]
     acc = Accuracy(topk=(1, 3), dist_backend=backend, dist_collect_mode=mode)
     for start in range(0, len(idx), 7):
-        batch = idx[start:start + 7]
+        batch = idx[start : start + 7]
         acc.add(scores[batch], labels[batch])
     return acc.compute(size=n)
 

@@ -118,8 +118,14 @@ def _hub_rank(rank: int, world_size: int, fn: Callable, addr: tuple, kwargs: dic
     return fn(HubDist(rank, world_size, addr, **kwargs), *args)
 
 
-def run_ranks(fn: Callable, world_size: int, *args: Any, timeout: float = 60, backend_kwargs: Optional[dict] = None,
-              allow_missing: Sequence[int] = ()) -> Dict[int, tuple]:
+def run_ranks(
+    fn: Callable,
+    world_size: int,
+    *args: Any,
+    timeout: float = 60,
+    backend_kwargs: Optional[dict] = None,
+    allow_missing: Sequence[int] = (),
+) -> Dict[int, tuple]:
     """Run ``fn(backend, *args)`` on ``world_size`` hub ranks (:func:`mmeval.testing.ranks.run_ranks`).
 
     Returns ``{rank: ("ok", value)}`` or ``{rank: ("error", (class name, message, traceback))}``; a

@@ -48,8 +48,9 @@ def same(a: Any, b: Any) -> bool:
     return bool(a == b) or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
-def compute_sharded(backend: Any, n: int, make: Callable[..., Any], add: Callable[[Any, List[int]], None]
-                    ) -> Dict[str, Any]:
+def compute_sharded(
+    backend: Any, n: int, make: Callable[..., Any], add: Callable[[Any, List[int]], None]
+) -> Dict[str, Any]:
     """``make(**kwargs)``'s result on this rank's shard of ``n`` samples, three ways.
 
     ``padded``: DistributedSampler's round robin padded with the first samples,

@@ -29,13 +29,15 @@ def reductions(backend: Any) -> List[Dict[str, Any]]:
                 before = arr.copy()
                 got = backend.all_reduce(arr, op=op)
                 red = backend.reduce(arr, op=op, dst=dst)
-                out.append({
-                    "case": (dtype, shape, op),
-                    "all_reduce": (got.dtype.str, got.shape, got.tobytes()),
-                    "reduce": None if red is None else (red.dtype.str, red.shape, red.tobytes()),
-                    "same_object": got is arr or red is arr,
-                    "input_untouched": bool(np.array_equal(arr, before)),
-                })
+                out.append(
+                    {
+                        "case": (dtype, shape, op),
+                        "all_reduce": (got.dtype.str, got.shape, got.tobytes()),
+                        "reduce": None if red is None else (red.dtype.str, red.shape, red.tobytes()),
+                        "same_object": got is arr or red is arr,
+                        "input_untouched": bool(np.array_equal(arr, before)),
+                    }
+                )
     return out
 
 
@@ -118,12 +120,15 @@ def native_hub_reductions(backend: Any) -> Dict[str, Any]:
         numpy's NaN propagation.
         """
 
-        native_reductions = frozenset(product(("int8", "uint8", "int32", "int64", "float32", "float64"),
-                                              ("sum", "min", "max")))
+        native_reductions = frozenset(
+            product(("int8", "uint8", "int32", "int64", "float32", "float64"), ("sum", "min", "max"))
+        )
 
         def _all_reduce_array(self, call: Any, array: np.ndarray, op: str) -> np.ndarray:
-            if array.dtype.name not in ("int8", "uint8", "int32", "int64", "float32", "float64") or \
-                    not array.dtype.isnative:
+            if (
+                array.dtype.name not in ("int8", "uint8", "int32", "int64", "float32", "float64")
+                or not array.dtype.isnative
+            ):
                 raise TypeError(f"this transport cannot reduce {array.dtype}")
             native["calls"] += 1
             ufunc = {"sum": np.add, "min": np.fmin, "max": np.fmax}[op]

@@ -39,29 +39,42 @@ def test_uint64_labels_beyond_int64_are_refused_not_wrapped():
     assert acc.compute() == {"top1": 1.0}
 
 
-@pytest.mark.parametrize("bad,shown", [
-    (np.nan, "nan"),
-    (np.inf, "inf"),
-    (1.5, "1.5"),
-    (-1.0, "-1.0"),
-    (float(2**63), repr(float(2**63))),
-])
+@pytest.mark.parametrize(
+    "bad,shown",
+    [
+        (np.nan, "nan"),
+        (np.inf, "inf"),
+        (1.5, "1.5"),
+        (-1.0, "-1.0"),
+        (float(2**63), repr(float(2**63))),
+    ],
+)
 def test_bad_float_predicted_labels_are_refused_with_value_and_range(bad, shown):
     preds = np.array([0.0, 1.0, bad])
     _refused(Accuracy(), preds, np.array([0, 1, 2]), "predictions (labels)", shown, "index 2", f"[0, {INT64_MAX}]")
 
 
 def test_negative_predicted_labels_are_refused():
-    _refused(Accuracy(), np.array([0, -3]), np.array([0, 1]), "predictions (labels) out of range", "-3", "index 1",
-             f"[0, {INT64_MAX}]")
+    _refused(
+        Accuracy(),
+        np.array([0, -3]),
+        np.array([0, 1]),
+        "predictions (labels) out of range",
+        "-3",
+        "index 1",
+        f"[0, {INT64_MAX}]",
+    )
 
 
-@pytest.mark.parametrize("bad,words", [
-    (np.array([0.0, np.nan]), ("labels", "nan", "index 1")),
-    (np.array([0.0, 2.5]), ("labels", "2.5", "non-integral")),
-    (np.array([0, -1]), ("labels out of range", "-1")),
-    (np.array([0.0, -2.0]), ("labels out of range", "-2.0")),
-])
+@pytest.mark.parametrize(
+    "bad,words",
+    [
+        (np.array([0.0, np.nan]), ("labels", "nan", "index 1")),
+        (np.array([0.0, 2.5]), ("labels", "2.5", "non-integral")),
+        (np.array([0, -1]), ("labels out of range", "-1")),
+        (np.array([0.0, -2.0]), ("labels out of range", "-2.0")),
+    ],
+)
 def test_bad_labels_are_refused_with_label_predictions_too(bad, words):
     _refused(Accuracy(), np.array([0, 1]), bad, *words, f"[0, {INT64_MAX}]")
 

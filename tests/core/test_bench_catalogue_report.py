@@ -14,25 +14,51 @@ import report  # noqa: E402
 
 def _rec(case: str, kind: str, sent_1: float, sent_4: Any) -> Dict[str, Any]:
     x4 = sent_4 if isinstance(sent_4, dict) else {"sent_bytes_per_rank": [sent_4, sent_4], "compute_s": 0.002}
-    return {"kind": "catalogue", "case": case, "metric": case, "metric_kind": kind, "backend": "torch_cpu", "ws": 2,
-            "n": 61, "x1": {"sent_bytes_per_rank": [sent_1, sent_1], "compute_s": 0.001}, "x4": x4}
+    return {
+        "kind": "catalogue",
+        "case": case,
+        "metric": case,
+        "metric_kind": kind,
+        "backend": "torch_cpu",
+        "ws": 2,
+        "n": 61,
+        "x1": {"sent_bytes_per_rank": [sent_1, sent_1], "compute_s": 0.001},
+        "x4": x4,
+    }
 
 
 def test_a_state_metric_whose_bytes_grow_with_n_is_a_miss_naming_it() -> None:
-    result = {"runs": [{"records": [_rec("Accuracy", "state", 4096, 4096), _rec("Leaky", "state", 4096, 8192),
-                                    _rec("AveragePrecision", "per-sample", 12288, 29784)]}]}
+    result = {
+        "runs": [
+            {
+                "records": [
+                    _rec("Accuracy", "state", 4096, 4096),
+                    _rec("Leaky", "state", 4096, 8192),
+                    _rec("AveragePrecision", "per-sample", 12288, 29784),
+                ]
+            }
+        ]
+    }
     (target,) = report.catalogue_targets(result)
     assert target.verdict == "MISS" and "1 of 2 state cases" in target.measured and "grew: Leaky" in target.measured
-    ok = {"runs": [{"records": [_rec("Accuracy", "state", 4096, 4096),
-                                _rec("AveragePrecision", "per-sample", 12288, 29784)]}]}
+    ok = {
+        "runs": [
+            {"records": [_rec("Accuracy", "state", 4096, 4096), _rec("AveragePrecision", "per-sample", 12288, 29784)]}
+        ]
+    }
     (target,) = report.catalogue_targets(ok)
     assert target.verdict == "PASS"
 
 
 def test_the_table_lists_every_case_and_a_refusal() -> None:
     refused = {"error": "ValueError: AVAMeanAP: frame ('v', 902) was added 4 times"}
-    lines = report.catalogue_table({"runs": [{"records": [_rec("Accuracy", "state", 4096, 4096),
-                                                          _rec("AVAMeanAP", "per-sample", 12288, refused)]}]})
+    lines = report.catalogue_table(
+        {
+            "runs": [
+                {"records": [_rec("Accuracy", "state", 4096, 4096), _rec("AVAMeanAP", "per-sample", 12288, refused)]}
+            ]
+        }
+    )
     body = "\n".join(lines)
     assert "| Accuracy | state | torch_cpu ws=2 | 61 | 4.0 KB |" in body
     assert "| AVAMeanAP | per-sample |" in body and "refused" in body

@@ -61,8 +61,9 @@ def test_single_process_part_matches_pycocotools() -> None:
 
     if not hasattr(metrics, "COCODetection"):
         pytest.skip("COCODetection is not in this tree (issue 21)")
-    args = detection.parse_args(["--mode", "single", "--quick", "--images", "12", "--iters", "1",
-                                 "--cases", "bbox", "segm"])
+    args = detection.parse_args(
+        ["--mode", "single", "--quick", "--images", "12", "--iters", "1", "--cases", "bbox", "segm"]
+    )
     with redirect_stdout(io.StringIO()):
         records = detection.run_single(args)
     by = {(r["case"], r["impl"]): r for r in records}

@@ -18,9 +18,13 @@ from pathlib import Path
 from typing import Dict, List
 
 ROOT = Path(__file__).resolve().parents[2]
-DISTRIBUTIONS = ["core", *sorted(f"plugins/{p.name}" for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").exists()),
-                 *sorted(f"tests/fixtures/{p.name}" for p in (ROOT / "tests" / "fixtures").iterdir()
-                         if (p / "pyproject.toml").exists())]
+DISTRIBUTIONS = [
+    "core",
+    *sorted(f"plugins/{p.name}" for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").exists()),
+    *sorted(
+        f"tests/fixtures/{p.name}" for p in (ROOT / "tests" / "fixtures").iterdir() if (p / "pyproject.toml").exists()
+    ),
+]
 _DEBRIS = ("build", "*.egg-info", "__pycache__", "dist")
 
 
@@ -44,8 +48,9 @@ def _debris(tree: Path) -> List[str]:
 
 
 def _pip(*args: str, cwd: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "pip", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=900, env=_env())
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", *args], cwd=cwd, capture_output=True, text=True, timeout=900, env=_env()
+    )
     assert proc.returncode == 0, f"pip {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
 
 

@@ -21,8 +21,9 @@ CORE_SRC = pathlib.Path(mmeval.__file__).parent
 def mmeval_cli(*args, env=None):
     full = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
     full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "mmeval", *args], capture_output=True, text=True, timeout=120,
-                          env=full)
+    return subprocess.run(
+        [sys.executable, "-m", "mmeval", *args], capture_output=True, text=True, timeout=120, env=full
+    )
 
 
 def test_backends_table():
@@ -62,8 +63,14 @@ def test_check_times_out_a_hanging_import(tmp_path):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hang\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[mmeval.dist_backends]\nhang = hang_backend:Hang\n")
-    proc = mmeval_cli("backends", "--json", "--check", "--timeout", "3",
-                      env={"PYTHONPATH": str(tmp_path), "MMEVAL_DISABLE_PLUGINS": "mmeval-fixture-plugin"})
+    proc = mmeval_cli(
+        "backends",
+        "--json",
+        "--check",
+        "--timeout",
+        "3",
+        env={"PYTHONPATH": str(tmp_path), "MMEVAL_DISABLE_PLUGINS": "mmeval-fixture-plugin"},
+    )
     rows = {r["name"]: r for r in json.loads(proc.stdout)["backends"]}
     assert rows["hang"]["check"] == "timeout" and "3s" in rows["hang"]["error"]
 
@@ -75,9 +82,11 @@ def test_console_script_is_installed():
 
 
 def test_import_mmeval_is_light():
-    code = ("import sys, mmeval; mmeval.core.dist.list_all_backends(); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('numpy', 'pluggy', 'torch', 'mpi4py', 'horovod', 'tensorflow')))")
+    code = (
+        "import sys, mmeval; mmeval.core.dist.list_all_backends(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('numpy', 'pluggy', 'torch', 'mpi4py', 'horovod', 'tensorflow')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
@@ -133,7 +142,7 @@ def test_dir_lists_only_the_public_api():
 def test_readme_shows_the_order_list_all_backends_returns():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()  # the repository's, not the package's
     (line,) = [ln for ln in readme.splitlines() if "print(list_all_backends())" in ln]
-    shown = ast.literal_eval(line[line.index("["):])
+    shown = ast.literal_eval(line[line.index("[") :])
     assert shown == sorted(shown)  # list_all_backends() returns sorted names
     from mmeval.core.dist import list_all_backends
 
@@ -162,8 +171,17 @@ def test_check_reports_backends_that_cannot_run_here():
 # --- --check under attack (issue 20, item 9) and on a CPU machine (issue 23, item 4) ----------------------------
 
 
-@pytest.mark.parametrize("args", [("--timeout", "nan"), ("--timeout", "inf"), ("--timeout", "0"), ("--timeout", "-1"),
-                                  ("--timeout", "abc"), ("--timeout=-inf",)])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--timeout", "nan"),
+        ("--timeout", "inf"),
+        ("--timeout", "0"),
+        ("--timeout", "-1"),
+        ("--timeout", "abc"),
+        ("--timeout=-inf",),
+    ],
+)
 def test_a_bad_check_timeout_is_a_one_line_usage_error(args):
     proc = mmeval_cli("backends", "--check", *args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -194,8 +212,13 @@ def test_check_leaves_no_orphan_of_a_plugin_that_spawns(tmp_path):
 
     pidfile = tmp_path / "child.pid"
     env = hostile_env(tmp_path, "hostile_spawn", MMEVAL_FIXTURE_PIDFILE=str(pidfile))
-    proc = subprocess.run([sys.executable, "-m", "mmeval", "backends", "--check", "--json", "--timeout", "5"],
-                          capture_output=True, text=True, timeout=120, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mmeval", "backends", "--check", "--json", "--timeout", "5"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     rows = {r["name"]: r for r in json.loads(proc.stdout)["backends"]}
     assert rows["hostile_spawn"]["check"] == "timeout"
     pid = int(pidfile.read_text())
@@ -220,12 +243,14 @@ def test_a_tiny_timeout_is_named_as_the_cause():
 def test_a_backend_lacking_its_hardware_does_not_fail_the_check(tmp_path):
     """torch_cuda without CUDA: reported, exit 0 when everything else can run (the record says it needs CUDA)."""
     pkg = tmp_path / "cudaless.py"
-    pkg.write_text("from mmeval.core.dist_backends import NonDist\n"
-                   "class NoCuda(NonDist):\n"
-                   "    name = 'torch_cuda'\n"
-                   "    @classmethod\n"
-                   "    def availability(cls):\n"
-                   "        return 'CUDA is not available: a CPU-only build'\n")
+    pkg.write_text(
+        "from mmeval.core.dist_backends import NonDist\n"
+        "class NoCuda(NonDist):\n"
+        "    name = 'torch_cuda'\n"
+        "    @classmethod\n"
+        "    def availability(cls):\n"
+        "        return 'CUDA is not available: a CPU-only build'\n"
+    )
     info = tmp_path / "mmeval_torch-0.1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mmeval-torch\nVersion: 0.1.0\n")
@@ -246,8 +271,9 @@ def test_a_reader_that_stops_early_gets_no_traceback():
     # BrokenPipeError traceback on stderr was the bug), with the exit status Python's docs advise (1).
     # The read end is closed before the child has imported anything, so its first write meets a closed pipe.
     env = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
-    proc = subprocess.Popen([sys.executable, "-m", "mmeval", "backends"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mmeval", "backends"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()
     err = proc.stderr.read().decode()

@@ -22,7 +22,7 @@ def _summaries(rng: np.random.Generator, n_img: int, k_all: int, words: int):
     n = int(lens.sum())
     cats = rng.integers(0, k_all, n).astype(np.uint16)
     scores = rng.random(n)
-    states = rng.integers(0, 2 ** 62, (n, words), dtype=np.uint64)
+    states = rng.integers(0, 2**62, (n, words), dtype=np.uint64)
     gt_cat = rng.integers(0, k_all, 3 * n_img).astype(np.uint16)
     gt_ig = rng.integers(0, 16, 3 * n_img).astype(np.uint8)
     return lens, cats, scores, states, gt_cat, gt_ig
@@ -48,14 +48,18 @@ def test_every_detection_goes_to_its_categorys_owner_in_order(world_size: int, d
     rng = np.random.default_rng(world_size * 10 + len(dealt))
     n_img, k_all, words = 40, 13, 2
     lens, cats, scores, states, gt_cat, gt_ig = _summaries(rng, n_img, k_all, words)
-    owners = {"modulo": np.arange(k_all) % world_size, "random": rng.integers(0, world_size, k_all),
-              "one_rank_empty": np.zeros(k_all, dtype=np.int64)}[dealt]
+    owners = {
+        "modulo": np.arange(k_all) % world_size,
+        "random": rng.integers(0, world_size, k_all),
+        "one_rank_empty": np.zeros(k_all, dtype=np.int64),
+    }[dealt]
     positions = np.arange(n_img, dtype=np.int64) * 3 + 1
     img_ids = positions + 1000
     has_id = rng.random(n_img) < 0.5
     dets = [(lens, lambda: scores.copy(), cats, lambda: states.reshape(-1).copy())]
-    parts = split_summaries(positions, img_ids, has_id, dets, gt_cat, gt_ig, k_all, world_size,
-                            None if dealt == "modulo" else owners)
+    parts = split_summaries(
+        positions, img_ids, has_id, dets, gt_cat, gt_ig, k_all, world_size, None if dealt == "modulo" else owners
+    )
     assert len(parts) == world_size
     seen = 0
     for r, part in enumerate(parts):
@@ -91,8 +95,9 @@ def test_proposal_detections_all_go_to_rank_0() -> None:
     zeros = np.zeros(cats.shape[0], dtype=np.uint8)
     dets = [(lens, lambda: scores.copy(), zeros, lambda: states.reshape(-1).copy())]
     pos = np.arange(12, dtype=np.int64)
-    parts = split_summaries(pos, pos, np.ones(12, bool), dets, gt_cat, gt_ig, 4, 3, np.array([0, 1, 2, 1]),
-                            proposal=[True])
+    parts = split_summaries(
+        pos, pos, np.ones(12, bool), dets, gt_cat, gt_ig, 4, 3, np.array([0, 1, 2, 1]), proposal=[True]
+    )
     assert np.array_equal(parts[0][6], scores) and parts[0][5].tolist() == lens[lens > 0].tolist()
     for part in parts[1:]:
         assert part[2].size == 0 and part[6].size == 0 and part[8].size == 0

@@ -25,10 +25,17 @@ def test_third_party_five_member_backend_conforms(ws):
     procs = []
     for rank in range(ws):
         env = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
-        env.update(MMEVAL_STAR_ADDR=f"127.0.0.1:{port}", MMEVAL_STAR_RANK=str(rank), MMEVAL_STAR_WORLD_SIZE=str(ws),
-                   MMEVAL_STAR_TIMEOUT="60")
-        procs.append(subprocess.Popen([sys.executable, "-c", STAR_PROGRAM], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+        env.update(
+            MMEVAL_STAR_ADDR=f"127.0.0.1:{port}",
+            MMEVAL_STAR_RANK=str(rank),
+            MMEVAL_STAR_WORLD_SIZE=str(ws),
+            MMEVAL_STAR_TIMEOUT="60",
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", STAR_PROGRAM], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
     outs = []
     try:
         for p in procs:

@@ -22,8 +22,9 @@ PLANNED = ("torch_cpu", "mpi4py", "torch_horovod", "tf_horovod")
 
 def test_demo_listing_says_what_runs_and_why_the_rest_is_skipped() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
-    proc = subprocess.run([sys.executable, str(EXAMPLES / "demo.py"), "--plan"], capture_output=True, text=True,
-                          timeout=300, env=env)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "demo.py"), "--plan"], capture_output=True, text=True, timeout=300, env=env
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = {ln.split()[0]: ln for ln in proc.stdout.splitlines() if ln.startswith("  ") and ln.split()}
     assert "runs: single process" in lines["non_dist"]
@@ -52,9 +53,13 @@ def test_demo_says_which_unit_each_column_has() -> None:
 
     tree = ast.parse((EXAMPLES / "demo.py").read_text())
     header = ast.get_docstring(tree) or ""
-    notes = [node.value.value for node in tree.body if isinstance(node, ast.Assign)
-             and any(isinstance(t, ast.Name) and t.id == "UNITS_NOTE" for t in node.targets)
-             and isinstance(node.value, ast.Constant)]
+    notes = [
+        node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "UNITS_NOTE" for t in node.targets)
+        and isinstance(node.value, ast.Constant)
+    ]
     assert notes, "examples/demo.py has no UNITS_NOTE printed above its table"
     for text in (header, notes[0]):
         assert re.search(r"top-1 and top-3 are fractions", text) and re.search(r"mAP (is )?a percentage", text), text

@@ -16,8 +16,21 @@ class _Capped(HubDist):
     max_timeout = 1e9
 
 
-@pytest.mark.parametrize("raw,ok", [("inf", True), ("1e308", True), ("1e10", True), ("0.001", True), ("5", True),
-                                    ("0.0005", False), ("0", False), ("-3", False), ("nan", False), ("soon", False)])
+@pytest.mark.parametrize(
+    "raw,ok",
+    [
+        ("inf", True),
+        ("1e308", True),
+        ("1e10", True),
+        ("0.001", True),
+        ("5", True),
+        ("0.0005", False),
+        ("0", False),
+        ("-3", False),
+        ("nan", False),
+        ("soon", False),
+    ],
+)
 def test_timeouts_are_validated_at_construction_naming_the_variable(monkeypatch, raw, ok):
     monkeypatch.setenv("MMEVAL_TIMEOUT", raw)
     if ok:
@@ -80,8 +93,9 @@ def _compute_with(backend, topk_by_rank, size_by_rank):
         return {"error": str(exc)}
 
 
-@pytest.mark.parametrize("topk,size,field", [([(1,), (1, 2), (1,)], [6, 6, 6], "topk"),
-                                             ([(1,), (1,), (1,)], [6, 5, 6], "size")])
+@pytest.mark.parametrize(
+    "topk,size,field", [([(1,), (1, 2), (1,)], [6, 6, 6], "topk"), ([(1,), (1,), (1,)], [6, 5, 6], "size")]
+)
 def test_compute_with_a_different_question_raises_on_every_rank_naming_the_field(topk, size, field):
     res = run_ranks(_compute_with, 3, topk, size, timeout=60)
     for status, value in res.values():
@@ -104,9 +118,14 @@ def _local_error_in_payload(backend, exc_type, message):
     return None
 
 
-@pytest.mark.parametrize("exc_type,message,peer", [(MemoryError, "cannot allocate 2**64 bytes", False),
-                                                   (OverflowError, "timeout too large", False),
-                                                   (RuntimeError, "Connection closed by peer [127.0.0.1]:1234", True)])
+@pytest.mark.parametrize(
+    "exc_type,message,peer",
+    [
+        (MemoryError, "cannot allocate 2**64 bytes", False),
+        (OverflowError, "timeout too large", False),
+        (RuntimeError, "Connection closed by peer [127.0.0.1]:1234", True),
+    ],
+)
 def test_a_peer_is_said_to_have_died_only_when_the_transport_says_so(exc_type, message, peer):
     res = run_ranks(_local_error_in_payload, 2, exc_type, message, timeout=60)
     for status, text in res.values():
@@ -147,8 +166,6 @@ def test_a_new_group_never_inherits_a_dropped_groups_poison():
     res = run_ranks(_recycled_groups, 2, 6, timeout=120)
     for status, value in res.values():
         assert status == "ok", value
-
-
 
 
 def _refusal_after_a_local_failure(backend, hint):
@@ -195,8 +212,9 @@ def _questions(case):
     return [dict(base, topk=tuple(range(59)) + (59 - r,)) for r in range(2)]  # differ at the 230th character
 
 
-@pytest.mark.parametrize("case,field", [("numpy scalar", "nan_to_num"), ("65-item list", "thrs"),
-                                        ("past the 140th character", "topk")])
+@pytest.mark.parametrize(
+    "case,field", [("numpy scalar", "nan_to_num"), ("65-item list", "thrs"), ("past the 140th character", "topk")]
+)
 def test_questions_differing_anywhere_in_any_value_raise_on_every_rank_naming_the_field(case, field):
     questions = _questions(case)
     res = run_ranks(_ask, 2, questions, timeout=60)
@@ -217,9 +235,32 @@ def test_canonical_question_covers_any_value_and_drops_none():
         def __init__(self, x):
             self.x = x
 
-    distinct = [0.5, np.float32(0.5), np.float64(0.5), 0.5000000000000001, -0.0, 0.0, [0.5] * 65,
-                [0.5] * 64 + [0.6], "a" * 200, "a" * 199 + "b", {"k": (1, 2)}, {"k": (1, 3)}, Thing(1), Thing(2),
-                np.arange(3), np.arange(3, dtype=np.int32), None, (1,), [1], {1}, b"1", "1", 1, True]
+    distinct = [
+        0.5,
+        np.float32(0.5),
+        np.float64(0.5),
+        0.5000000000000001,
+        -0.0,
+        0.0,
+        [0.5] * 65,
+        [0.5] * 64 + [0.6],
+        "a" * 200,
+        "a" * 199 + "b",
+        {"k": (1, 2)},
+        {"k": (1, 3)},
+        Thing(1),
+        Thing(2),
+        np.arange(3),
+        np.arange(3, dtype=np.int32),
+        None,
+        (1,),
+        [1],
+        {1},
+        b"1",
+        "1",
+        1,
+        True,
+    ]
     encodings = [canonical_question({"v": v}) for v in distinct]
     assert len(set(encodings)) == len(distinct)
     assert canonical_question({"a": 1, "b": {"y": 2, "x": 1}}) == canonical_question({"b": {"x": 1, "y": 2}, "a": 1})

@@ -58,10 +58,12 @@ def test_the_guides_framed_backend_passes_every_check(tmp_path: Path, ws: int) -
     procs = []
     for rank in range(ws):
         env = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
-        env.update(EXAMPLE_DIR=str(example), FOLDER_DIR=str(shared), FOLDER_RANK=str(rank),
-                   FOLDER_WORLD_SIZE=str(ws))
-        procs.append(subprocess.Popen([sys.executable, "-c", PROGRAM], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+        env.update(EXAMPLE_DIR=str(example), FOLDER_DIR=str(shared), FOLDER_RANK=str(rank), FOLDER_WORLD_SIZE=str(ws))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", PROGRAM], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
     results = []
     try:
         for p in procs:
@@ -78,6 +80,13 @@ def test_the_guides_framed_backend_passes_every_check(tmp_path: Path, ws: int) -
     for done in outs:
         assert "accuracy_end_to_end" in done
         if ws > 1:
-            for check in ("unpicklable_on_one_rank", "question_mismatch", "poisoning", "concurrent_calls", "interrupt",
-                          "reduction_dtypes", "reduction_nan"):
+            for check in (
+                "unpicklable_on_one_rank",
+                "question_mismatch",
+                "poisoning",
+                "concurrent_calls",
+                "interrupt",
+                "reduction_dtypes",
+                "reduction_nan",
+            ):
                 assert check in done, done

@@ -11,7 +11,8 @@ import textwrap
 
 def test_entry_point_hook_receives_events(tmp_path):
     log = tmp_path / "events.jsonl"
-    code = textwrap.dedent("""
+    code = textwrap.dedent(
+        """
         import sys
         sys.path.insert(0, %r)
         from hub_backend import HubDist, free_port
@@ -22,7 +23,9 @@ def test_entry_point_hook_receives_events(tmp_path):
         import framed_workers as w
         out = run_ranks(w.collectives, 2, False)
         assert all(s == "ok" for s, _ in out.values()), out
-    """ % os.path.dirname(__file__))
+    """
+        % os.path.dirname(__file__)
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
     env["MMEVAL_FIXTURE_HOOK_LOG"] = str(log)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
@@ -35,7 +38,8 @@ def test_entry_point_hook_receives_events(tmp_path):
 
 
 def test_no_pluggy_without_hooks():
-    code = textwrap.dedent("""
+    code = textwrap.dedent(
+        """
         import sys
         sys.path.insert(0, %r)
         from hub_backend import run_ranks
@@ -43,7 +47,9 @@ def test_no_pluggy_without_hooks():
         from mmeval.core import hooks
         assert not hooks.hooks_active()
         print("pluggy" in sys.modules)
-    """ % os.path.dirname(__file__))
+    """
+        % os.path.dirname(__file__)
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
     env["MMEVAL_DISABLE_PLUGINS"] = "mmeval-fixture-rival"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
@@ -52,13 +58,16 @@ def test_no_pluggy_without_hooks():
 
 
 def test_comm_stats_env_prints_table_at_exit():
-    code = textwrap.dedent("""
+    code = textwrap.dedent(
+        """
         import sys
         sys.path.insert(0, %r)
         from hub_backend import run_ranks
         import framed_workers as w
         out = run_ranks(w.collectives, 2, False)
-    """ % os.path.dirname(__file__))
+    """
+        % os.path.dirname(__file__)
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
     env["MMEVAL_COMM_STATS"] = "1"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)

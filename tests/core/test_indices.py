@@ -54,7 +54,7 @@ def test_one_process_accuracy_with_duplicates_equals_the_unique_samples():
     acc = Accuracy(topk=(1, 2), thrs=None)
     order = list(range(N)) + list(range(10))  # wrap-around padding
     for s in range(0, len(order), 16):
-        b = order[s:s + 16]
+        b = order[s : s + 16]
         acc.add(scores[b], labels[b], indices=b)
     assert acc.compute() == Accuracy(topk=(1, 2), thrs=None)(scores, labels)
 
@@ -62,8 +62,12 @@ def test_one_process_accuracy_with_duplicates_equals_the_unique_samples():
 def test_bad_indices_are_refused_and_nothing_is_kept():
     scores, labels = data()
     acc = Accuracy()
-    for bad, match in (([0, 1], "2 dataset indices for a batch of 3"), ([[0, 1, 2]], r"shape \(N,\)"),
-                       ([0.0, 1.0, 2.0], "integer dataset indices"), ([0, -1, 2], "non-negative")):
+    for bad, match in (
+        ([0, 1], "2 dataset indices for a batch of 3"),
+        ([[0, 1, 2]], r"shape \(N,\)"),
+        ([0.0, 1.0, 2.0], "integer dataset indices"),
+        ([0, -1, 2], "non-negative"),
+    ):
         with pytest.raises(ValueError, match=match):
             acc.add(scores[:3], labels[:3], indices=bad)
         assert acc.num_results == 0
@@ -112,7 +116,7 @@ def _shards(scheme: str, rank: int, ws: int, n: int) -> List[List[int]]:
     """This rank's batches of dataset indices under a sampler ``scheme``."""
     if scheme == "shuffled":  # DistributedSampler(shuffle=True): a permutation padded with its start, dealt round robin
         perm = list(np.random.default_rng(3).permutation(n))
-        perm += perm[:-n % ws]
+        perm += perm[: -n % ws]
         mine = perm[rank::ws]
     elif scheme == "duplicates":  # overlapping random subsets covering every index
         rng = np.random.default_rng(5)
@@ -126,7 +130,7 @@ def _shards(scheme: str, rank: int, ws: int, n: int) -> List[List[int]]:
         batches = [list(range(s, min(s + 8, n))) for s in range(0, n, 8)]
         batches += [list(range(8)) for _ in range(-len(batches) % ws)]
         return batches[rank::ws]
-    return [mine[s:s + 8] for s in range(0, len(mine), 8)]
+    return [mine[s : s + 8] for s in range(0, len(mine), 8)]
 
 
 def _indices_worker(backend: Any, n: int) -> Dict[str, Any]:
@@ -191,7 +195,7 @@ def _partial_indices_worker(backend: Any, within_rank: bool) -> Any:
     ids = Ids(dist_backend=backend)
     mine = list(range(backend.rank, 40, backend.world_size))
     for s in range(0, len(mine), 5):
-        b = mine[s:s + 5]
+        b = mine[s : s + 5]
         give = (s == 0) if within_rank else backend.rank == 1
         acc.add(scores[b], labels[b], indices=b if give else None)
         ids.add(b, indices=b if give else None)

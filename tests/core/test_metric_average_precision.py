@@ -45,7 +45,7 @@ def test_matches_sklearn(decimals):
     index_lists = [list(np.flatnonzero(row)) for row in onehot]
     for s in range(0, len(onehot), 40):  # one-hot arrays and index lists alike
         for m in (macro, classwise):
-            m.add(scores[s:s + 40], onehot[s:s + 40] if s % 80 else index_lists[s:s + 40])
+            m.add(scores[s : s + 40], onehot[s : s + 40] if s % 80 else index_lists[s : s + 40])
     got = macro.compute()
     assert list(got) == ["mAP"] and close(got["mAP"], per_class.mean())
     assert close(got["mAP"], average_precision_score(onehot, scores, average="macro"))
@@ -62,7 +62,8 @@ def test_mmeval_docstring_example_and_class_without_positives():
     assert AveragePrecision()(preds, [[0, 1], [1], [2], [0]]) == {"mAP": 70.8333}
     onehot = np.asarray([[1, 1, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [1, 0, 0, 0]])
     assert AveragePrecision(average=None)(np.asarray(preds), onehot) == {
-        "AP_classwise": [100.0, 83.3333, 100.0, 0.0]}  # class 3 has no positive label: 0, as in MMEval
+        "AP_classwise": [100.0, 83.3333, 100.0, 0.0]
+    }  # class 3 has no positive label: 0, as in MMEval
     assert average_precision_score(onehot[:, 1], np.asarray(preds)[:, 1]) == pytest.approx(0.833333333)
 
 
@@ -73,13 +74,16 @@ def test_bad_arguments_and_inputs_raise_naming_them():
     scores = np.full((2, 3), 0.5)
     m.add(scores, [[0], [1, 2]])
     m.reset()
-    assert_all_rejected(m, [
-        ((np.asarray([0.5, 0.2]), [0, 1]), r"predictions must be scores of shape \(N, C\), got shape \(2,\)"),
-        ((scores, [[0]]), "different lengths: 2 predictions, 1 labels"),
-        ((np.asarray([[np.nan, 0, 0], [0, 0, 1]]), [0, 1]), "NaN scores"),
-        ((scores, [[0], [3]]), r"labels\[1\] out of range: got 3"),
-        ((scores.astype(str), [0, 1]), "must be real numbers"),
-    ])
+    assert_all_rejected(
+        m,
+        [
+            ((np.asarray([0.5, 0.2]), [0, 1]), r"predictions must be scores of shape \(N, C\), got shape \(2,\)"),
+            ((scores, [[0]]), "different lengths: 2 predictions, 1 labels"),
+            ((np.asarray([[np.nan, 0, 0], [0, 0, 1]]), [0, 1]), "NaN scores"),
+            ((scores, [[0], [3]]), r"labels\[1\] out of range: got 3"),
+            ((scores.astype(str), [0, 1]), "must be real numbers"),
+        ],
+    )
     m.add(scores, [0, 1])
     with pytest.raises(ValueError, match="predictions have 4 classes but earlier batches had 3"):
         m.add(np.full((1, 4), 0.1), [0])

@@ -38,16 +38,20 @@ def _want(ev: Any, metric: str) -> np.ndarray:
 def _run(preds, gts, batch: int = 9, **kwargs: Any) -> Dict[str, Any]:
     metric = COCODetection(dataset_meta=META, print_results=False, **kwargs)
     for s in range(0, len(preds), batch):
-        metric.add(preds[s:s + batch], gts[s:s + batch])
+        metric.add(preds[s : s + batch], gts[s : s + batch])
     return metric.compute()
 
 
-@pytest.mark.parametrize("kwargs", [
-    {},
-    {"iou_thrs": [0.3, 0.5, 0.75, 0.9]},
-    {"proposal_nums": (1, 2, 3)},
-    {"proposal_nums": (3, 1, 100)},
-], ids=["default", "iou_thrs", "small-maxdets", "unsorted-maxdets"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"iou_thrs": [0.3, 0.5, 0.75, 0.9]},
+        {"proposal_nums": (1, 2, 3)},
+        {"proposal_nums": (3, 1, 100)},
+    ],
+    ids=["default", "iou_thrs", "small-maxdets", "unsorted-maxdets"],
+)
 def test_bbox_and_proposal_equal_cocoeval(kwargs):
     """Crowd regions (30 %), every area range, maxDets cutting detections, empty images, classes without ground
     truth: every stat and each class's AP equal pycocotools'."""
@@ -66,8 +70,10 @@ def test_bbox_and_proposal_equal_cocoeval(kwargs):
     assert math.isnan(got[f"bbox_{CLASSES[-1]}_precision"])  # the class without ground truth
 
 
-@pytest.mark.parametrize("group,categories,cells,recall,chunk,slice_", [
-    (1, 1, 4, 1, 1, 3), (7, 2, 100, 300, 5, 50), (50, 3, 1 << 16, 1 << 13, 1 << 12, 7)])
+@pytest.mark.parametrize(
+    "group,categories,cells,recall,chunk,slice_",
+    [(1, 1, 4, 1, 1, 3), (7, 2, 100, 300, 5, 50), (50, 3, 1 << 16, 1 << 13, 1 << 12, 7)],
+)
 def test_the_working_sizes_do_not_change_a_number(monkeypatch, group, categories, cells, recall, chunk, slice_):
     """The accumulation's category groups, its row slices, the ranking's and the joining's chunks and the
     matching's slices only bound the memory: any sizes give the very same result (dict equality) as the
@@ -85,8 +91,9 @@ def test_the_working_sizes_do_not_change_a_number(monkeypatch, group, categories
     monkeypatch.setattr(coco_detection, "MATCH_SLICE", slice_)
     monkeypatch.setattr(coco_detection, "SUMMARIZE_EVERY", 2 * slice_)
     reverse = _run(preds[::-1], gts[::-1], metric=["bbox", "proposal"], classwise=True)
-    assert reverse == want or all(reverse[k] == want[k] or (math.isnan(reverse[k]) and math.isnan(want[k]))
-                                  for k in want)
+    assert reverse == want or all(
+        reverse[k] == want[k] or (math.isnan(reverse[k]) and math.isnan(want[k])) for k in want
+    )
     got = _run(preds, gts, metric=["bbox", "proposal"], classwise=True)
     assert got == want or all(got[k] == want[k] or (math.isnan(got[k]) and math.isnan(want[k])) for k in want)
     ev = cocoeval(coco_json(gts, CLASSES), preds, CLASSES, "bbox")
@@ -109,8 +116,9 @@ def test_recall_points_are_reached_where_pycocotools_finds_them():
 @pytest.mark.parametrize("polygons", [False, True], ids=["rle", "polygons"])
 def test_segm_equals_cocoeval(polygons):
     # 60 images of seed 0: masks whose areas pycocotools' area() of a list would overflow (uint8)
-    preds, gts = detections(24, C, seed=5, masks=True, polygons=True) if polygons else detections(60, C, seed=0,
-                                                                                                  masks=True)
+    preds, gts = (
+        detections(24, C, seed=5, masks=True, polygons=True) if polygons else detections(60, C, seed=0, masks=True)
+    )
     got = _run(preds, gts, metric=["segm", "bbox"])
     for metric in ("segm", "bbox"):
         ev = cocoeval(coco_json(gts, CLASSES), preds, CLASSES, metric)
@@ -224,9 +232,17 @@ def test_result_files(tmp_path):
 
 
 def test_bad_arguments():
-    for kwargs in ({"metric": "xxx"}, {"metric": []}, {"iou_thrs": 1}, {"iou_thrs": [1.5]}, {"proposal_nums": (1, 2)},
-                   {"classwise": "yes"}, {"format_only": True}, {"metric_items": ["mAP_xl"]},
-                   {"ann_file": "/nonexistent.json"}):
+    for kwargs in (
+        {"metric": "xxx"},
+        {"metric": []},
+        {"iou_thrs": 1},
+        {"iou_thrs": [1.5]},
+        {"proposal_nums": (1, 2)},
+        {"classwise": "yes"},
+        {"format_only": True},
+        {"metric_items": ["mAP_xl"]},
+        {"ann_file": "/nonexistent.json"},
+    ):
         with pytest.raises(MetricArgumentError, match="COCODetection"):
             COCODetection(**kwargs)
     with pytest.raises(KeyError):  # MMEval's exception types still catch them
@@ -279,7 +295,7 @@ def shard_worker(backend, n):
 
     def add(metric, idx):
         for s in range(0, len(idx), 4):
-            chunk = idx[s:s + 4]
+            chunk = idx[s : s + 4]
             metric.add([preds[i] for i in chunk], [gts[i] for i in chunk])
 
     out = compute_sharded(backend, n, make, add)
@@ -288,9 +304,9 @@ def shard_worker(backend, n):
     order = [int(i) for i in rng.permutation(n)] + [0, 5, 5]
     order += order[: -len(order) % backend.world_size]
     metric = make(dist_backend=backend)
-    mine = order[backend.rank::backend.world_size]
+    mine = order[backend.rank :: backend.world_size]
     for s in range(0, len(mine), 5):
-        chunk = mine[s:s + 5]
+        chunk = mine[s : s + 5]
         metric.add([preds[i] for i in chunk], [gts[i] for i in chunk], indices=chunk)
     out["indices"] = metric.compute()
     return out
@@ -323,8 +339,14 @@ def dense_images(n: int, seed: int, per: int = 100, classes: int = C) -> Any:
         src = rng.integers(0, m, per)
         d = g[src] + rng.normal(0, 6, (per, 4))
         d[:, 2:] = np.maximum(d[:, 2:], d[:, :2] + 1)
-        preds.append({"img_id": seed * 10_000 + i, "bboxes": d, "scores": rng.random(per),
-                      "labels": np.where(rng.random(per) < 0.7, labels[src], rng.integers(0, classes, per))})
+        preds.append(
+            {
+                "img_id": seed * 10_000 + i,
+                "bboxes": d,
+                "scores": rng.random(per),
+                "labels": np.where(rng.random(per) < 0.7, labels[src], rng.integers(0, classes, per)),
+            }
+        )
         gts.append({"img_id": seed * 10_000 + i, "bboxes": g, "labels": labels, "ignore_flags": rng.random(m) < 0.05})
     return preds, gts
 
@@ -346,8 +368,10 @@ def _bytes_worker(backend, n):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 metric.compute()
-            out[dtype.__name__, images] = (sum(r["bytes_sent"] for r in stats.rows()),
-                                           sum(len(p["labels"]) for p in preds))
+            out[dtype.__name__, images] = (
+                sum(r["bytes_sent"] for r in stats.rows()),
+                sum(len(p["labels"]) for p in preds),
+            )
     return out
 
 
@@ -439,7 +463,7 @@ def _long_tail_worker(backend):
         return out
 
     metric._compute_part = spy
-    mine = list(range(len(preds)))[backend.rank::backend.world_size]
+    mine = list(range(len(preds)))[backend.rank :: backend.world_size]
     metric.add([preds[i] for i in mine], [gts[i] for i in mine])
     return metric.compute(size=len(preds)), accumulated
 

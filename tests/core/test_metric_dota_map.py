@@ -34,8 +34,13 @@ def rotated_detections(n: int = 80, seed: int = 0) -> Tuple[List[Dict[str, Any]]
         m = 0 if rng.random() < 1 / 8 else int(rng.integers(1, 7))
         w = rng.choice([12.0, 40.0, 90.0], m) * rng.uniform(0.7, 1.3, m)
         h = w * rng.choice([0.4, 1.0], m)
-        boxes = np.stack([rng.uniform(40, 360, m), rng.uniform(40, 360, m), w, h,
-                          rng.uniform(-np.pi / 2, np.pi / 2, m)], axis=1) if m else np.zeros((0, 5))
+        boxes = (
+            np.stack(
+                [rng.uniform(40, 360, m), rng.uniform(40, 360, m), w, h, rng.uniform(-np.pi / 2, np.pi / 2, m)], axis=1
+            )
+            if m
+            else np.zeros((0, 5))
+        )
         labels = rng.integers(0, NUM_CLASSES, m)
         ignored = rng.random(m) < 1 / 8
         pb, ps, pl = [], [], []
@@ -43,21 +48,36 @@ def rotated_detections(n: int = 80, seed: int = 0) -> Tuple[List[Dict[str, Any]]
             for copy in range(1 + int(rng.random() < 0.15)):
                 if copy == 0 and rng.random() < 0.15:
                     continue
-                jitter = np.concatenate([rng.normal(0, 0.06 * b[2], 2), b[2:4] * rng.normal(0, 0.08, 2),
-                                         rng.normal(0, 0.08, 1)])
+                jitter = np.concatenate(
+                    [rng.normal(0, 0.06 * b[2], 2), b[2:4] * rng.normal(0, 0.08, 2), rng.normal(0, 0.08, 1)]
+                )
                 pb.append(b + jitter)
                 ps.append(rng.uniform(0.5, 1.0) if copy == 0 else rng.uniform(0.3, 0.8))
                 pl.append(lab if rng.random() < 0.9 else rng.integers(0, NUM_CLASSES))
         for _ in range(int(rng.integers(0, 3))):
             s = rng.uniform(10, 80)
-            pb.append(np.array([rng.uniform(0, 400), rng.uniform(0, 400), s, s * rng.uniform(0.3, 1.0),
-                                rng.uniform(-np.pi, np.pi)]))
+            pb.append(
+                np.array(
+                    [rng.uniform(0, 400), rng.uniform(0, 400), s, s * rng.uniform(0.3, 1.0), rng.uniform(-np.pi, np.pi)]
+                )
+            )
             ps.append(rng.uniform(0.05, 0.6))
             pl.append(rng.integers(0, NUM_CLASSES))
-        preds.append({"bboxes": np.array(pb, dtype=np.float64).reshape(-1, 5),
-                      "scores": np.round(np.array(ps, dtype=np.float64), 2), "labels": np.array(pl, dtype=np.int64)})
-        gts.append({"bboxes": boxes[~ignored], "labels": labels[~ignored],
-                    "bboxes_ignore": boxes[ignored], "labels_ignore": labels[ignored]})
+        preds.append(
+            {
+                "bboxes": np.array(pb, dtype=np.float64).reshape(-1, 5),
+                "scores": np.round(np.array(ps, dtype=np.float64), 2),
+                "labels": np.array(pl, dtype=np.int64),
+            }
+        )
+        gts.append(
+            {
+                "bboxes": boxes[~ignored],
+                "labels": labels[~ignored],
+                "bboxes_ignore": boxes[ignored],
+                "labels_ignore": labels[ignored],
+            }
+        )
     return preds, gts
 
 
@@ -73,8 +93,9 @@ def polygon(b):
     from shapely.geometry import box as shapely_box
 
     cx, cy, w, h, a = (float(v) for v in b)
-    return affinity.rotate(shapely_box(cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2), a, origin=(cx, cy),
-                           use_radians=True)
+    return affinity.rotate(
+        shapely_box(cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2), a, origin=(cx, cy), use_radians=True
+    )
 
 
 def ref_iou(a, b):
@@ -112,8 +133,12 @@ def ref_class_ap(preds, gts, cls, thr, rng, mode):
         objs += [(b, True) for b, lab in zip(gt["bboxes_ignore"], gt["labels_ignore"]) if lab == cls]
         npos += sum(1 for b, ign in objs if not ign and in_range(b))
         objects.append(objs)
-    dets = [(s, img, b) for img, p in enumerate(preds) for b, s, lab in zip(p["bboxes"], p["scores"], p["labels"])
-            if lab == cls]
+    dets = [
+        (s, img, b)
+        for img, p in enumerate(preds)
+        for b, s, lab in zip(p["bboxes"], p["scores"], p["labels"])
+        if lab == cls
+    ]
     dets.sort(key=lambda d: -d[0])
     taken = [[False] * len(o) for o in objects]
     tp, fp = [], []
@@ -155,8 +180,16 @@ def reference(preds, gts, iou_thrs, scale_ranges, mode):
 
 def test_rotated_iou_equals_shapely_polygons():
     rng = np.random.default_rng(3)
-    a = np.stack([rng.uniform(0, 60, 40), rng.uniform(0, 60, 40), rng.uniform(1, 30, 40), rng.uniform(1, 30, 40),
-                  rng.uniform(-np.pi, np.pi, 40)], axis=1)
+    a = np.stack(
+        [
+            rng.uniform(0, 60, 40),
+            rng.uniform(0, 60, 40),
+            rng.uniform(1, 30, 40),
+            rng.uniform(1, 30, 40),
+            rng.uniform(-np.pi, np.pi, 40),
+        ],
+        axis=1,
+    )
     # hard cases: the same box, the box turned by a quarter / half turn, shifted by its width along its own axis
     # (a shared edge), by half of it, shrunk inside itself, and integer axis-aligned boxes with collinear edges
     turn = a.copy()
@@ -172,8 +205,16 @@ def test_rotated_iou_equals_shapely_polygons():
     inner = a.copy()
     inner[:, 2:4] *= 0.5
     grid = np.array([[x + 5, y + 5, 10, 10, 0.0] for x in range(0, 25, 5) for y in range(0, 25, 5)], dtype=float)
-    for one, two in [(a, a), (a, turn), (a, half), (a, shift), (a, part), (a, inner), (grid, grid),
-                     (grid, grid + [0, 0, 0, 0, np.pi / 2])]:
+    for one, two in [
+        (a, a),
+        (a, turn),
+        (a, half),
+        (a, shift),
+        (a, part),
+        (a, inner),
+        (grid, grid),
+        (grid, grid + [0, 0, 0, 0, np.pi / 2]),
+    ]:
         got = calculate_overlaps_rotated(one, two)
         want = np.array([[ref_iou(x, y) for y in two] for x in one])
         assert got.shape == want.shape and got.dtype == np.float64
@@ -182,8 +223,9 @@ def test_rotated_iou_equals_shapely_polygons():
     zero = np.array([[5.0, 5.0, 0.0, 0.0, 0.3]])
     assert calculate_overlaps_rotated(zero, zero).tolist() == [[0.0]]  # an empty union: IoU 0
     # the angle convention and the direction do not change an IoU (the same rectangles)
-    np.testing.assert_allclose(calculate_overlaps_rotated(le90_to_oc(a), a, clockwise=False),
-                               calculate_overlaps_rotated(a, a), atol=1e-12)
+    np.testing.assert_allclose(
+        calculate_overlaps_rotated(le90_to_oc(a), a, clockwise=False), calculate_overlaps_rotated(a, a), atol=1e-12
+    )
 
 
 def test_helpers_mmeval_documented_values():
@@ -202,22 +244,26 @@ def test_helpers_mmeval_documented_values():
     np.testing.assert_allclose(r[0], [18, 21, 20, 10, np.pi / 2], atol=1e-6)
     assert 0 < r[1, 4] <= np.pi / 2
     # the rectangle of the tilted square has the square's corners
-    np.testing.assert_allclose(ref_iou(r[1], [2.5, 7.5, math.sqrt(125), math.sqrt(125), math.atan2(5, 10)]), 1.0,
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        ref_iou(r[1], [2.5, 7.5, math.sqrt(125), math.sqrt(125), math.atan2(5, 10)]), 1.0, atol=1e-6
+    )
 
 
 # -- the metric ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs", [
-    {},
-    {"iou_thrs": [0.5, 0.75], "scale_ranges": [(0, 32), (32, 1e4)], "eval_mode": "area"},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"iou_thrs": [0.5, 0.75], "scale_ranges": [(0, 32), (32, 1e4)], "eval_mode": "area"},
+    ],
+)
 def test_matches_dota_reference(kwargs):
     preds, gts = rotated_detections()
     metric = DOTAMeanAP(num_classes=NUM_CLASSES, **kwargs)
     for s in range(0, len(preds), 16):
-        metric.add(preds[s:s + 16], gts[s:s + 16])
+        metric.add(preds[s : s + 16], gts[s : s + 16])
     got = metric.compute()
     thrs = kwargs.get("iou_thrs", [0.5])
     want = reference(preds, gts, thrs, kwargs.get("scale_ranges", []), kwargs.get("eval_mode", "11points"))
@@ -228,11 +274,21 @@ def test_matches_dota_reference(kwargs):
 
 
 def test_mmeval_documented_case_and_defaults():
-    boxes = np.array([[23, 31, 10.0, 20.0, 0.0], [100, 120, 10.0, 20.0, 0.1], [150, 160, 10.0, 20.0, 0.2],
-                      [250, 260, 10.0, 20.0, 0.3]])
+    boxes = np.array(
+        [
+            [23, 31, 10.0, 20.0, 0.0],
+            [100, 120, 10.0, 20.0, 0.1],
+            [150, 160, 10.0, 20.0, 0.2],
+            [250, 260, 10.0, 20.0, 0.3],
+        ]
+    )
     pred = {"bboxes": boxes, "scores": np.array([1.0, 0.98, 0.96, 0.95]), "labels": np.zeros(4, dtype=int)}
-    gt = {"bboxes": boxes, "labels": np.zeros(4, dtype=int), "bboxes_ignore": np.empty((0, 5)),
-          "labels_ignore": np.empty((0,))}
+    gt = {
+        "bboxes": boxes,
+        "labels": np.zeros(4, dtype=int),
+        "bboxes_ignore": np.empty((0, 5)),
+        "labels_ignore": np.empty((0,)),
+    }
     assert DOTAMeanAP(num_classes=2)([pred], [gt]) == {"AP50": 1.0, "mAP": 1.0}
     metric = DOTAMeanAP(num_classes=2)
     assert metric.eval_mode == "11points" and metric.use_legacy_coordinate is False
@@ -261,11 +317,14 @@ def test_quadrilaterals_without_opencv_name_the_extra(monkeypatch):
     assert metric([{"bboxes": r, "scores": [0.5], "labels": [0]}], [{"bboxes": r, "labels": [0]}])["mAP"] == 1.0
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"iou_thrs": 0}, "iou_thrs must be"),
-    ({"eval_mode": "coco"}, "eval_mode must be one of"),
-    ({"scale_ranges": [(1, 2, 3)]}, "scale_ranges must be"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"iou_thrs": 0}, "iou_thrs must be"),
+        ({"eval_mode": "coco"}, "eval_mode must be one of"),
+        ({"scale_ranges": [(1, 2, 3)]}, "scale_ranges must be"),
+    ],
+)
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         DOTAMeanAP(**kwargs)

@@ -77,12 +77,15 @@ def test_a_meta_tensor_names_the_argument():
     assert acc.num_results == 0
 
 
-@pytest.mark.parametrize(("make", "bad", "hint"), [
-    (lambda: Accuracy(top_k=3), "top_k", "topk"),
-    (lambda: AveragePrecision(averge="macro"), "averge", "average"),
-    (lambda: SingleLabelMetric(num_class=3), "num_class", "num_classes"),
-    (lambda: MeanIoU(num_classes=3, dist_backnd="non_dist"), "dist_backnd", "dist_backend"),
-])
+@pytest.mark.parametrize(
+    ("make", "bad", "hint"),
+    [
+        (lambda: Accuracy(top_k=3), "top_k", "topk"),
+        (lambda: AveragePrecision(averge="macro"), "averge", "average"),
+        (lambda: SingleLabelMetric(num_class=3), "num_class", "num_classes"),
+        (lambda: MeanIoU(num_classes=3, dist_backnd="non_dist"), "dist_backnd", "dist_backend"),
+    ],
+)
 def test_an_unknown_argument_names_the_metric_and_the_close_one(make, bad, hint):
     with pytest.raises(TypeError) as info:
         make()

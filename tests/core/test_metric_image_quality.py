@@ -52,7 +52,12 @@ def _from_tests(module: str) -> Any:
 
 
 _cases = _from_tests("metric_cases_image")
-alpha_mattes, flows, image_pairs, niqe_params = _cases.alpha_mattes, _cases.flows, _cases.image_pairs, _cases.niqe_params
+alpha_mattes, flows, image_pairs, niqe_params = (
+    _cases.alpha_mattes,
+    _cases.flows,
+    _cases.image_pairs,
+    _cases.niqe_params,
+)
 
 # -- references written from the definitions ------------------------------------------------------------------------
 
@@ -70,9 +75,9 @@ def ref_luma(img_hwc: np.ndarray, bgr: bool = False) -> np.ndarray:
 
 def ref_ssim_channel(a: np.ndarray, b: np.ndarray) -> float:
     """SSIM of two (H, W) channels, window by window: an 11 x 11 Gaussian (sigma 1.5) wholly inside the image."""
-    taps = [math.exp(-((k - 5) ** 2) / (2 * 1.5 ** 2)) for k in range(11)]
+    taps = [math.exp(-((k - 5) ** 2) / (2 * 1.5**2)) for k in range(11)]
     total = sum(taps)
-    w = [[ti * tj / total ** 2 for tj in taps] for ti in taps]
+    w = [[ti * tj / total**2 for tj in taps] for ti in taps]
     c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
     values = []
     for y in range(a.shape[0] - 10):
@@ -97,7 +102,7 @@ def ref_gauss_gradient(img: np.ndarray, sigma: float) -> np.ndarray:
     def gauss(x: float) -> float:
         return math.exp(-x * x / (2 * sigma * sigma)) / (sigma * math.sqrt(2 * math.pi))
 
-    fx = [[gauss(i - half) * (-(j - half) * gauss(j - half) / sigma ** 2) for j in range(size)] for i in range(size)]
+    fx = [[gauss(i - half) * (-(j - half) * gauss(j - half) / sigma**2) for j in range(size)] for i in range(size)]
     norm = math.sqrt(sum(v * v for row in fx for v in row))
     fx = [[v / norm for v in row] for row in fx]
     h, w = img.shape
@@ -177,9 +182,12 @@ def test_psnr_equals_scikit_image_in_every_layout():
     assert PeakSignalNoiseRatio(input_order="HWC")(preds, gts)["psnr"] == pytest.approx(want, rel=1e-12)
     chw = PeakSignalNoiseRatio(input_order="CHW")(list(preds.transpose(0, 3, 1, 2)), list(gts.transpose(0, 3, 1, 2)))
     assert chw["psnr"] == pytest.approx(want, rel=1e-12)
-    cropped = np.mean([metrics.peak_signal_noise_ratio(g[3:-3, 3:-3], p[3:-3, 3:-3], data_range=255)
-                       for p, g in zip(preds, gts)])
-    assert PeakSignalNoiseRatio(crop_border=3, input_order="HWC")(preds, gts)["psnr"] == pytest.approx(cropped, rel=1e-12)
+    cropped = np.mean(
+        [metrics.peak_signal_noise_ratio(g[3:-3, 3:-3], p[3:-3, 3:-3], data_range=255) for p, g in zip(preds, gts)]
+    )
+    assert PeakSignalNoiseRatio(crop_border=3, input_order="HWC")(preds, gts)["psnr"] == pytest.approx(
+        cropped, rel=1e-12
+    )
     # a video (T, C, H, W): the mean of its frames' PSNRs
     video = PeakSignalNoiseRatio()([preds[:3].transpose(0, 3, 1, 2)], [gts[:3].transpose(0, 3, 1, 2)])
     frames = np.mean([metrics.peak_signal_noise_ratio(g, p, data_range=255) for p, g in zip(preds[:3], gts[:3])])
@@ -194,7 +202,7 @@ def test_psnr_and_snr_on_the_y_channel_equal_a_bt601_loop(order):
         yp, yg = ref_luma(p, order == "bgr"), ref_luma(g, order == "bgr")
         mse = float(np.mean((yg - yp) ** 2))
         psnr.append(20 * math.log10(255 / math.sqrt(mse)))
-        snr.append(10 * math.log10(float(np.mean(yg ** 2)) / mse))
+        snr.append(10 * math.log10(float(np.mean(yg**2)) / mse))
     kw = {"input_order": "HWC", "convert_to": "Y", "channel_order": order}
     # the luma goes through float32 as in MMEval 0.2.1: equal to float32 precision
     assert PeakSignalNoiseRatio(**kw)(preds, gts)["psnr"] == pytest.approx(np.mean(psnr), rel=1e-6)
@@ -219,9 +227,20 @@ def test_ssim_equals_scikit_image_with_the_papers_window():
     metrics = pytest.importorskip("skimage.metrics")
     preds, gts = image_pairs(6, (16, 20, 3), seed=14)
     # scikit-image's Gaussian-weighted, population-covariance SSIM is the paper's (and MMEval's) definition
-    want = np.mean([metrics.structural_similarity(g.astype(float), p.astype(float), gaussian_weights=True, sigma=1.5,
-                                                  use_sample_covariance=False, data_range=255, channel_axis=-1)
-                    for p, g in zip(preds, gts)])
+    want = np.mean(
+        [
+            metrics.structural_similarity(
+                g.astype(float),
+                p.astype(float),
+                gaussian_weights=True,
+                sigma=1.5,
+                use_sample_covariance=False,
+                data_range=255,
+                channel_axis=-1,
+            )
+            for p, g in zip(preds, gts)
+        ]
+    )
     assert StructuralSimilarity(input_order="HWC")(preds, gts)["ssim"] == pytest.approx(want, rel=1e-9)
 
 
@@ -262,25 +281,33 @@ def test_mae_and_mse_with_masks_equal_their_definition_loops():
 
 def test_mmeval_documented_numbers():
     ones, twos = np.ones((32, 32, 3)), np.ones((32, 32, 3)) * 2
-    assert PeakSignalNoiseRatio.compute_psnr(np.ones((32, 32)), np.ones((32, 32)) * 2) == pytest.approx(48.1308036086791)
-    assert PeakSignalNoiseRatio(input_order="HWC", convert_to="Y")([ones], [twos])["psnr"] == \
-        pytest.approx(49.45272242415597, abs=1e-7)
-    assert SignalNoiseRatio.compute_snr(np.ones((3, 32, 32)), np.ones((3, 32, 32)) * 2) == \
-        pytest.approx(6.020599913279624, rel=1e-14)
-    assert SignalNoiseRatio(input_order="HWC", convert_to="Y")([ones], [twos])["snr"] == \
-        pytest.approx(26.290039980499536, abs=1e-7)
-    assert StructuralSimilarity.compute_ssim(np.ones((32, 32)) * 2, np.ones((32, 32))) == \
-        pytest.approx(0.913062377743969, rel=1e-12)
-    assert StructuralSimilarity(input_order="HWC", convert_to="Y")([ones], [twos])["ssim"] == \
-        pytest.approx(0.9987801, abs=1e-7)
+    assert PeakSignalNoiseRatio.compute_psnr(np.ones((32, 32)), np.ones((32, 32)) * 2) == pytest.approx(
+        48.1308036086791
+    )
+    assert PeakSignalNoiseRatio(input_order="HWC", convert_to="Y")([ones], [twos])["psnr"] == pytest.approx(
+        49.45272242415597, abs=1e-7
+    )
+    assert SignalNoiseRatio.compute_snr(np.ones((3, 32, 32)), np.ones((3, 32, 32)) * 2) == pytest.approx(
+        6.020599913279624, rel=1e-14
+    )
+    assert SignalNoiseRatio(input_order="HWC", convert_to="Y")([ones], [twos])["snr"] == pytest.approx(
+        26.290039980499536, abs=1e-7
+    )
+    assert StructuralSimilarity.compute_ssim(np.ones((32, 32)) * 2, np.ones((32, 32))) == pytest.approx(
+        0.913062377743969, rel=1e-12
+    )
+    assert StructuralSimilarity(input_order="HWC", convert_to="Y")([ones], [twos])["ssim"] == pytest.approx(
+        0.9987801, abs=1e-7
+    )
     mask = np.ones((32, 32, 3)) * 2
     mask[:16] = 0
     assert MeanAbsoluteError.compute_mae(ones, twos, mask) == pytest.approx(0.003921568627, abs=1e-12)
     assert MeanSquaredError.compute_mse(ones, twos, mask) == pytest.approx(0.000015378700496, abs=1e-14)
-    predictions = np.array([[[10., 5.], [0.1, 3.]], [[3., 15.2], [2.4, 4.5]]])
-    labels = np.array([[[10.1, 4.8], [10, 3.]], [[6., 10.2], [2.0, 4.1]]])
-    assert EndPointError()(predictions, labels, np.array([[1., 1.], [1., 0.]]))["EPE"] == \
-        pytest.approx(5.318186230865093, rel=1e-14)
+    predictions = np.array([[[10.0, 5.0], [0.1, 3.0]], [[3.0, 15.2], [2.4, 4.5]]])
+    labels = np.array([[[10.1, 4.8], [10, 3.0]], [[6.0, 10.2], [2.0, 4.1]]])
+    assert EndPointError()(predictions, labels, np.array([[1.0, 1.0], [1.0, 0.0]]))["EPE"] == pytest.approx(
+        5.318186230865093, rel=1e-14
+    )
     assert PeakSignalNoiseRatio()([np.ones((32, 32))], [np.ones((32, 32))])["psnr"] == float("inf")
 
 
@@ -302,7 +329,7 @@ def test_sad_and_matting_mse_equal_their_definitions_without_uint8_wraparound():
     assert SumAbsoluteDifferences()(black, white)["sad"] == pytest.approx(255 * 32 * 32 / 1000)
     trimap = np.zeros((1, 32, 32), np.uint8)
     trimap[:, :16, :16] = 128
-    assert MattingMeanSquaredError()(black, white, trimap)["matting_mse"] == pytest.approx(255 ** 2 * 1024 / 256)
+    assert MattingMeanSquaredError()(black, white, trimap)["matting_mse"] == pytest.approx(255**2 * 1024 / 256)
     # no unknown pixel: 0
     assert MattingMeanSquaredError()(black, white, np.zeros_like(trimap))["matting_mse"] == 0.0
 
@@ -320,7 +347,7 @@ def test_gradient_error_equals_opencv_filtering_of_float_mattes():
     pa, ga, tri = alpha_mattes(4, 16, seed=23)
     half = math.ceil(1.4 * math.sqrt(-2 * math.log(math.sqrt(2 * math.pi) * 1.4 * 1e-2)))
     x = np.arange(-half, half + 1.0)
-    g = np.exp(-x * x / (2 * 1.4 ** 2))
+    g = np.exp(-x * x / (2 * 1.4**2))
     kx = np.outer(g, -x * g)
     kx /= np.linalg.norm(kx)
 
@@ -328,7 +355,7 @@ def test_gradient_error_equals_opencv_filtering_of_float_mattes():
         norm = cv2.normalize(a, None, 1.0, 0.0, cv2.NORM_MINMAX)
         fx = cv2.filter2D(norm, -1, kx, borderType=cv2.BORDER_REPLICATE)
         fy = cv2.filter2D(norm, -1, kx.T, borderType=cv2.BORDER_REPLICATE)
-        return np.sqrt(fx ** 2 + fy ** 2)
+        return np.sqrt(fx**2 + fy**2)
 
     want = np.mean([((grad(gt) - grad(p)) ** 2 * (t == 128)).sum() / 1000 for p, gt, t in zip(pa, ga, tri)])
     assert GradientError()(pa, ga, tri)["gradient_error"] == pytest.approx(want, rel=1e-9)
@@ -359,8 +386,13 @@ def test_connectivity_error_without_scipy_names_the_extra(monkeypatch):
 def test_end_point_error_is_the_mean_over_valid_pixels():
     fp, fl, fm = flows(5, 6, seed=31)
     fm[2] = 0.0  # a map without a valid pixel adds nothing
-    errors = [math.hypot(*(fp[i, y, x] - fl[i, y, x])) for i in range(5) for y in range(6) for x in range(6)
-              if fm[i, y, x] >= 0.5]
+    errors = [
+        math.hypot(*(fp[i, y, x] - fl[i, y, x]))
+        for i in range(5)
+        for y in range(6)
+        for x in range(6)
+        if fm[i, y, x] >= 0.5
+    ]
     assert EndPointError()(fp, fl, fm)["EPE"] == pytest.approx(sum(errors) / len(errors), rel=1e-12)
     everything = [math.hypot(*(fp[i, y, x] - fl[i, y, x])) for i in range(5) for y in range(6) for x in range(6)]
     assert EndPointError()(list(fp), list(fl))["EPE"] == pytest.approx(np.mean(everything), rel=1e-12)
@@ -378,25 +410,30 @@ def ref_aggd(values: np.ndarray) -> Any:
     left = math.sqrt(np.mean(x[x < 0] ** 2))
     right = math.sqrt(np.mean(x[x > 0] ** 2))
     g = left / right
-    r = np.mean(np.abs(x)) ** 2 / np.mean(x ** 2)
-    target = r * (g ** 3 + 1) * (g + 1) / (g ** 2 + 1) ** 2
+    r = np.mean(np.abs(x)) ** 2 / np.mean(x**2)
+    target = r * (g**3 + 1) * (g + 1) / (g**2 + 1) ** 2
     best, best_d = None, None
     for k in range(9801):
         a = 0.2 + 0.001 * k
         ratio = gamma(2 / a) ** 2 / (gamma(1 / a) * gamma(3 / a))
         if best_d is None or (ratio - target) ** 2 < best_d:
             best, best_d = a, (ratio - target) ** 2
-    return best, left * math.sqrt(gamma(1 / best) / gamma(3 / best)), right * math.sqrt(gamma(1 / best) / gamma(3 / best))
+    return (
+        best,
+        left * math.sqrt(gamma(1 / best) / gamma(3 / best)),
+        right * math.sqrt(gamma(1 / best) / gamma(3 / best)),
+    )
 
 
 def ref_matlab_half(img: np.ndarray) -> np.ndarray:
     """MATLAB's imresize(img, 0.5, 'bicubic') with antialiasing, output pixel by output pixel: the cubic kernel
     (a = -0.5) stretched by 2, centred on 2 * i - 0.5 (1-based), weights normalised, the border mirrored."""
+
     def cubic(t: float) -> float:
         t = abs(t)
         if t <= 1:
-            return 1.5 * t ** 3 - 2.5 * t ** 2 + 1
-        return -0.5 * t ** 3 + 2.5 * t ** 2 - 4 * t + 2 if t <= 2 else 0.0
+            return 1.5 * t**3 - 2.5 * t**2 + 1
+        return -0.5 * t**3 + 2.5 * t**2 - 4 * t + 2 if t <= 2 else 0.0
 
     def axis(a: np.ndarray) -> np.ndarray:
         n = a.shape[0]
@@ -444,7 +481,7 @@ def test_niqe_equals_the_reference_pipeline_with_a_given_model(tmp_path):
         size = 96 // scale
         rows = []
         for c in range(2):
-            block = mscn[:, c * size:(c + 1) * size]
+            block = mscn[:, c * size : (c + 1) * size]
             a, bl, br = ref_aggd(block)
             row = [a, (bl + br) / 2]
             for dy, dx in ((0, 1), (1, 0), (1, 1), (1, -1)):
@@ -490,22 +527,25 @@ def test_niqe_finds_the_file_an_installed_basicsr_ships_and_says_where_to_get_on
 # -- arguments and inputs -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cls,kwargs,match", [
-    (PeakSignalNoiseRatio, {"input_order": "HH"}, "input_order"),
-    (PeakSignalNoiseRatio, {"convert_to": "ABC"}, "convert_to"),
-    (PeakSignalNoiseRatio, {"convert_to": "y", "channel_order": "qwe"}, "channel_order"),
-    (PeakSignalNoiseRatio, {"crop_border": -1}, "crop_border"),
-    (SignalNoiseRatio, {"crop_border": 1.5}, "crop_border"),
-    (StructuralSimilarity, {"input_order": "HWC", "convert_to": "Z"}, "convert_to"),
-    (SumAbsoluteDifferences, {"norm_const": 0}, "norm_const"),
-    (GradientError, {"sigma": -1.0}, "sigma"),
-    (GradientError, {"norm_const": float("nan")}, "norm_const"),
-    (ConnectivityError, {"step": 0}, "step"),
-    (ConnectivityError, {"step": 1.5}, "step"),
-    (NaturalImageQualityEvaluator, {"convert_to": "a"}, "convert_to"),
-    (NaturalImageQualityEvaluator, {"input_order": "WHC"}, "input_order"),
-    (NaturalImageQualityEvaluator, {"channel_order": "xyz"}, "channel_order"),
-])
+@pytest.mark.parametrize(
+    "cls,kwargs,match",
+    [
+        (PeakSignalNoiseRatio, {"input_order": "HH"}, "input_order"),
+        (PeakSignalNoiseRatio, {"convert_to": "ABC"}, "convert_to"),
+        (PeakSignalNoiseRatio, {"convert_to": "y", "channel_order": "qwe"}, "channel_order"),
+        (PeakSignalNoiseRatio, {"crop_border": -1}, "crop_border"),
+        (SignalNoiseRatio, {"crop_border": 1.5}, "crop_border"),
+        (StructuralSimilarity, {"input_order": "HWC", "convert_to": "Z"}, "convert_to"),
+        (SumAbsoluteDifferences, {"norm_const": 0}, "norm_const"),
+        (GradientError, {"sigma": -1.0}, "sigma"),
+        (GradientError, {"norm_const": float("nan")}, "norm_const"),
+        (ConnectivityError, {"step": 0}, "step"),
+        (ConnectivityError, {"step": 1.5}, "step"),
+        (NaturalImageQualityEvaluator, {"convert_to": "a"}, "convert_to"),
+        (NaturalImageQualityEvaluator, {"input_order": "WHC"}, "input_order"),
+        (NaturalImageQualityEvaluator, {"channel_order": "xyz"}, "channel_order"),
+    ],
+)
 def test_bad_arguments_raise_metric_argument_errors_naming_them(cls, kwargs, match):
     with pytest.raises(MetricArgumentError, match=match) as info:
         cls(**kwargs)
@@ -538,7 +578,9 @@ def test_one_matte_given_bare_is_refused_saying_to_wrap_it_in_a_list():
     pred = np.random.default_rng(3).random((32, 32))
     gt, trimap = np.ones((32, 32)), np.full((32, 32), 128, np.uint8)
     metric = GradientError()
-    with pytest.raises(MetricArgumentError, match=r"got shape \(32,\).*add\(\[pred_alpha\], \[gt_alpha\], \[trimap\]\)"):
+    with pytest.raises(
+        MetricArgumentError, match=r"got shape \(32,\).*add\(\[pred_alpha\], \[gt_alpha\], \[trimap\]\)"
+    ):
         metric.add(pred, gt, trimap)
     metric.add([pred], [gt], [trimap])
     assert metric.num_results == 1

@@ -28,8 +28,13 @@ needs_shapely = pytest.mark.skipif(try_import("shapely") is None, reason="shapel
 AVA_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "ava"
 #: the AVA fixture: 6 classes in the label map (class 6 never annotated, class 9 annotated but not in the map),
 #: 64 annotated frames of 72, three excluded frames
-AVA_KW: Dict[str, Any] = {"ann_file": str(AVA_DIR / "gt.csv"), "label_file": str(AVA_DIR / "action_list.pbtxt"),
-                          "exclude_file": str(AVA_DIR / "excluded.csv"), "num_classes": 7, "verbose": False}
+AVA_KW: Dict[str, Any] = {
+    "ann_file": str(AVA_DIR / "gt.csv"),
+    "label_file": str(AVA_DIR / "action_list.pbtxt"),
+    "exclude_file": str(AVA_DIR / "excluded.csv"),
+    "num_classes": 7,
+    "verbose": False,
+}
 AVA_CLASSES = 6
 
 
@@ -119,8 +124,13 @@ def text_images(n: int = 50, seed: int = 2) -> Tuple[List[Any], List[Any], List[
         m = int(rng.integers(0, 6))
         gts, ign, preds, scores = [], [], [], []
         for _ in range(m):
-            cx, cy, w, h, a = rng.uniform(10, 90), rng.uniform(10, 90), rng.uniform(8, 30), rng.uniform(3, 10), \
-                rng.uniform(-0.5, 0.5)
+            cx, cy, w, h, a = (
+                rng.uniform(10, 90),
+                rng.uniform(10, 90),
+                rng.uniform(8, 30),
+                rng.uniform(3, 10),
+                rng.uniform(-0.5, 0.5),
+            )
             q = _quad(cx, cy, w, h, a)
             if rng.random() < 0.1:
                 q = q[:4] + [cx, cy + h] + q[4:]  # a 5-point polygon
@@ -234,7 +244,7 @@ def proposal_reference(preds, gts, nums=(1, 10, 100, 1000), thrs=None, legacy=Fa
         if "scores" in pred:
             s = list(pred["scores"])
             boxes = [boxes[i] for i in sorted(range(len(boxes)), key=lambda i: (-s[i], -i))]
-        boxes = boxes[:max(nums)]
+        boxes = boxes[: max(nums)]
         truths = [list(b) for b in gt["bboxes"]]
         total += len(truths)
         for n in nums:
@@ -340,7 +350,7 @@ def test_ava_equals_the_reference_with_exclusions_ties_and_unannotated_frames():
     frames = ava_frames()
     metric = AVAMeanAP(**AVA_KW)
     for s in range(0, len(frames), 9):
-        metric.add(frames[s:s + 9])
+        metric.add(frames[s : s + 9])
     got = metric.compute()
     assert list(got) == ["mAP@0.5IOU"] and isinstance(got["mAP@0.5IOU"], float)
     _close(got["mAP@0.5IOU"], ava_reference(frames))
@@ -368,18 +378,20 @@ def test_ava_keeps_12_bytes_per_detection_not_boxes():
     kept = [r for r in metric._results]
     assert all(isinstance(r, bytes) for r in kept)
     excluded = {tuple(r) for r in csv.reader(open(AVA_DIR / "excluded.csv"))}
-    dets = sum(len(a) for f in frames if (f["video_id"], f"{f['timestamp']:04d}") not in excluded
-               for a in f["outputs"])
+    dets = sum(len(a) for f in frames if (f["video_id"], f"{f['timestamp']:04d}") not in excluded for a in f["outputs"])
     assert sum(len(r) for r in kept) <= 14 * len(frames) + 12 * dets
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"num_classes": 0}, "num_classes must be a positive int"),
-    ({"custom_classes": []}, "custom_classes must be None or a non-empty list"),
-    ({"custom_classes": [1, 2.5]}, "custom_classes must be None or a non-empty list"),
-    ({"verbose": "yes"}, "verbose must be True or False"),
-    ({"ann_file": None}, "ann_file must be a file path"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"num_classes": 0}, "num_classes must be a positive int"),
+        ({"custom_classes": []}, "custom_classes must be None or a non-empty list"),
+        ({"custom_classes": [1, 2.5]}, "custom_classes must be None or a non-empty list"),
+        ({"verbose": "yes"}, "verbose must be True or False"),
+        ({"ann_file": None}, "ann_file must be a file path"),
+    ],
+)
 def test_ava_bad_arguments(kwargs, match):
     with pytest.raises(MetricArgumentError, match=match):
         AVAMeanAP(**{**AVA_KW, **kwargs})
@@ -391,10 +403,12 @@ def test_ava_bad_inputs_and_files_are_named(tmp_path):
         metric.add(ava_frames(2))
     metric = AVAMeanAP(**AVA_KW)
     frame = ava_frames(1)[0]
-    for bad, match in [({"video_id": "v", "outputs": []}, "must be a dict with 'video_id', 'timestamp'"),
-                       ({**frame, "timestamp": 1.5}, "timestamp must be an integer"),
-                       ({**frame, "outputs": [np.zeros((2, 4))]}, r"outputs'\]\[0\] must be numbers of shape \(n, 5\)"),
-                       ({**frame, "outputs": [np.full((1, 5), np.nan)]}, "NaN or infinite")]:
+    for bad, match in [
+        ({"video_id": "v", "outputs": []}, "must be a dict with 'video_id', 'timestamp'"),
+        ({**frame, "timestamp": 1.5}, "timestamp must be an integer"),
+        ({**frame, "outputs": [np.zeros((2, 4))]}, r"outputs'\]\[0\] must be numbers of shape \(n, 5\)"),
+        ({**frame, "outputs": [np.full((1, 5), np.nan)]}, "NaN or infinite"),
+    ]:
         with pytest.raises(ValueError, match=match):
             metric.add([bad])
     assert metric.num_results == 0
@@ -447,18 +461,30 @@ def test_ava_pickled_metric_resumes_and_reads_its_files_again():
 # -- ProposalRecall ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"proposal_nums": (2, 5, 20)}, {"iou_thrs": [0.3, 0.5, 0.7]},
-                                    {"iou_thrs": 0.6, "proposal_nums": 3, "use_legacy_coordinate": True}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"proposal_nums": (2, 5, 20)},
+        {"iou_thrs": [0.3, 0.5, 0.7]},
+        {"iou_thrs": 0.6, "proposal_nums": 3, "use_legacy_coordinate": True},
+    ],
+)
 def test_proposal_recall_equals_the_reference(kwargs):
     preds, gts = proposal_images()
     metric = ProposalRecall(print_results=False, **kwargs)
     for s in range(0, len(preds), 8):
-        metric.add(preds[s:s + 8], gts[s:s + 8])
+        metric.add(preds[s : s + 8], gts[s : s + 8])
     got = metric.compute()
     thrs = kwargs.get("iou_thrs")
     nums = kwargs.get("proposal_nums", (1, 10, 100, 1000))
-    want = proposal_reference(preds, gts, (nums,) if isinstance(nums, int) else nums,
-                              [thrs] if isinstance(thrs, float) else thrs, kwargs.get("use_legacy_coordinate", False))
+    want = proposal_reference(
+        preds,
+        gts,
+        (nums,) if isinstance(nums, int) else nums,
+        [thrs] if isinstance(thrs, float) else thrs,
+        kwargs.get("use_legacy_coordinate", False),
+    )
     assert list(got) == list(want)
     for key in want:
         assert got[key] == pytest.approx(want[key], rel=1e-12), key
@@ -467,8 +493,12 @@ def test_proposal_recall_equals_the_reference(kwargs):
 def test_proposal_recall_documented_numbers_and_no_ground_truth():
     boxes = np.array([[50, 60, 70, 80], [100, 120, 130, 150], [150, 160, 190, 200], [250, 260, 350, 360]])
     pred, gt = {"bboxes": boxes, "scores": np.array([1.0, 0.98, 0.96, 0.95])}, {"bboxes": boxes}
-    assert ProposalRecall(print_results=False)([pred], [gt]) == {"AR@1": 0.25, "AR@10": 1.0, "AR@100": 1.0,
-                                                                  "AR@1000": 1.0}
+    assert ProposalRecall(print_results=False)([pred], [gt]) == {
+        "AR@1": 0.25,
+        "AR@10": 1.0,
+        "AR@100": 1.0,
+        "AR@1000": 1.0,
+    }
     assert ProposalRecall(proposal_nums=(2, 4))([pred], [gt]) == {"AR@2": 0.5, "AR@4": 1.0}
     assert math.isnan(ProposalRecall(proposal_nums=5)([pred], [{}])["AR@5"])
 
@@ -481,15 +511,18 @@ def test_proposal_numbers_in_any_order_cut_at_the_largest():
     assert ascending["AR@10"] > ascending["AR@1"]
 
 
-@pytest.mark.parametrize("kwargs, match, is_type", [
-    ({"iou_thrs": 1}, "iou_thrs must be None, a float or a non-empty list of floats", True),
-    ({"iou_thrs": [0.5, "x"]}, "iou_thrs must be None, a float", True),
-    ({"iou_thrs": [0.5, 1.5]}, r"iou_thrs must lie in \[0, 1\]", False),
-    ({"proposal_nums": 0.5}, "proposal_nums must be an int or a non-empty sequence of ints", True),
-    ({"proposal_nums": [10, 0]}, "proposal_nums must be positive", False),
-    ({"nproc": "4"}, "nproc must be an int", False),
-    ({"use_legacy_coordinate": 1}, "use_legacy_coordinate must be True or False", False),
-])
+@pytest.mark.parametrize(
+    "kwargs, match, is_type",
+    [
+        ({"iou_thrs": 1}, "iou_thrs must be None, a float or a non-empty list of floats", True),
+        ({"iou_thrs": [0.5, "x"]}, "iou_thrs must be None, a float", True),
+        ({"iou_thrs": [0.5, 1.5]}, r"iou_thrs must lie in \[0, 1\]", False),
+        ({"proposal_nums": 0.5}, "proposal_nums must be an int or a non-empty sequence of ints", True),
+        ({"proposal_nums": [10, 0]}, "proposal_nums must be positive", False),
+        ({"nproc": "4"}, "nproc must be an int", False),
+        ({"use_legacy_coordinate": 1}, "use_legacy_coordinate must be True or False", False),
+    ],
+)
 def test_proposal_recall_bad_arguments(kwargs, match, is_type):
     with pytest.raises(MetricArgumentError, match=match) as info:
         ProposalRecall(**kwargs)
@@ -500,12 +533,14 @@ def test_proposal_recall_bad_arguments(kwargs, match, is_type):
 def test_proposal_recall_bad_inputs():
     m = ProposalRecall()
     good = {"bboxes": np.zeros((1, 4))}
-    for args, match in [(([good], []), "1 predictions but 0 groundtruths"),
-                        (([[1]], [good]), r"predictions\[0\] must be a dict"),
-                        (([{"scores": [1.0]}], [good]), r"predictions\[0\] has no 'bboxes'"),
-                        (([{"bboxes": np.zeros((2, 3))}], [good]), r"shape \(n, 4\)"),
-                        (([{"bboxes": np.zeros((2, 4)), "scores": [1.0]}], [good]), "one finite score per box"),
-                        (([good], [{"bboxes": [[0, 0, np.inf, 1]]}]), "NaN or infinite")]:
+    for args, match in [
+        (([good], []), "1 predictions but 0 groundtruths"),
+        (([[1]], [good]), r"predictions\[0\] must be a dict"),
+        (([{"scores": [1.0]}], [good]), r"predictions\[0\] has no 'bboxes'"),
+        (([{"bboxes": np.zeros((2, 3))}], [good]), r"shape \(n, 4\)"),
+        (([{"bboxes": np.zeros((2, 4)), "scores": [1.0]}], [good]), "one finite score per box"),
+        (([good], [{"bboxes": [[0, 0, np.inf, 1]]}]), "NaN or infinite"),
+    ]:
         with pytest.raises(ValueError, match=match):
             m.add(*args)
     assert m.num_results == 0
@@ -562,7 +597,7 @@ def test_hmean_iou_equals_the_reference(strategy, thrs):
     pp, ps, gp, gi = text_images()
     metric = HmeanIoU(strategy=strategy, pred_score_thrs=thrs)
     for s in range(0, len(pp), 6):
-        metric.add(pp[s:s + 6], ps[s:s + 6], gp[s:s + 6], gi[s:s + 6])
+        metric.add(pp[s : s + 6], ps[s : s + 6], gp[s : s + 6], gi[s : s + 6])
     got = metric.compute()
     want = hmean_reference(pp, ps, gp, gi, np.arange(**thrs), strategy)
     _close(got, want)
@@ -575,9 +610,11 @@ def test_hmean_documented_example_and_matching_strategies():
     metric = HmeanIoU(pred_score_thrs=dict(start=0.5, stop=0.7, step=0.1))
     square = np.array([0, 0, 1, 0, 1, 1, 0, 1])
     got = metric([[square, square]], [np.array([1, 0.5])], [[square]], [[False]])
-    assert got == {0.5: {"precision": 0.5, "recall": 1.0, "hmean": 0.6666666666666666},
-                   0.6: {"precision": 1.0, "recall": 1.0, "hmean": 1.0},
-                   "best": {"precision": 1.0, "recall": 1.0, "hmean": 1.0}}
+    assert got == {
+        0.5: {"precision": 0.5, "recall": 1.0, "hmean": 0.6666666666666666},
+        0.6: {"precision": 1.0, "recall": 1.0, "hmean": 1.0},
+        "best": {"precision": 1.0, "recall": 1.0, "hmean": 1.0},
+    }
     # a chain where greedy order loses matches that augmenting paths recover
     chain = np.array([[1, 1, 0, 0], [1, 0, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]], dtype=bool)
     assert HmeanIoU._vanilla_matching(chain) == 3
@@ -586,6 +623,7 @@ def test_hmean_documented_example_and_matching_strategies():
     rng = np.random.default_rng(3)
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import maximum_bipartite_matching
+
     for _ in range(60):
         m = rng.random((int(rng.integers(1, 9)), int(rng.integers(1, 9)))) < 0.35
         want = int(np.sum(maximum_bipartite_matching(csr_matrix(m.astype(float)), perm_type="row") != -1))
@@ -597,19 +635,26 @@ def test_compute_hmean():
     assert compute_hmean(0, 0, 0, 0) == (1.0, 1.0, 1.0)
     assert compute_hmean(0, 0, 0, 3) == (1.0, 0.0, 0.0)
     assert compute_hmean(1, 1, 2, 4) == (0.5, 0.25, 2 * 0.5 * 0.25 / 0.75)
-    for args, name in [((0, 0, 0.0, 0), "gt_num"), ((0, 0, 0, 1.5), "pred_num"), (([1], 0, 0, 0), "accum_hit_recall"),
-                       ((0, -1, 0, 0), "accum_hit_prec")]:
+    for args, name in [
+        ((0, 0, 0.0, 0), "gt_num"),
+        ((0, 0, 0, 1.5), "pred_num"),
+        (([1], 0, 0, 0), "accum_hit_recall"),
+        ((0, -1, 0, 0), "accum_hit_prec"),
+    ]:
         with pytest.raises(MetricArgumentError, match=f"{name} must be a non-negative"):
             compute_hmean(*args)
 
 
 @needs_shapely
-@pytest.mark.parametrize("kwargs, match", [
-    ({"strategy": "hungarian"}, "strategy must be one of"),
-    ({"pred_score_thrs": dict(start=0.9, stop=0.3, step=0.1)}, "gives no score threshold"),
-    ({"pred_score_thrs": dict(begin=0.1)}, "pred_score_thrs must be a dict of numpy.arange"),
-    ({"match_iou_thr": "0.5"}, "match_iou_thr must be a number"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"strategy": "hungarian"}, "strategy must be one of"),
+        ({"pred_score_thrs": dict(start=0.9, stop=0.3, step=0.1)}, "gives no score threshold"),
+        ({"pred_score_thrs": dict(begin=0.1)}, "pred_score_thrs must be a dict of numpy.arange"),
+        ({"match_iou_thr": "0.5"}, "match_iou_thr must be a number"),
+    ],
+)
 def test_hmean_bad_arguments(kwargs, match):
     with pytest.raises(MetricArgumentError, match=match):
         HmeanIoU(**kwargs)
@@ -619,17 +664,20 @@ def test_hmean_bad_arguments(kwargs, match):
 def test_hmean_bad_inputs_keep_nothing():
     m = HmeanIoU()
     sq = [0, 0, 1, 0, 1, 1, 0, 1]
-    for args, match in [(([[sq]], [[1.0]], [[sq]], []), "one entry per image, got lengths"),
-                        (([[sq]], [[1.0, 0.5]], [[sq]], [[False]]), "1 predicted polygons and 2 scores"),
-                        (([[sq[:4]]], [[1.0]], [[sq]], [[False]]), "at least 3"),
-                        (([[sq]], [[np.nan]], [[sq]], [[False]]), "NaN or infinite")]:
+    for args, match in [
+        (([[sq]], [[1.0]], [[sq]], []), "one entry per image, got lengths"),
+        (([[sq]], [[1.0, 0.5]], [[sq]], [[False]]), "1 predicted polygons and 2 scores"),
+        (([[sq[:4]]], [[1.0]], [[sq]], [[False]]), "at least 3"),
+        (([[sq]], [[np.nan]], [[sq]], [[False]]), "NaN or infinite"),
+    ]:
         with pytest.raises(ValueError, match=match):
             m.add(*args)
     assert m.num_results == 0
 
 
-@pytest.mark.parametrize("make", [lambda: HmeanIoU(), lambda: __import__("mmeval.metrics.utils",
-                                                                            fromlist=["x"]).poly2shapely([0] * 6)])
+@pytest.mark.parametrize(
+    "make", [lambda: HmeanIoU(), lambda: __import__("mmeval.metrics.utils", fromlist=["x"]).poly2shapely([0] * 6)]
+)
 def test_missing_shapely_names_the_extra(make, monkeypatch):
     monkeypatch.setitem(sys.modules, "shapely.geometry", None)
     with pytest.raises(MissingExtraError, match=r"pip install 'mmeval-core\[shapely\]'"):
@@ -694,15 +742,16 @@ def test_state_metrics_move_bytes_independent_of_the_image_count(which):
 def test_same_results_from_list_and_array_inputs():
     pp, ps, gp, gi = text_images(12)
     want = HmeanIoU()(pp, ps, gp, gi)
-    as_lists = HmeanIoU()([[p.tolist() for p in img] for img in pp], [list(s) for s in ps],
-                          [[g.tolist() for g in img] for img in gp], gi)
+    as_lists = HmeanIoU()(
+        [[p.tolist() for p in img] for img in pp], [list(s) for s in ps], [[g.tolist() for g in img] for img in gp], gi
+    )
     assert same(as_lists, want)
 
 
 def _ava_duplicate_worker(backend, n: int) -> Any:
     frames = ava_frames(n)
     metric = _ava_make(dist_backend=backend)
-    metric.add(frames[: n // 2 + 1] if backend.rank == 0 else frames[n // 2:])  # frame n // 2 on both ranks
+    metric.add(frames[: n // 2 + 1] if backend.rank == 0 else frames[n // 2 :])  # frame n // 2 on both ranks
     try:
         metric.compute(size=n + 1)
     except ValueError as exc:
@@ -726,8 +775,10 @@ def _ava_bytes_worker(backend, frames_per_rank: int) -> Any:
     rng = np.random.default_rng(backend.rank)
     frames = []
     for i in range(frames_per_rank):  # 30 valid detections a frame, on frames without ground truth
-        outputs = [np.concatenate([rng.uniform(0, 0.4, (5, 2)), rng.uniform(0.5, 1, (5, 2)), rng.random((5, 1))], 1)
-                   for _ in range(AVA_CLASSES)]
+        outputs = [
+            np.concatenate([rng.uniform(0, 0.4, (5, 2)), rng.uniform(0.5, 1, (5, 2)), rng.random((5, 1))], 1)
+            for _ in range(AVA_CLASSES)
+        ]
         frames.append({"video_id": f"rank{backend.rank}", "timestamp": i, "outputs": outputs})
     metric = _ava_make(dist_backend=backend)
     metric.add(frames)

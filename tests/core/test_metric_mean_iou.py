@@ -33,7 +33,9 @@ def digit_segmentation(n: int = 240) -> Tuple[List[np.ndarray], List[np.ndarray]
     """
     digits = load_digits()
     x, y = digits.data, digits.target
-    clf = LogisticRegression(max_iter=200).fit(x[n:n + 500], y[n:n + 500])  # trained on other images: realistic mistakes
+    clf = LogisticRegression(max_iter=200).fit(
+        x[n : n + 500], y[n : n + 500]
+    )  # trained on other images: realistic mistakes
     rng = np.random.default_rng(0)
     scores = clf.predict_proba(x[:n]) + rng.normal(0, 0.15, (n, 10))  # noisier: more confusion
     predicted = scores.argmax(axis=1)
@@ -81,8 +83,13 @@ def reference(preds, labels, beta: float = 1.0, nan_to_num=None) -> Dict[str, An
         return float(np.nanmean(v))
 
     return {
-        "aAcc": tp.sum() / cm.sum(), "mIoU": mean(iou), "mAcc": mean(acc), "mDice": mean(dice),
-        "mPrecision": mean(prec), "mRecall": mean(rec), "mFscore": mean(fscore),
+        "aAcc": tp.sum() / cm.sum(),
+        "mIoU": mean(iou),
+        "mAcc": mean(acc),
+        "mDice": mean(dice),
+        "mPrecision": mean(prec),
+        "mRecall": mean(rec),
+        "mFscore": mean(fscore),
         "kappa": cohen_kappa_score(t, p),
         "classwise": {"IoU": iou, "Acc": acc, "Dice": dice, "Precision": prec, "Recall": rec, "Fscore": fscore},
         "flat": (t, p),
@@ -98,7 +105,7 @@ def test_matches_sklearn_reference_on_digit_maps(beta):
     ref = reference(preds, labels, beta=beta)
     metric = MeanIoU(num_classes=NUM_CLASSES, beta=beta, classwise_results=True)
     for start in range(0, len(preds), 32):  # batches of maps of different sizes: the list form
-        metric.add(preds[start:start + 32], labels[start:start + 32])
+        metric.add(preds[start : start + 32], labels[start : start + 32])
     got = metric.compute()
     assert list(got) == KEYS + ["classwise_results"]
     for key in KEYS:
@@ -108,10 +115,14 @@ def test_matches_sklearn_reference_on_digit_maps(beta):
     # the per-class scores agree with sklearn's own where sklearn defines them the same way
     t, p = ref["flat"]
     present = np.isin(np.arange(NUM_CLASSES), np.concatenate([t, p]))
-    np.testing.assert_allclose(np.asarray(got["classwise_results"]["IoU"])[present],
-                               jaccard_score(t, p, labels=np.arange(NUM_CLASSES)[present], average=None), rtol=1e-12)
-    prec, rec, fb, _ = precision_recall_fscore_support(t, p, labels=list(range(NUM_CLASSES)), beta=beta,
-                                                       average=None, zero_division=np.nan)
+    np.testing.assert_allclose(
+        np.asarray(got["classwise_results"]["IoU"])[present],
+        jaccard_score(t, p, labels=np.arange(NUM_CLASSES)[present], average=None),
+        rtol=1e-12,
+    )
+    prec, rec, fb, _ = precision_recall_fscore_support(
+        t, p, labels=list(range(NUM_CLASSES)), beta=beta, average=None, zero_division=np.nan
+    )
     np.testing.assert_allclose(got["classwise_results"]["Precision"], prec, rtol=1e-12, equal_nan=True)
     np.testing.assert_allclose(got["classwise_results"]["Recall"], rec, rtol=1e-12, equal_nan=True)
     both = (np.asarray(prec) + np.asarray(rec)) > 0  # sklearn makes F 0 where precision = recall = 0; MMEval NaN
@@ -122,8 +133,15 @@ def test_mmeval_docstring_example_and_nan_to_num():
     labels = np.asarray([[[0, 1, 1], [2, 3, 2]]])
     preds = np.asarray([[[0, 2, 1], [1, 3, 2]]])
     assert MeanIoU(num_classes=4)(preds, labels) == {
-        "aAcc": 0.6666666666666666, "mIoU": 0.6666666666666666, "mAcc": 0.75, "mDice": 0.75,
-        "mPrecision": 0.75, "mRecall": 0.75, "mFscore": 0.75, "kappa": 0.5384615384615384}
+        "aAcc": 0.6666666666666666,
+        "mIoU": 0.6666666666666666,
+        "mAcc": 0.75,
+        "mDice": 0.75,
+        "mPrecision": 0.75,
+        "mRecall": 0.75,
+        "mFscore": 0.75,
+        "kappa": 0.5384615384615384,
+    }
     # class 4 never appears: NaN per class, left out of the means -- or counted as nan_to_num
     out = MeanIoU(num_classes=5, classwise_results=True)(preds, labels)
     assert out["mIoU"] == pytest.approx(0.6666666666666666) and math.isnan(out["classwise_results"]["IoU"][4])
@@ -155,14 +173,17 @@ def test_inputs_array_list_and_framework_like_tensors_agree():
     assert same(MeanIoU(dataset_meta={"num_classes": 4})(preds, labels), want)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"num_classes": 0}, "num_classes must be a positive int"),
-    ({"num_classes": 2.5}, "num_classes must be a positive int"),
-    ({"num_classes": 3, "ignore_index": "x"}, "ignore_index must be an int"),
-    ({"num_classes": 3, "beta": 0}, "beta must be a positive"),
-    ({"num_classes": 3, "nan_to_num": "zero"}, "nan_to_num must be a number"),
-    ({"num_classes": 3, "classwise_results": "yes"}, "classwise_results must be True or False"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"num_classes": 0}, "num_classes must be a positive int"),
+        ({"num_classes": 2.5}, "num_classes must be a positive int"),
+        ({"num_classes": 3, "ignore_index": "x"}, "ignore_index must be an int"),
+        ({"num_classes": 3, "beta": 0}, "beta must be a positive"),
+        ({"num_classes": 3, "nan_to_num": "zero"}, "nan_to_num must be a number"),
+        ({"num_classes": 3, "classwise_results": "yes"}, "classwise_results must be True or False"),
+    ],
+)
 def test_bad_arguments_raise_naming_them(kwargs, match):
     with pytest.raises(ValueError, match=match):
         MeanIoU(**kwargs)
@@ -175,8 +196,11 @@ def test_bad_inputs_raise_naming_them_and_keep_nothing():
         ((good, good[:1]), "different lengths: 2 prediction maps, 1 label maps"),
         ((good[0], good[0]), r"shape \(N, H, W\).*got shape \(4, 4\); wrap a single map"),
         (([good[0], good[0, :3]], [good[0], good[0]]), r"predictions\[1\] has shape \(3, 4\) but labels\[1\]"),
-        ((good, np.full((2, 4, 4), 3)), r"labels\[0\] out of range: got 3 at pixel \(0, 0\); values must be "
-                                        r"integers in \[0, 2\] or ignore_index=255"),
+        (
+            (good, np.full((2, 4, 4), 3)),
+            r"labels\[0\] out of range: got 3 at pixel \(0, 0\); values must be "
+            r"integers in \[0, 2\] or ignore_index=255",
+        ),
         ((np.full((2, 4, 4), -1), good), r"predictions\[0\] out of range: got -1 at pixel \(0, 0\)"),
         ((good + 0.5, good), r"predictions\[0\] must hold integer class indices: got 0.5 at pixel \(0, 0\)"),
         ((good, good.astype(str)), r"labels\[0\] must hold integer class indices, got dtype <U"),
@@ -198,7 +222,8 @@ def test_stores_three_count_vectors_per_image_not_the_maps():
     m.add(preds, labels)
     (batch,) = m._batches
     assert {k: (v.shape, v.dtype) for k, v in batch.items()} == {
-        k: ((40, NUM_CLASSES), np.dtype(np.int64)) for k in ("tp", "gt", "pred")}
+        k: ((40, NUM_CLASSES), np.dtype(np.int64)) for k in ("tp", "gt", "pred")
+    }
 
 
 # -- distributed ----------------------------------------------------------------------------------
@@ -206,7 +231,7 @@ def test_stores_three_count_vectors_per_image_not_the_maps():
 
 def _add_in_batches(metric: MeanIoU, preds, labels, idx, batch=7) -> None:
     for s in range(0, len(idx), batch):
-        chunk = idx[s:s + batch]
+        chunk = idx[s : s + batch]
         metric.add([preds[i] for i in chunk], [labels[i] for i in chunk])
 
 

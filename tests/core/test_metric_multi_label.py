@@ -31,15 +31,20 @@ def topk_mask(scores: np.ndarray, k: int) -> np.ndarray:
     """Positive where fewer than k classes beat the class (higher score, or equal score and lower index)."""
     cols = np.arange(scores.shape[1])
     beats = (scores[:, None, :] > scores[:, :, None]) | (
-        (scores[:, None, :] == scores[:, :, None]) & (cols[None, None, :] < cols[None, :, None]))
+        (scores[:, None, :] == scores[:, :, None]) & (cols[None, None, :] < cols[None, :, None])
+    )
     return beats.sum(axis=2) < k
 
 
 def reference(positive: np.ndarray, onehot: np.ndarray, average: Optional[str]):
     p, r, f, _ = precision_recall_fscore_support(onehot, positive.astype(int), average=average, zero_division=0)
     support = onehot.sum(axis=0)
-    return {"precision": p, "recall": r, "f1-score": f, "support": support.tolist() if average is None
-            else int(support.sum())}
+    return {
+        "precision": p,
+        "recall": r,
+        "f1-score": f,
+        "support": support.tolist() if average is None else int(support.sum()),
+    }
 
 
 def close(got: Any, want: Any) -> bool:
@@ -56,7 +61,7 @@ def test_matches_sklearn(average, thr, topk, suffix):
     metric = MultiLabelMetric(C, thr=thr, topk=topk, items=items, average=average)
     index_lists = [list(np.flatnonzero(row)) for row in onehot]
     for s in range(0, len(onehot), 50):  # one-hot arrays and index lists alike
-        metric.add(scores[s:s + 50], onehot[s:s + 50] if s % 100 else index_lists[s:s + 50])
+        metric.add(scores[s : s + 50], onehot[s : s + 50] if s % 100 else index_lists[s : s + 50])
     got = metric.compute()
     end = {"macro": "", "micro": "_micro", None: "_classwise"}[average]
     assert list(got) == [item + suffix + end for item in items]
@@ -78,7 +83,10 @@ def test_mmeval_docstring_examples_and_alias():
     assert m([np.array([0]), np.array([1]), np.array([2]), np.array([0, 3])], np.asarray(onehot)) == want
     preds = np.asarray([[0.7, 0.1, 0.1, 0.1], [0.1, 0.3, 0.4, 0.2], [0.3, 0.4, 0.2, 0.1], [0.0, 0.0, 0.1, 0.9]])
     assert MultiLabelMetric(4, topk=2, average="micro")(preds, np.asarray([0, 1, 2, 3])) == {
-        "precision_top2_micro": 37.5, "recall_top2_micro": 75.0, "f1-score_top2_micro": 50.0}
+        "precision_top2_micro": 37.5,
+        "recall_top2_micro": 75.0,
+        "f1-score_top2_micro": 50.0,
+    }
 
 
 def test_both_thr_and_topk_warn_and_use_thr():
@@ -87,13 +95,16 @@ def test_both_thr_and_topk_warn_and_use_thr():
     assert list(m(np.full((1, 4), 0.4), [[0]])) == ["precision_thr-0.30", "recall_thr-0.30", "f1-score_thr-0.30"]
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"num_classes": None}, "num_classes must be a positive int"),
-    ({"num_classes": 3, "thr": "x"}, "thr must be a finite number"),
-    ({"num_classes": 3, "topk": 4}, r"topk must be None or an int in \[1, num_classes=3\]"),
-    ({"num_classes": 3, "items": ["recall", "mAP"]}, "items must be a non-empty sequence"),
-    ({"num_classes": 3, "average": "samples"}, "average must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"num_classes": None}, "num_classes must be a positive int"),
+        ({"num_classes": 3, "thr": "x"}, "thr must be a finite number"),
+        ({"num_classes": 3, "topk": 4}, r"topk must be None or an int in \[1, num_classes=3\]"),
+        ({"num_classes": 3, "items": ["recall", "mAP"]}, "items must be a non-empty sequence"),
+        ({"num_classes": 3, "average": "samples"}, "average must be one of"),
+    ],
+)
 def test_bad_arguments_raise_naming_them(kwargs, match):
     with pytest.raises(ValueError, match=match):
         MultiLabelMetric(**kwargs)
@@ -112,8 +123,9 @@ def test_bad_inputs_raise_naming_them_and_keep_nothing():
     assert_all_rejected(m, cases)
 
 
-def shard_worker(backend: Any, n: int, average: Optional[str], thr: Optional[float], topk: Optional[int]
-                 ) -> Dict[str, Any]:
+def shard_worker(
+    backend: Any, n: int, average: Optional[str], thr: Optional[float], topk: Optional[int]
+) -> Dict[str, Any]:
     """Scores and ragged index-list labels of the first n samples, on this rank's shard (three shardings)."""
     scores, onehot = multilabel_scores()
     labels = [list(np.flatnonzero(row)) for row in onehot[:n]]
@@ -125,9 +137,10 @@ def shard_worker(backend: Any, n: int, average: Optional[str], thr: Optional[flo
 def run_sharded(backend: Any, n: int, make: Any, scores: np.ndarray, labels: List[Any]) -> Dict[str, Any]:
     """``make()``'s result on the first n samples added 7 at a time: single-process when ``backend`` is None,
     else on this rank's shard under each sharding (:func:`compute_sharded`)."""
+
     def feed(metric: Any, idx: List[int], batch: int = 7) -> None:
         for s in range(0, len(idx), batch):
-            metric.add(scores[idx[s:s + batch]], [labels[i] for i in idx[s:s + batch]])
+            metric.add(scores[idx[s : s + batch]], [labels[i] for i in idx[s : s + batch]])
 
     if backend is None:
         single = make()
@@ -163,8 +176,9 @@ def index_lists(onehot: np.ndarray) -> List[List[int]]:
     return [[int(i) for i in np.flatnonzero(row)] for row in onehot]
 
 
-def assert_matches(got: Dict[str, Any], positive: np.ndarray, onehot: np.ndarray, average: Optional[str],
-                   suffix: str = "") -> None:
+def assert_matches(
+    got: Dict[str, Any], positive: np.ndarray, onehot: np.ndarray, average: Optional[str], suffix: str = ""
+) -> None:
     ref = reference(positive.astype(bool), onehot, average)
     end = {"macro": "", "micro": "_micro", None: "_classwise"}[average]
     assert list(got) == [item + suffix + end for item in ITEMS]
@@ -182,13 +196,14 @@ def test_onehot_flags_match_sklearn(c, average):
         warnings.simplefilter("error")  # an explicit flag leaves nothing ambiguous
         as_onehot = MultiLabelMetric(c, pred_is_onehot=True, label_is_onehot=True, **kw)(pred_onehot, onehot)
         as_lists = MultiLabelMetric(c, pred_is_onehot=False, label_is_onehot=False, **kw)(
-            index_lists(pred_onehot), index_lists(onehot))
+            index_lists(pred_onehot), index_lists(onehot)
+        )
         set_later = MultiLabelMetric(c, **kw)  # MMEval's way: attributes set after construction
         set_later.pred_is_onehot, set_later.label_is_onehot = True, True
         assert (set_later.pred_is_onehot, set_later.label_is_onehot) == (True, True)
         from_pairs = set_later.compute_metric(list(zip(pred_onehot, onehot)))  # MMEval's per-sample form
         for s in range(0, len(onehot), 40):
-            set_later.add(pred_onehot[s:s + 40], onehot[s:s + 40])
+            set_later.add(pred_onehot[s : s + 40], onehot[s : s + 40])
         later = set_later.compute()
     for got in (as_onehot, as_lists, later, from_pairs):
         assert_matches(got, pred_onehot, onehot, average)
@@ -210,18 +225,26 @@ def test_two_class_rows_of_zeros_and_ones_are_class_indices_as_in_mmeval():
     scores = np.asarray([[0.2, 0.9], [0.7, 0.1], [0.6, 0.3], [0.4, 0.8]])  # strictly inside (0, 1): scores
     positive = scores >= 0.5
     as_indices = np.asarray([[1, 1], [1, 1], [1, 0], [0, 1]])
-    with pytest.warns(UserWarning, match=r"labels: with 2 classes, a row of two 0/1 values is ambiguous.*"
-                                         r"Set label_is_onehot=True") as rec:
+    with pytest.warns(
+        UserWarning,
+        match=r"labels: with 2 classes, a row of two 0/1 values is ambiguous.*"
+        r"Set label_is_onehot=True",
+    ) as rec:
         got = MultiLabelMetric(2, items=ITEMS, average=None)(scores, rows)
     assert len(rec) == 1 and rec[0].filename == __file__
     assert_matches(got, positive, as_indices, None)
-    assert MultiLabelMetric(2, items=("support",), average=None,
-                            label_is_onehot=False)(scores[:1], [[0, 1]]) == {"support_classwise": [1, 1]}
+    assert MultiLabelMetric(2, items=("support",), average=None, label_is_onehot=False)(scores[:1], [[0, 1]]) == {
+        "support_classwise": [1, 1]
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert MultiLabelMetric(2, items=ITEMS, average=None, label_is_onehot=False)(scores, rows) == got
-        assert_matches(MultiLabelMetric(2, items=ITEMS, average=None, label_is_onehot=True)(scores, rows),
-                       positive, np.asarray(rows), None)
+        assert_matches(
+            MultiLabelMetric(2, items=ITEMS, average=None, label_is_onehot=True)(scores, rows),
+            positive,
+            np.asarray(rows),
+            None,
+        )
     # predictions too: a one-hot prediction row needs pred_is_onehot=True
     with pytest.warns(UserWarning, match="predictions: with 2 classes.*pred_is_onehot=True"):
         got = MultiLabelMetric(2, items=ITEMS, average=None, label_is_onehot=True)(rows, rows)
@@ -244,8 +267,11 @@ def test_a_flag_changed_while_samples_are_held_is_refused_until_reset():
 
     m = MultiLabelMetric(2)
     m.add(np.asarray([[0.2, 0.9]]), [[1]])
-    with pytest.raises(MetricArgumentError, match=r"1 samples were read with label_is_onehot=None: set "
-                                                  r"label_is_onehot=True before adding \(call reset\(\) first\)"):
+    with pytest.raises(
+        MetricArgumentError,
+        match=r"1 samples were read with label_is_onehot=None: set "
+        r"label_is_onehot=True before adding \(call reset\(\) first\)",
+    ):
         m.label_is_onehot = True
     m.label_is_onehot = None  # the same value: nothing to refuse
     assert m.label_is_onehot is None and m.num_results == 1
@@ -257,8 +283,7 @@ def test_a_flag_changed_while_samples_are_held_is_refused_until_reset():
 def two_class_worker(backend: Any, n: int) -> Dict[str, Any]:
     """One-hot 2-class predictions and labels (pred_is_onehot / label_is_onehot), on this rank's shard."""
     pred_onehot, onehot, _ = onehot_data(2)
-    make = functools.partial(MultiLabelMetric, 2, items=ITEMS, average=None, pred_is_onehot=True,
-                             label_is_onehot=True)
+    make = functools.partial(MultiLabelMetric, 2, items=ITEMS, average=None, pred_is_onehot=True, label_is_onehot=True)
     return run_sharded(backend, n, make, pred_onehot, list(onehot))
 
 

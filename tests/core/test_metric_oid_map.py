@@ -64,8 +64,13 @@ def oid_detections(n: int = 80, seed: int = 0) -> Tuple[List[Dict[str, Any]], Li
             pb.append(np.array([x, y, x + s, y + s * rng.uniform(0.5, 1.5)]))
             ps.append(rng.uniform(0.05, 0.7))
             pl.append(int(rng.integers(0, NUM_CLASSES)))
-        preds.append({"bboxes": np.array(pb, dtype=np.float64).reshape(-1, 4), "scores": np.array(ps),
-                      "labels": np.array(pl, dtype=np.int64)})
+        preds.append(
+            {
+                "bboxes": np.array(pb, dtype=np.float64).reshape(-1, 4),
+                "scores": np.array(ps),
+                "labels": np.array(pl, dtype=np.int64),
+            }
+        )
         image_labels = rng.choice(NUM_CLASSES, int(rng.integers(0, 3)), replace=False)
         gts.append({"instances": instances, "image_level_labels": image_labels})
     return preds, gts
@@ -175,22 +180,32 @@ def reference(preds, gts, iou_thrs=(0.5,), iof_thrs=(0.5,), use_group=True, get_
 # -- single process -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs", [
-    {},
-    {"iou_thrs": [0.5, 0.75], "iof_thrs": [0.5, 0.7]},
-    {"use_group_of": False},
-    {"get_supercategory": False},
-    {"filter_labels": False},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"iou_thrs": [0.5, 0.75], "iof_thrs": [0.5, 0.7]},
+        {"use_group_of": False},
+        {"get_supercategory": False},
+        {"filter_labels": False},
+    ],
+)
 def test_matches_open_images_reference(kwargs):
     preds, gts = oid_detections()
     metric = OIDMeanAP(num_classes=NUM_CLASSES, class_relation_matrix=RELATION, **kwargs)
     for s in range(0, len(preds), 16):
-        metric.add(preds[s:s + 16], gts[s:s + 16])
+        metric.add(preds[s : s + 16], gts[s : s + 16])
     got = metric.compute()
     iou = kwargs.get("iou_thrs", [0.5])
-    want = reference(preds, gts, iou, kwargs.get("iof_thrs", [0.5] * len(iou)), kwargs.get("use_group_of", True),
-                     kwargs.get("get_supercategory", True), kwargs.get("filter_labels", True))
+    want = reference(
+        preds,
+        gts,
+        iou,
+        kwargs.get("iof_thrs", [0.5] * len(iou)),
+        kwargs.get("use_group_of", True),
+        kwargs.get("get_supercategory", True),
+        kwargs.get("filter_labels", True),
+    )
     assert list(got) == list(want)
     for key, value in want.items():
         assert got[key] == pytest.approx(value, rel=1e-12, abs=1e-15), key
@@ -198,13 +213,20 @@ def test_matches_open_images_reference(kwargs):
 
 
 def test_mmeval_documented_case():
-    pred = {"bboxes": np.array([[27, 38, 173, 67], [46, 185, 227, 248], [153, 147, 250, 164], [0, 0, 0, 0]]),
-            "scores": np.array([0.17, 0.20, 0.48, 0.50]), "labels": np.array([5, 6, 7, 8])}
-    gt = {"instances": [{"bbox": [27, 38, 173, 67], "bbox_label": 5, "is_group_of": False},
-                        {"bbox": [120, 185, 227, 248], "bbox_label": 6, "is_group_of": False},
-                        {"bbox": [153, 100, 250, 164], "bbox_label": 8, "is_group_of": True},
-                        {"bbox": [1, 1, 2, 2], "bbox_label": 8, "is_group_of": True}],
-          "image_level_labels": np.empty((0,))}
+    pred = {
+        "bboxes": np.array([[27, 38, 173, 67], [46, 185, 227, 248], [153, 147, 250, 164], [0, 0, 0, 0]]),
+        "scores": np.array([0.17, 0.20, 0.48, 0.50]),
+        "labels": np.array([5, 6, 7, 8]),
+    }
+    gt = {
+        "instances": [
+            {"bbox": [27, 38, 173, 67], "bbox_label": 5, "is_group_of": False},
+            {"bbox": [120, 185, 227, 248], "bbox_label": 6, "is_group_of": False},
+            {"bbox": [153, 100, 250, 164], "bbox_label": 8, "is_group_of": True},
+            {"bbox": [1, 1, 2, 2], "bbox_label": 8, "is_group_of": True},
+        ],
+        "image_level_labels": np.empty((0,)),
+    }
     got = OIDMeanAP(num_classes=10, class_relation_matrix=np.eye(10))([pred], [gt])
     assert list(got) == ["AP50", "mAP"]
     assert got["mAP"] == pytest.approx(2 / 3, abs=1e-7)
@@ -214,8 +236,11 @@ def test_group_of_box_counts_once_at_its_best_detection():
     crowd = {"instances": [{"bbox": [0, 0, 100, 100], "bbox_label": 0, "is_group_of": True}]}
     inside = [[10, 10, 20, 20], [30, 30, 40, 40], [50, 50, 60, 60]]
     for fp_score, ap in ((0.85, 1.0), (0.95, 0.5)):
-        pred = {"bboxes": np.array(inside + [[200, 200, 210, 210]], dtype=float),
-                "scores": np.array([0.9, 0.8, 0.7, fp_score]), "labels": np.zeros(4, dtype=int)}
+        pred = {
+            "bboxes": np.array(inside + [[200, 200, 210, 210]], dtype=float),
+            "scores": np.array([0.9, 0.8, 0.7, fp_score]),
+            "labels": np.zeros(4, dtype=int),
+        }
         metric = OIDMeanAP(num_classes=1, class_relation_matrix=np.eye(1), classwise=True)
         got = metric([pred], [crowd])
         assert got["mAP"] == ap
@@ -227,10 +252,17 @@ def test_group_of_box_counts_once_at_its_best_detection():
 
 def test_scale_ranges_and_group_of_boxes():
     # a crowd (scale 100) and a small object (scale 10); range (0, 50) holds only the small one
-    gt = {"instances": [{"bbox": [0, 0, 100, 100], "bbox_label": 0, "is_group_of": True},
-                        {"bbox": [200, 200, 210, 210], "bbox_label": 0, "is_group_of": False}]}
-    pred = {"bboxes": np.array([[10.0, 10, 20, 20], [200, 200, 210, 210]]), "scores": np.array([0.9, 0.8]),
-            "labels": np.array([0, 0])}
+    gt = {
+        "instances": [
+            {"bbox": [0, 0, 100, 100], "bbox_label": 0, "is_group_of": True},
+            {"bbox": [200, 200, 210, 210], "bbox_label": 0, "is_group_of": False},
+        ]
+    }
+    pred = {
+        "bboxes": np.array([[10.0, 10, 20, 20], [200, 200, 210, 210]]),
+        "scores": np.array([0.9, 0.8]),
+        "labels": np.array([0, 0]),
+    }
     got = OIDMeanAP(num_classes=1, class_relation_matrix=np.eye(1), scale_ranges=[(0, 50)])([pred], [gt])
     # every scale: the crowd takes the small box inside it (a true positive), the other is found: AP 1;
     # in (0, 50) the crowd is out of range and takes nothing, so the box inside it, in range, is a false positive
@@ -243,15 +275,19 @@ def test_hierarchy_and_image_level_labels():
     gt = {"instances": [{"bbox": box, "bbox_label": 5, "is_group_of": False}], "image_level_labels": [1]}
     # a toy car found as a toy car is also a car and a vehicle; a dog (verified absent) is a false positive,
     # a cat (not annotated) is dropped
-    pred = {"bboxes": np.array([box, [60, 60, 90, 90], [100, 100, 120, 120]]), "scores": np.array([0.9, 0.8, 0.7]),
-            "labels": np.array([5, 1, 2])}
+    pred = {
+        "bboxes": np.array([box, [60, 60, 90, 90], [100, 100, 120, 120]]),
+        "scores": np.array([0.9, 0.8, 0.7]),
+        "labels": np.array([5, 1, 2]),
+    }
     got = OIDMeanAP(num_classes=NUM_CLASSES, class_relation_matrix=RELATION, classwise=True)([pred], [gt])
     per_class = got["classwise_result"]
     assert [c["num_gts"][0][0] for c in per_class] == [0, 0, 0, 1, 1, 1]
     assert [c["num_dets"] for c in per_class] == [0, 1, 0, 1, 1, 1]
     assert got["mAP"] == 1.0
-    flat = OIDMeanAP(num_classes=NUM_CLASSES, class_relation_matrix=RELATION, get_supercategory=False,
-                     classwise=True)([pred], [gt])
+    flat = OIDMeanAP(num_classes=NUM_CLASSES, class_relation_matrix=RELATION, get_supercategory=False, classwise=True)(
+        [pred], [gt]
+    )
     assert [c["num_gts"][0][0] for c in flat["classwise_result"]] == [0, 0, 0, 0, 0, 1]
 
 
@@ -273,13 +309,18 @@ def test_relation_matrix_from_dataset_meta():
 def test_get_relation_matrix(tmp_path):
     names = ["/m/animal", "/m/dog", "/m/cat", "/m/vehicle", "/m/car", "/m/toycar"]
     (tmp_path / "labels.csv").write_text("".join(f"{n},{n[3:].title()}\n" for n in names))
-    tree = {"LabelName": "/m/entity", "Subcategory": [
-        {"LabelName": "/m/animal", "Subcategory": [{"LabelName": "/m/dog"}, {"LabelName": "/m/cat"}]},
-        {"LabelName": "/m/vehicle", "Subcategory": [
-            {"LabelName": "/m/car", "Subcategory": [{"LabelName": "/m/toycar"}]}]},
-        {"LabelName": "/m/animal", "Subcategory": [{"LabelName": "/m/toycar"}]},  # a second parent
-        {"Part": "no LabelName: skipped"},
-    ]}
+    tree = {
+        "LabelName": "/m/entity",
+        "Subcategory": [
+            {"LabelName": "/m/animal", "Subcategory": [{"LabelName": "/m/dog"}, {"LabelName": "/m/cat"}]},
+            {
+                "LabelName": "/m/vehicle",
+                "Subcategory": [{"LabelName": "/m/car", "Subcategory": [{"LabelName": "/m/toycar"}]}],
+            },
+            {"LabelName": "/m/animal", "Subcategory": [{"LabelName": "/m/toycar"}]},  # a second parent
+            {"Part": "no LabelName: skipped"},
+        ],
+    }
     (tmp_path / "tree.json").write_text(json.dumps(tree))
     want = RELATION.copy()
     want[5, 0] = 1
@@ -291,13 +332,16 @@ def test_get_relation_matrix(tmp_path):
         get_relation_matrix(str(tmp_path / "tree.json"), str(tmp_path / "labels.csv"))
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"iof_thrs": [0.5, 0.6]}, "one threshold per IoU threshold"),
-    ({"iof_thrs": 0}, r"iof_thrs must be a number in \(0, 1\]"),
-    ({"iof_thrs": []}, "iof_thrs must be"),
-    ({"use_group_of": "yes"}, "use_group_of must be True or False"),
-    ({"filter_labels": None}, "filter_labels must be True or False"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"iof_thrs": [0.5, 0.6]}, "one threshold per IoU threshold"),
+        ({"iof_thrs": 0}, r"iof_thrs must be a number in \(0, 1\]"),
+        ({"iof_thrs": []}, "iof_thrs must be"),
+        ({"use_group_of": "yes"}, "use_group_of must be True or False"),
+        ({"filter_labels": None}, "filter_labels must be True or False"),
+    ],
+)
 def test_bad_arguments(kwargs, match):
     with pytest.raises(MetricArgumentError, match=match):
         OIDMeanAP(**kwargs)
@@ -323,8 +367,11 @@ def test_bad_inputs_name_the_field_and_keep_nothing():
     ]
     assert_all_rejected(metric, cases)
     too_small = OIDMeanAP(num_classes=7, class_relation_matrix=RELATION)
-    with pytest.raises(MetricArgumentError, match=r"class_relation_matrix must be square with at least num_classes = 7"
-                                                  r".*got \(6, 6\)"):
+    with pytest.raises(
+        MetricArgumentError,
+        match=r"class_relation_matrix must be square with at least num_classes = 7"
+        r".*got \(6, 6\)",
+    ):
         too_small.add([pred], [gt])
     not_square = OIDMeanAP(num_classes=5, class_relation_matrix=RELATION[:, :5])
     with pytest.raises(MetricArgumentError, match=r"must be square.*got \(6, 5\)"):
@@ -344,16 +391,27 @@ def test_a_larger_hierarchy_evaluates_its_first_classes_as_mmeval_does() -> None
         boxes = np.sort(rng.random((4, 4)) * 50, axis=1)[:, [0, 2, 1, 3]]
         boxes[:, 2:] += 5
         dets.append({"bboxes": boxes + rng.random((4, 4)), "scores": rng.random(4), "labels": labels})
-        gts.append({"instances": [{"bbox": b.tolist(), "bbox_label": int(lab), "is_group_of": False}
-                                  for b, lab in zip(boxes, labels)], "image_level_labels": labels.tolist()})
+        gts.append(
+            {
+                "instances": [
+                    {"bbox": b.tolist(), "bbox_label": int(lab), "is_group_of": False} for b, lab in zip(boxes, labels)
+                ],
+                "image_level_labels": labels.tolist(),
+            }
+        )
     want = OIDMeanAP(num_classes=NUM_CLASSES, class_relation_matrix=RELATION)(dets, gts)
     assert OIDMeanAP(num_classes=NUM_CLASSES, class_relation_matrix=big)(dets, gts) == want
 
 
 # -- distributed ---------------------------------------------------------------------------------------------
 
-KW = {"num_classes": NUM_CLASSES, "class_relation_matrix": RELATION, "iou_thrs": [0.5, 0.75],
-      "iof_thrs": [0.5, 0.7], "classwise": True}
+KW = {
+    "num_classes": NUM_CLASSES,
+    "class_relation_matrix": RELATION,
+    "iou_thrs": [0.5, 0.75],
+    "iof_thrs": [0.5, 0.7],
+    "classwise": True,
+}
 
 
 def _make(**kwargs):

@@ -40,8 +40,9 @@ SIZE_KEYS = ("bbox_size", "head_size", "torso_size")
 
 
 @functools.cache
-def pose_data(n: int, k: int, seed: int = 0, multi: bool = True, degenerate: bool = True
-              ) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+def pose_data(
+    n: int, k: int, seed: int = 0, multi: bool = True, degenerate: bool = True
+) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     """``n`` samples of ``k`` 2-D keypoints: MMEval's prediction / ground-truth dicts.
 
     Integer pixel coordinates and offsets (so distances tie with thresholds now
@@ -117,8 +118,11 @@ def ref_item(item: str):
 
 def ref_pck_accuracy(preds, gts, thr: float, items: Sequence[str]) -> Dict[str, float]:
     names = {"bbox": "PCK", "head": "PCKh", "torso": "tPCK"}
-    return {f"{names[i]}@{thr}": ref_pck(ref_keypoint_distances(preds, gts, ref_item(i)), thr)
-            for i in ("bbox", "head", "torso") if i in items}
+    return {
+        f"{names[i]}@{thr}": ref_pck(ref_keypoint_distances(preds, gts, ref_item(i)), thr)
+        for i in ("bbox", "head", "torso")
+        if i in items
+    }
 
 
 def ref_mpii(preds, gts, thr: float) -> Dict[str, float]:
@@ -131,8 +135,14 @@ def ref_mpii(preds, gts, thr: float) -> Dict[str, float]:
     joints = [j for j in range(16) if j not in (6, 7)]
     total = sum(visible[j] for j in joints)
     out = {"Head": pckh[9]}
-    for name, (a, b) in {"Shoulder": (12, 13), "Elbow": (11, 14), "Wrist": (10, 15), "Hip": (2, 3), "Knee": (1, 4),
-                         "Ankle": (0, 5)}.items():
+    for name, (a, b) in {
+        "Shoulder": (12, 13),
+        "Elbow": (11, 14),
+        "Wrist": (10, 15),
+        "Hip": (2, 3),
+        "Knee": (1, 4),
+        "Ankle": (0, 5),
+    }.items():
         out[name] = (pckh[a] + pckh[b]) / 2
     out["PCKh"] = sum(pckh[j] * visible[j] / total for j in joints)
     out["PCKh@0.1"] = sum(at_01[j] * visible[j] / total for j in joints)
@@ -145,8 +155,14 @@ def ref_jhmdb(preds, gts, thr: float, item: str) -> Dict[str, float]:
     acc = [a if a is not None else -1.0 for a in ref_pck_per_keypoint(dists, thr)]
     suffix = "PCK" if item == "bbox" else "tPCK"
     out = {f"Head {suffix}": acc[2]}
-    for name, (a, b) in {"Sho": (3, 4), "Elb": (7, 8), "Wri": (11, 12), "Hip": (5, 6), "Knee": (9, 10),
-                         "Ank": (13, 14)}.items():
+    for name, (a, b) in {
+        "Sho": (3, 4),
+        "Elb": (7, 8),
+        "Wri": (11, 12),
+        "Hip": (5, 6),
+        "Knee": (9, 10),
+        "Ank": (13, 14),
+    }.items():
         out[f"{name} {suffix}"] = (acc[a] + acc[b]) / 2
     out[f"Mean {suffix}"] = ref_pck(dists, thr)
     return out
@@ -174,7 +190,7 @@ def close(got: Dict[str, Any], want: Dict[str, float], rel: float = 1e-12) -> No
 
 def added(metric: Any, preds, gts, batch: int = 7) -> Any:
     for s in range(0, len(preds), batch):
-        metric.add(preds[s:s + batch], gts[s:s + batch])
+        metric.add(preds[s : s + batch], gts[s : s + batch])
     return metric
 
 
@@ -202,9 +218,12 @@ def test_mpii_pckh_equals_the_reference(thr):
 def test_jhmdb_pck_equals_the_reference():
     preds, gts = pose_data(60, 15, seed=2)
     got = added(JhmdbPCKAccuracy(thr=0.2, norm_item=["bbox", "head", "torso"]), preds, gts).compute()
-    want = {"PCK@0.2": ref_pck_accuracy(preds, gts, 0.2, ["bbox"])["PCK@0.2"],
-            "PCKh@0.2": ref_pck_accuracy(preds, gts, 0.2, ["head"])["PCKh@0.2"],
-            **ref_jhmdb(preds, gts, 0.2, "bbox"), **ref_jhmdb(preds, gts, 0.2, "torso")}
+    want = {
+        "PCK@0.2": ref_pck_accuracy(preds, gts, 0.2, ["bbox"])["PCK@0.2"],
+        "PCKh@0.2": ref_pck_accuracy(preds, gts, 0.2, ["head"])["PCKh@0.2"],
+        **ref_jhmdb(preds, gts, 0.2, "bbox"),
+        **ref_jhmdb(preds, gts, 0.2, "torso"),
+    }
     close(got, want)
 
 
@@ -217,13 +236,18 @@ def test_keypoint_auc_equals_the_reference(norm_factor, num_thrs):
 
 def test_epe_and_nme_equal_the_reference():
     preds, gts = pose_data(60, 6, seed=4)
-    close(added(KeypointEndPointError(), preds, gts).compute(),
-          {"EPE": ref_mean_error(preds, gts, lambda g, inst: [1.0])})
-    close(added(KeypointNME("use_norm_item", norm_item="box_size"), preds, gts).compute(),
-          {"NME": ref_mean_error(preds, gts, lambda g, inst: list(g["box_size"][inst]))})
+    close(
+        added(KeypointEndPointError(), preds, gts).compute(), {"EPE": ref_mean_error(preds, gts, lambda g, inst: [1.0])}
+    )
+    close(
+        added(KeypointNME("use_norm_item", norm_item="box_size"), preds, gts).compute(),
+        {"NME": ref_mean_error(preds, gts, lambda g, inst: list(g["box_size"][inst]))},
+    )
     meta = {"dataset_name": "mine", "keypoint_id2name": {i: f"kp{i}" for i in range(6)}}
-    close(added(KeypointNME("keypoint_distance", keypoint_indices=[1, 4], dataset_meta=meta), preds, gts).compute(),
-          {"NME": ref_mean_error(preds, gts, ref_interocular(1, 4))})
+    close(
+        added(KeypointNME("keypoint_distance", keypoint_indices=[1, 4], dataset_meta=meta), preds, gts).compute(),
+        {"NME": ref_mean_error(preds, gts, ref_interocular(1, 4))},
+    )
 
 
 def test_mmeval_functions_give_the_metrics_values():
@@ -240,8 +264,10 @@ def test_mmeval_functions_give_the_metrics_values():
     assert keypoint_auc_accuracy(p, g, mask, 30, 20) == KeypointAUC()(preds, gts)["AUC@20"]
     assert keypoint_epe_accuracy(p, g, mask) == KeypointEndPointError()(preds, gts)["EPE"]
     box = np.concatenate([x["box_size"] for x in gts])
-    assert keypoint_nme_accuracy(p, g, mask, np.tile(box, (1, 2))) == KeypointNME(
-        "use_norm_item", norm_item="box_size")(preds, gts)["NME"]
+    assert (
+        keypoint_nme_accuracy(p, g, mask, np.tile(box, (1, 2)))
+        == KeypointNME("use_norm_item", norm_item="box_size")(preds, gts)["NME"]
+    )
 
 
 def test_calc_distances_leaves_the_sizes_alone_and_marks_what_does_not_count():
@@ -259,8 +285,8 @@ def test_calc_distances_leaves_the_sizes_alone_and_marks_what_does_not_count():
 def test_several_instances_per_sample_or_none_count_as_instances():
     preds, gts = pose_data(30, 4, seed=6, multi=True)
     assert {g["coords"].shape[0] for g in gts} == {0, 1, 2}
-    flat_p = [{"coords": p["coords"][i:i + 1]} for p, g in zip(preds, gts) for i in range(g["coords"].shape[0])]
-    flat_g = [{key: v[i:i + 1] for key, v in g.items()} for g in gts for i in range(g["coords"].shape[0])]
+    flat_p = [{"coords": p["coords"][i : i + 1]} for p, g in zip(preds, gts) for i in range(g["coords"].shape[0])]
+    flat_g = [{key: v[i : i + 1] for key, v in g.items()} for g in gts for i in range(g["coords"].shape[0])]
     for make in (lambda: PCKAccuracy(norm_item=["bbox", "torso"]), KeypointAUC, KeypointEndPointError):
         assert added(make(), preds, gts).compute() == added(make(), flat_p, flat_g).compute()
 
@@ -291,22 +317,40 @@ def test_mmeval_docstring_examples():
     rng = np.random.default_rng(8)
     kp = rng.random((1, 15, 2)) * 10
     visible = np.ones((1, 15), bool)
-    same_kp = [{"coords": kp}], [{"coords": kp, "mask": visible, "bbox_size": rng.random((1, 2)) * 10,
-                                  "torso_size": rng.random((1, 2)) * 10}]
+    same_kp = (
+        [{"coords": kp}],
+        [{"coords": kp, "mask": visible, "bbox_size": rng.random((1, 2)) * 10, "torso_size": rng.random((1, 2)) * 10}],
+    )
     assert PCKAccuracy(thr=0.5, norm_item="bbox")(*same_kp) == {"PCK@0.5": 1.0}
     jhmdb = JhmdbPCKAccuracy(thr=0.2, norm_item="torso")(*same_kp)
     assert list(jhmdb) == [f"{j} tPCK" for j in ("Head", "Sho", "Elb", "Wri", "Hip", "Knee", "Ank", "Mean")]
     assert set(jhmdb.values()) == {1.0}
     kp16 = rng.random((1, 16, 2)) * 10
     mpii = MpiiPCKAccuracy(thr=0.3, norm_item="head")(
-        [{"coords": kp16}], [{"coords": kp16 + 1.0, "mask": np.ones((1, 16), bool), "head_size": rng.random((1, 2)) * 10}])
-    assert mpii == {"Head": 100.0, "Shoulder": 100.0, "Elbow": 100.0, "Wrist": 100.0, "Hip": 100.0, "Knee": 100.0,
-                    "Ankle": 100.0, "PCKh": 100.0, "PCKh@0.1": 100.0}
-    nme = KeypointNME(norm_mode="use_norm_item", norm_item="box_size",
-                      dataset_meta={"dataset_name": "aflw", "num_keypoints": 19})
-    got = nme([{"coords": np.zeros((1, 19, 2))} for _ in range(2)],
-              [{"coords": np.zeros((1, 19, 2)) + 0.5, "mask": np.ones((1, 19), bool), "box_size": np.ones((1, 1)) * i * 20}
-               for i in range(2)])
+        [{"coords": kp16}],
+        [{"coords": kp16 + 1.0, "mask": np.ones((1, 16), bool), "head_size": rng.random((1, 2)) * 10}],
+    )
+    assert mpii == {
+        "Head": 100.0,
+        "Shoulder": 100.0,
+        "Elbow": 100.0,
+        "Wrist": 100.0,
+        "Hip": 100.0,
+        "Knee": 100.0,
+        "Ankle": 100.0,
+        "PCKh": 100.0,
+        "PCKh@0.1": 100.0,
+    }
+    nme = KeypointNME(
+        norm_mode="use_norm_item", norm_item="box_size", dataset_meta={"dataset_name": "aflw", "num_keypoints": 19}
+    )
+    got = nme(
+        [{"coords": np.zeros((1, 19, 2))} for _ in range(2)],
+        [
+            {"coords": np.zeros((1, 19, 2)) + 0.5, "mask": np.ones((1, 19), bool), "box_size": np.ones((1, 1)) * i * 20}
+            for i in range(2)
+        ],
+    )
     assert got["NME"] == pytest.approx(0.03535533892480951, rel=1e-7)  # MMEval sums float32 distances in float32
 
 
@@ -336,22 +380,25 @@ def test_mpii_zero_head_size_is_left_out_at_every_threshold():
 # -- bad arguments and inputs ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("make", "match"), [
-    (lambda: PCKAccuracy(thr="0.2"), "thr"),
-    (lambda: PCKAccuracy(thr=float("nan")), "thr"),
-    (lambda: PCKAccuracy(norm_item="hand"), "norm_item 'hand'"),
-    (lambda: PCKAccuracy(norm_item=[]), "norm_item"),
-    (lambda: PCKAccuracy(num_keypoints=0), "num_keypoints"),
-    (lambda: MpiiPCKAccuracy(num_keypoints=17), "16"),
-    (lambda: JhmdbPCKAccuracy(num_keypoints=10), "15 joints"),
-    (lambda: KeypointAUC(norm_factor=0), "norm_factor"),
-    (lambda: KeypointAUC(norm_factor="30"), "norm_factor"),
-    (lambda: KeypointAUC(num_thrs=0), "num_thrs"),
-    (lambda: KeypointAUC(num_thrs=2.5), "num_thrs"),
-    (lambda: KeypointNME(norm_mode="pixels"), "norm_mode"),
-    (lambda: KeypointNME(norm_mode="use_norm_item"), "norm_item"),
-    (lambda: KeypointNME(norm_mode="keypoint_distance", keypoint_indices=[0, 1, 2]), "pair"),
-])
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: PCKAccuracy(thr="0.2"), "thr"),
+        (lambda: PCKAccuracy(thr=float("nan")), "thr"),
+        (lambda: PCKAccuracy(norm_item="hand"), "norm_item 'hand'"),
+        (lambda: PCKAccuracy(norm_item=[]), "norm_item"),
+        (lambda: PCKAccuracy(num_keypoints=0), "num_keypoints"),
+        (lambda: MpiiPCKAccuracy(num_keypoints=17), "16"),
+        (lambda: JhmdbPCKAccuracy(num_keypoints=10), "15 joints"),
+        (lambda: KeypointAUC(norm_factor=0), "norm_factor"),
+        (lambda: KeypointAUC(norm_factor="30"), "norm_factor"),
+        (lambda: KeypointAUC(num_thrs=0), "num_thrs"),
+        (lambda: KeypointAUC(num_thrs=2.5), "num_thrs"),
+        (lambda: KeypointNME(norm_mode="pixels"), "norm_mode"),
+        (lambda: KeypointNME(norm_mode="use_norm_item"), "norm_item"),
+        (lambda: KeypointNME(norm_mode="keypoint_distance", keypoint_indices=[0, 1, 2]), "pair"),
+    ],
+)
 def test_bad_arguments_raise_metric_argument_error(make, match):
     with pytest.raises(MetricArgumentError, match=match) as info:
         make()
@@ -371,18 +418,23 @@ def test_bad_inputs_raise_naming_them_and_keep_nothing():
     bad_mask = [dict(gts[0], mask=np.full((1, 5), 2))]
     no_bbox = [{k: v for k, v in gts[0].items() if k != "bbox_size"}]
     wide = [dict(gts[0], bbox_size=np.ones((1, 3)))]
-    assert_all_rejected(PCKAccuracy(), [
-        ((preds[0], gts[0]), "sequence"),
-        ((preds[:2], gts[:1]), "2 predictions but 1 groundtruths"),
-        (([{"kp": 1}], gts[:1]), r"predictions\[0\] has no 'coords'"),
-        (([{"coords": np.zeros((1, 4, 2))}], gts[:1]), "same shape"),
-        (([preds[0]], [dict(gts[0], mask=np.ones((1, 4), bool))]), "mask"),
-        (([preds[0]], bad_mask), "booleans"),
-        (([preds[0]], no_bbox), "expected normalized factor 'bbox_size'"),
-        (([preds[0]], wide), "bbox_size"),
-        (([preds[0], {"coords": np.zeros((1, 6, 2))}], [gts[0], dict(gts[1], coords=np.zeros((1, 6, 2)))]),
-         "same keypoints"),
-    ])
+    assert_all_rejected(
+        PCKAccuracy(),
+        [
+            ((preds[0], gts[0]), "sequence"),
+            ((preds[:2], gts[:1]), "2 predictions but 1 groundtruths"),
+            (([{"kp": 1}], gts[:1]), r"predictions\[0\] has no 'coords'"),
+            (([{"coords": np.zeros((1, 4, 2))}], gts[:1]), "same shape"),
+            (([preds[0]], [dict(gts[0], mask=np.ones((1, 4), bool))]), "mask"),
+            (([preds[0]], bad_mask), "booleans"),
+            (([preds[0]], no_bbox), "expected normalized factor 'bbox_size'"),
+            (([preds[0]], wide), "bbox_size"),
+            (
+                ([preds[0], {"coords": np.zeros((1, 6, 2))}], [gts[0], dict(gts[1], coords=np.zeros((1, 6, 2)))]),
+                "same keypoints",
+            ),
+        ],
+    )
     metric = PCKAccuracy()
     metric.add(preds[:2], gts[:2])
     six = pose_data(2, 6)
@@ -425,7 +477,7 @@ def _shard_worker(backend: Any, n: int) -> Dict[str, Any]:
 
             def add(metric: Any, idx: List[int], preds=preds, gts=gts) -> None:
                 for s in range(0, len(idx), 7):
-                    metric.add([preds[i] for i in idx[s:s + 7]], [gts[i] for i in idx[s:s + 7]])
+                    metric.add([preds[i] for i in idx[s : s + 7]], [gts[i] for i in idx[s : s + 7]])
 
             out[name] = compute_sharded(backend, n, lambda cls=cls, kwargs=kwargs, **kw: cls(**kwargs, **kw), add)
     return out
@@ -471,8 +523,9 @@ def test_compute_moves_the_same_bytes_for_n_and_4n_samples():
         assert status == "ok", got
         for name in CASES:
             few, many = got[(name, n)], got[(name, 4 * n)]
-            assert [(r["op"], r["calls"], r["bytes_sent"]) for r in few] == \
-                [(r["op"], r["calls"], r["bytes_sent"]) for r in many], (name, few, many)
+            assert [(r["op"], r["calls"], r["bytes_sent"]) for r in few] == [
+                (r["op"], r["calls"], r["bytes_sent"]) for r in many
+            ], (name, few, many)
             assert all(r["op"] == "all_reduce" for r in few), (name, few)
 
 

@@ -32,13 +32,21 @@ def _accuracy(backend: Any, settings: Dict[int, Any]) -> Any:
 
 
 CASES = {
-    "numpy scalar": (_mean_iou, {0: {"nan_to_num": np.float32(0.5)}, 1: {"nan_to_num": np.float32(0.7)}},
-                     "nan_to_num"),
+    "numpy scalar": (_mean_iou, {0: {"nan_to_num": np.float32(0.5)}, 1: {"nan_to_num": np.float32(0.7)}}, "nan_to_num"),
     "numpy beta": (_mean_iou, {0: {"beta": np.float64(1.0)}, 1: {"beta": np.float64(2.0)}}, "beta"),
-    "65 thresholds": (_accuracy, {0: {"thrs": tuple(np.linspace(0, 0.64, 65).tolist())},
-                                  1: {"thrs": tuple(np.linspace(0, 0.64, 65).tolist()[:-1] + [0.99])}}, "thrs"),
-    "topk past 140 chars": (_accuracy, {0: {"topk": tuple(range(1, 50))}, 1: {"topk": tuple(range(1, 49)) + (50,)}},
-                            "topk"),
+    "65 thresholds": (
+        _accuracy,
+        {
+            0: {"thrs": tuple(np.linspace(0, 0.64, 65).tolist())},
+            1: {"thrs": tuple(np.linspace(0, 0.64, 65).tolist()[:-1] + [0.99])},
+        },
+        "thrs",
+    ),
+    "topk past 140 chars": (
+        _accuracy,
+        {0: {"topk": tuple(range(1, 50))}, 1: {"topk": tuple(range(1, 49)) + (50,)}},
+        "topk",
+    ),
 }
 
 

@@ -195,8 +195,9 @@ def test_a_named_backend_not_running_under_a_launcher_is_an_error(how):
     for rank in range(2):
         env = dict(os.environ, WORLD_SIZE="2", RANK=str(rank), LOCAL_RANK=str(rank))
         env.pop("MMEVAL_DIST_BACKEND", None)
-        proc = subprocess.run([sys.executable, "-c", _INACTIVE_PROGRAM, how], env=env, capture_output=True,
-                              text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-c", _INACTIVE_PROGRAM, how], env=env, capture_output=True, text=True, timeout=120
+        )
         assert proc.returncode == 0, proc.stderr
         outputs.append(proc.stdout)
     for out in outputs:
@@ -210,6 +211,7 @@ def test_a_named_backend_not_running_under_a_launcher_is_an_error(how):
 def test_results_past_size_in_one_process_warn_with_the_likely_causes():
     scores, labels = data()
     for metric in (Accuracy(thrs=None), Ids()):
+
         def add(lo: int, hi: int, m: BaseMetric = metric) -> None:
             if isinstance(m, Accuracy):
                 m.add(scores[lo:hi], labels[lo:hi])
@@ -224,7 +226,9 @@ def test_results_past_size_in_one_process_warn_with_the_likely_causes():
         with pytest.warns(UserWarning) as caught:
             metric.compute(size=2)
         text = " ".join(str(w.message) for w in caught)
-        assert "4 samples were added" in text and "reset()" in text and "len(dataset)" in text and "indices=" in text, text
+        assert "4 samples were added" in text and "reset()" in text and "len(dataset)" in text and "indices=" in text, (
+            text
+        )
 
 
 def _too_many_worker(backend: Any) -> List[str]:

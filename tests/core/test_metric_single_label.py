@@ -32,8 +32,7 @@ def reference(scores, labels, average: Optional[str], thr: Optional[float]) -> D
     pred = scores.argmax(axis=1)
     if thr is not None:
         pred = np.where(scores.max(axis=1) > thr, pred, c)
-    p, r, f, _ = precision_recall_fscore_support(labels, pred, labels=list(range(c)), average=average,
-                                                 zero_division=0)
+    p, r, f, _ = precision_recall_fscore_support(labels, pred, labels=list(range(c)), average=average, zero_division=0)
     support = precision_recall_fscore_support(labels, pred, labels=list(range(c)), average=None)[3]
     return {"precision": p, "recall": r, "f1-score": f, "support": support if average is None else support.sum()}
 
@@ -50,7 +49,7 @@ def test_matches_sklearn_on_digit_scores(average, thrs):
     items = ("precision", "recall", "f1-score", "support")
     metric = SingleLabelMetric(thrs=thrs, items=items, average=average)
     for s in range(0, len(labels), 64):
-        metric.add(scores[s:s + 64], labels[s:s + 64])
+        metric.add(scores[s : s + 64], labels[s : s + 64])
     got = metric.compute()
     thr_list = thrs if isinstance(thrs, tuple) else (thrs,)
     end = {"macro": "", "micro": "_micro", None: "_classwise"}[average]
@@ -85,10 +84,16 @@ def test_mmeval_docstring_examples_and_alias():
     assert SingleLabelPrecisionRecallF1score is SingleLabelMetric
     metric = SingleLabelMetric(num_classes=4)
     assert metric(np.asarray([0, 2, 1, 3]), np.asarray([0, 1, 2, 3])) == {
-        "precision": 50.0, "recall": 50.0, "f1-score": 50.0}
+        "precision": 50.0,
+        "recall": 50.0,
+        "f1-score": 50.0,
+    }
     preds = np.asarray([[0.7, 0.1, 0.1, 0.1], [0.1, 0.3, 0.4, 0.2], [0.3, 0.4, 0.2, 0.1], [0.0, 0.0, 0.1, 0.9]])
     assert SingleLabelMetric(average="micro")(preds, [0, 1, 2, 3]) == {
-        "precision_micro": 50.0, "recall_micro": 50.0, "f1-score_micro": 50.0}
+        "precision_micro": 50.0,
+        "recall_micro": 50.0,
+        "f1-score_micro": 50.0,
+    }
 
 
 def fake_tensor(a):
@@ -101,18 +106,22 @@ def fake_tensor(a):
 def test_framework_like_tensors_convert_like_accuracy():
     scores, labels = digit_scores(100)
     metric = SingleLabelMetric(thrs=(None, 0.4), average=None)
-    assert metric(fake_tensor(scores.astype(np.float32)), fake_tensor(labels)) == metric(scores.astype(np.float32),
-                                                                                     labels)
+    assert metric(fake_tensor(scores.astype(np.float32)), fake_tensor(labels)) == metric(
+        scores.astype(np.float32), labels
+    )
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"num_classes": 0}, "num_classes must be a positive int"),
-    ({"thrs": "high"}, "thrs must be a finite number"),
-    ({"thrs": (0.5, float("nan"))}, "thrs must be a finite number"),
-    ({"items": ("precision", "accuracy")}, "items must be a non-empty sequence of"),
-    ({"items": "precision"}, "items must be a non-empty sequence of"),
-    ({"average": "weighted"}, "average must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"num_classes": 0}, "num_classes must be a positive int"),
+        ({"thrs": "high"}, "thrs must be a finite number"),
+        ({"thrs": (0.5, float("nan"))}, "thrs must be a finite number"),
+        ({"items": ("precision", "accuracy")}, "items must be a non-empty sequence of"),
+        ({"items": "precision"}, "items must be a non-empty sequence of"),
+        ({"average": "weighted"}, "average must be one of"),
+    ],
+)
 def test_bad_arguments_raise_naming_them(kwargs, match):
     with pytest.raises(ValueError, match=match):
         SingleLabelMetric(**kwargs)
@@ -146,11 +155,12 @@ def test_mmeval_list_of_pairs_form():
 
 def feed(metric: Any, preds: np.ndarray, labels: np.ndarray, idx: List[int], batch: int = 7) -> None:
     for s in range(0, len(idx), batch):
-        metric.add(preds[idx[s:s + batch]], labels[idx[s:s + batch]])
+        metric.add(preds[idx[s : s + batch]], labels[idx[s : s + batch]])
 
 
-def shard_worker(backend: Any, n: int, average: Optional[str], thrs: Any, label_preds: bool,
-                 scores: np.ndarray, labels: np.ndarray) -> Dict[str, Any]:
+def shard_worker(
+    backend: Any, n: int, average: Optional[str], thrs: Any, label_preds: bool, scores: np.ndarray, labels: np.ndarray
+) -> Dict[str, Any]:
     """Score (or label) predictions of the first n digits, on this rank's shard (three shardings).
 
     The digits' scores come from the parent: fitting the regression in every spawned rank cost ~5 s each."""
@@ -165,13 +175,15 @@ def shard_worker(backend: Any, n: int, average: Optional[str], thrs: Any, label_
 
 
 @pytest.mark.parametrize("ws", [2, 3])
-@pytest.mark.parametrize("average, thrs, label_preds", [("macro", (None, 0.4), False), (None, 0.3, False),
-                                                        ("micro", None, True)])
+@pytest.mark.parametrize(
+    "average, thrs, label_preds", [("macro", (None, 0.4), False), (None, 0.3, False), ("micro", None, True)]
+)
 def test_distributed_equals_single_process_exactly(ws, average, thrs, label_preds):
     n = 121  # not a multiple of 2 or 3: padding and uneven shards both happen
     scores, labels = digit_scores()
-    worker = functools.partial(shard_worker, average=average, thrs=thrs, label_preds=label_preds,
-                               scores=scores, labels=labels)
+    worker = functools.partial(
+        shard_worker, average=average, thrs=thrs, label_preds=label_preds, scores=scores, labels=labels
+    )
     want = worker(None, n)
     ref = reference(scores[:n], labels[:n], average, None if label_preds or isinstance(thrs, tuple) else thrs)
     assert close(next(iter(want.values())), ref["precision"])  # the single-process result is sklearn's

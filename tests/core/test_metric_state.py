@@ -43,16 +43,24 @@ class Moments(BaseMetric):
         n = results.num_samples
         if n == 0:
             raise ValueError("Moments: nothing was added")
-        return {"mean": (results["total"] / n).tolist(), "min_bucket": int(results["smallest_bucket"]),
-                "max": results["largest"].tolist(), "n": n}
+        return {
+            "mean": (results["total"] / n).tolist(),
+            "min_bucket": int(results["smallest_bucket"]),
+            "max": results["largest"].tolist(),
+            "n": n,
+        }
 
 
 # -- the building blocks ------------------------------------------------------------------------------------------
 
 
 def test_specs_are_validated():
-    for args, match in ((("bad name", (), "int64", "sum"), "identifier"), (("x", (), "int32", "sum"), "dtype"),
-                        (("x", (), "int64", "mean"), "reduction"), (("x", (-1,), "int64", "sum"), "shape")):
+    for args, match in (
+        (("bad name", (), "int64", "sum"), "identifier"),
+        (("x", (), "int32", "sum"), "dtype"),
+        (("x", (), "int64", "mean"), "reduction"),
+        (("x", (-1,), "int64", "sum"), "shape"),
+    ):
         with pytest.raises(ValueError, match=match):
             StateSpec(*args)
     m = Moments()
@@ -70,8 +78,11 @@ def test_reduce_pack_unpack_round_trip_with_identities():
     empty = reduce_rows(specs, None)
     assert empty.num_samples == 0 and int(empty["smallest_bucket"]) == np.iinfo(np.int64).max
     assert np.all(empty["largest"] == -np.inf) and np.all(empty["total"] == 0)
-    rows = {"total": np.arange(6.0).reshape(2, 3), "smallest_bucket": np.array([4, -2]),
-            "largest": np.arange(6.0).reshape(2, 3)}
+    rows = {
+        "total": np.arange(6.0).reshape(2, 3),
+        "smallest_bucket": np.array([4, -2]),
+        "largest": np.arange(6.0).reshape(2, 3),
+    }
     state = reduce_rows(specs, rows, np.array([True, False]))
     packed = pack(specs, state)
     assert sorted(packed) == [("float64", "max"), ("float64", "sum"), ("int64", "min"), ("int64", "sum")]
@@ -83,7 +94,7 @@ def test_one_process_state_metric():
     _, _, values = data()
     m = Moments()
     for s in range(0, N, 50):
-        m.add(values[s:s + 50])
+        m.add(values[s : s + 50])
     got = m.compute()
     assert got["n"] == N and np.allclose(got["mean"], values.mean(axis=0), rtol=1e-12, atol=1e-9)
     assert got["max"] == values.max(axis=0).tolist() and got["min_bucket"] == int(np.floor(values[:, 0] / 100).min())
@@ -102,11 +113,15 @@ def _state_worker(backend: Any, n: int) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # compute() without size: the ShardingWarning (tested elsewhere)
-        out["moments"] = compute_sharded(backend, n, Moments, lambda m, idx: [m.add(values[idx[s:s + 16]])
-                                                                              for s in range(0, len(idx), 16)])
+        out["moments"] = compute_sharded(
+            backend, n, Moments, lambda m, idx: [m.add(values[idx[s : s + 16]]) for s in range(0, len(idx), 16)]
+        )
         out["accuracy"] = compute_sharded(
-            backend, n, lambda **kw: Accuracy(topk=(1, 3), thrs=(None, 0.2), **kw),
-            lambda m, idx: [m.add(scores[idx[s:s + 16]], labels[idx[s:s + 16]]) for s in range(0, len(idx), 16)])
+            backend,
+            n,
+            lambda **kw: Accuracy(topk=(1, 3), thrs=(None, 0.2), **kw),
+            lambda m, idx: [m.add(scores[idx[s : s + 16]], labels[idx[s : s + 16]]) for s in range(0, len(idx), 16)],
+        )
     # bytes Accuracy.compute(size=...) sends: one reduction of one slot, whatever the number of samples
     stats = enable_comm_stats(print_at_exit=False)
     for per_rank in (10, 20_000):
@@ -116,6 +131,7 @@ def _state_worker(backend: Any, n: int) -> Dict[str, Any]:
         stats.reset()
         acc.compute(size=per_rank * ws - (ws - 1))  # DistributedSampler padding: ws - 1 samples dropped
         out[f"rows_{per_rank}"] = stats.rows()
+
     # compute_metric runs on every rank: each raises the same exception
     class Failing(Accuracy):
         def compute_metric(self, results: Any) -> Dict[str, float]:

@@ -25,8 +25,38 @@ from mmeval.metrics.word_accuracy import WordAccuracy
 
 # -- data: small corpora with a known structure (seeded) ------------------------------------------------------------
 
-WORDS = ("the", "cat", "sat", "on", "mat", "a", "dog", "ran", "to", "park", "big", "tree", "near", "here", "sun",
-         "rises", "in", "east", "with", "light", "I", "was", "late", "for", "work", "today", "rain", "my", "name", "is")
+WORDS = (
+    "the",
+    "cat",
+    "sat",
+    "on",
+    "mat",
+    "a",
+    "dog",
+    "ran",
+    "to",
+    "park",
+    "big",
+    "tree",
+    "near",
+    "here",
+    "sun",
+    "rises",
+    "in",
+    "east",
+    "with",
+    "light",
+    "I",
+    "was",
+    "late",
+    "for",
+    "work",
+    "today",
+    "rain",
+    "my",
+    "name",
+    "is",
+)
 HANZI = "猫坐在垫子上公园旁边有棵树太阳从东方升起我今天上班迟到了"
 
 
@@ -125,7 +155,7 @@ def tag_sequences(n: int = 61, classes: int = 6, seed: int = 9) -> Tuple[List[np
 def _add_in_batches(metric: Any, inputs: Sequence[Sequence[Any]], idx: Sequence[int], batch: int = 7) -> None:
     idx = list(idx)
     for s in range(0, len(idx), batch):
-        metric.add(*[[values[i] for i in idx[s:s + batch]] for values in inputs])
+        metric.add(*[[values[i] for i in idx[s : s + batch]] for values in inputs])
 
 
 def _tokens(text: str) -> List[str]:
@@ -147,9 +177,12 @@ def test_bleu_equals_nltk_corpus_bleu(n_gram, smooth):
     got = metric.compute()["bleu"]
     # nltk: the same clipped counts and brevity penalty; method2 is add-one for every order but the unigrams.
     # References are sorted by length, so nltk's tie rule (the shorter) and MMEval's (the first) agree.
-    want = corpus_bleu([[_tokens(r) for r in rs] for rs in refs], [_tokens(p) for p in preds],
-                       weights=[1.0 / n_gram] * n_gram,
-                       smoothing_function=SmoothingFunction().method2 if smooth else None)
+    want = corpus_bleu(
+        [[_tokens(r) for r in rs] for rs in refs],
+        [_tokens(p) for p in preds],
+        weights=[1.0 / n_gram] * n_gram,
+        smoothing_function=SmoothingFunction().method2 if smooth else None,
+    )
     assert 0.05 < got < 0.95
     assert got == pytest.approx(want, rel=1e-12)
 
@@ -223,8 +256,9 @@ class _Chars:
         return [ch for ch in text if ch.strip()]
 
 
-def _rouge_score_reference(preds: List[str], refs: List[List[str]], keys: Sequence[Any], accumulate: str,
-                           use_stemmer: bool = False) -> Dict[str, float]:
+def _rouge_score_reference(
+    preds: List[str], refs: List[List[str]], keys: Sequence[Any], accumulate: str, use_stemmer: bool = False
+) -> Dict[str, float]:
     """Google's rouge-score per (prediction, reference), then MMEval's accumulation and the mean over samples."""
     from rouge_score.rouge_scorer import RougeScorer
 
@@ -259,8 +293,10 @@ def test_rouge_equals_rouge_score(accumulate):
 def test_rouge_with_stemmer_equals_rouge_score():
     preds, refs = translations()
     english = [i for i, p in enumerate(preds) if p.isascii()]
-    preds, refs = [preds[i] + " runnings parks" for i in english], [[r + " running park" for r in refs[i]]
-                                                                    for i in english]
+    preds, refs = (
+        [preds[i] + " runnings parks" for i in english],
+        [[r + " running park" for r in refs[i]] for i in english],
+    )
     got = ROUGE(use_stemmer=True)(preds, refs)
     want = _rouge_score_reference(preds, refs, (1, 2, "L"), "best", use_stemmer=True)
     assert got == {k: pytest.approx(v, rel=1e-12) for k, v in want.items()}
@@ -288,8 +324,10 @@ def test_rouge_l_is_the_longest_common_subsequence():
 
 def test_rouge_mmeval_documented_numbers():
     assert ROUGE(rouge_keys="L")(["the cat is on the mat"], [["a cat is on the mat"]]) == {
-        "rougeL_fmeasure": pytest.approx(0.8333333, abs=1e-7), "rougeL_precision": pytest.approx(0.8333333, abs=1e-7),
-        "rougeL_recall": pytest.approx(0.8333333, abs=1e-7)}
+        "rougeL_fmeasure": pytest.approx(0.8333333, abs=1e-7),
+        "rougeL_precision": pytest.approx(0.8333333, abs=1e-7),
+        "rougeL_recall": pytest.approx(0.8333333, abs=1e-7),
+    }
 
 
 def test_rouge_stemmer_without_nltk_names_it(monkeypatch):
@@ -326,7 +364,8 @@ def test_perplexity_equals_the_definition_loop():
     # a (batch, seq_len, vocab) array gives the same, and no ignore_labels counts the -100 nowhere: refused
     same_len = [x[:3] for x in logits], [np.abs(t[:3]) % 11 for t in targets]
     assert Perplexity()(np.stack(same_len[0]), np.stack(same_len[1]))["perplexity"] == pytest.approx(
-        _perplexity_loop(*same_len, ()), rel=1e-12)
+        _perplexity_loop(*same_len, ()), rel=1e-12
+    )
     with pytest.raises(MetricArgumentError, match=r"targets\[\d+\]\[\d+\] = -100 .* ignore_labels=None"):
         Perplexity()(logits, targets)
 
@@ -340,14 +379,21 @@ def test_perplexity_takes_framework_tensors():
 
 
 def test_perplexity_mmeval_numbers():
-    preds = np.array([[[0.27032791, 0.1314828, 0.05537432, 0.30159863],
-                       [0.26211815, 0.45614057, 0.68328134, 0.69562545],
-                       [0.28351885, 0.37992696, 0.18115096, 0.78854551],
-                       [0.05684808, 0.69699724, 0.7786954, 0.77740756]]])
+    preds = np.array(
+        [
+            [
+                [0.27032791, 0.1314828, 0.05537432, 0.30159863],
+                [0.26211815, 0.45614057, 0.68328134, 0.69562545],
+                [0.28351885, 0.37992696, 0.18115096, 0.78854551],
+                [0.05684808, 0.69699724, 0.7786954, 0.77740756],
+            ]
+        ]
+    )
     # MMEval's test values (computed there in float32: equal to 1e-7); here float64 throughout
     assert Perplexity()(preds, np.array([[3, 2, 0, 0]]))["perplexity"] == pytest.approx(4.491682289784082, abs=1e-7)
-    assert Perplexity(ignore_labels=[-100, -101])(preds, np.array([[3, 2, -100, -101]]))["perplexity"] == \
-        pytest.approx(3.529430098122886, abs=1e-6)
+    assert Perplexity(ignore_labels=[-100, -101])(preds, np.array([[3, 2, -100, -101]]))["perplexity"] == pytest.approx(
+        3.529430098122886, abs=1e-6
+    )
     assert Perplexity(ignore_labels=5)(preds[:, :1], np.array([[5]])) == {"perplexity": 0.0}  # every token ignored
 
 
@@ -374,15 +420,17 @@ def test_f1_mmeval_documented_numbers():
     f1 = F1Score(num_classes=5, mode=["macro", "micro"])
     assert f1(np.asarray([0, 1, 2]), np.asarray([0, 1, 4])) == {"macro_f1": 0.4, "micro_f1": pytest.approx(2 / 3)}
     assert F1Score(num_classes=5, ignored_classes=[1], mode="macro")(
-        [np.array([0, 1]), np.array([2])], [np.array([0, 1]), np.array([4])]) == {"macro_f1": 0.25}
+        [np.array([0, 1]), np.array([2])], [np.array([0, 1]), np.array([4])]
+    ) == {"macro_f1": 0.25}
 
 
 def test_f1_a_class_never_seen_scores_zero_like_sklearn():
     from sklearn.metrics import f1_score
 
     got = F1Score(num_classes=4, mode="macro")([[0, 0, 1]], [[0, 1, 1]])["macro_f1"]
-    assert got == pytest.approx(f1_score([0, 1, 1], [0, 0, 1], labels=[0, 1, 2, 3], average="macro",
-                                         zero_division=0), rel=1e-12)
+    assert got == pytest.approx(
+        f1_score([0, 1, 1], [0, 0, 1], labels=[0, 1, 2, 3], average="macro", zero_division=0), rel=1e-12
+    )
 
 
 # -- CharRecallPrecision and WordAccuracy -------------------------------------------------------------------------------
@@ -390,6 +438,7 @@ def test_f1_a_class_never_seen_scores_zero_like_sklearn():
 
 def _char_loop(preds: List[str], gts: List[str], case: str) -> Dict[str, float]:
     """Character recall / precision from the definition: per word the LCS of the kept characters, filled in a table."""
+
     def keep(text: str) -> str:
         text = text.upper() if case == "upper" else text.lower() if case == "lower" else text
         return "".join(ch for ch in text if (ch.isascii() and ch.isalnum()) or "\u4e00" <= ch <= "\u9fa5")
@@ -416,10 +465,14 @@ def test_char_recall_precision_equals_the_definition_loop(case):
 
 
 def test_char_recall_precision_mmeval_documented_numbers():
-    assert CharRecallPrecision()(["helL", "HEL"], ["hello", "HELLO"]) == {"recall": 0.6,
-                                                                           "precision": pytest.approx(6 / 7)}
-    assert CharRecallPrecision(letter_case="upper")(["helL", "HEL"], ["hello", "HELLO"]) == {"recall": 0.7,
-                                                                                              "precision": 1.0}
+    assert CharRecallPrecision()(["helL", "HEL"], ["hello", "HELLO"]) == {
+        "recall": 0.6,
+        "precision": pytest.approx(6 / 7),
+    }
+    assert CharRecallPrecision(letter_case="upper")(["helL", "HEL"], ["hello", "HELLO"]) == {
+        "recall": 0.7,
+        "precision": 1.0,
+    }
 
 
 def test_word_accuracy_equals_the_definition_loop():
@@ -432,19 +485,22 @@ def test_word_accuracy_equals_the_definition_loop():
         return "".join(ch for ch in text if ch.isascii() and ch.isalnum())
 
     n = len(preds)
-    want = {"accuracy": sum(p == g for p, g in zip(preds, gts)) / n,
-            "ignore_case_accuracy": sum(p.lower() == g.lower() for p, g in zip(preds, gts)) / n,
-            "ignore_case_symbol_accuracy": sum(alnum(p.lower()) == alnum(g.lower()) for p, g in zip(preds, gts)) / n}
+    want = {
+        "accuracy": sum(p == g for p, g in zip(preds, gts)) / n,
+        "ignore_case_accuracy": sum(p.lower() == g.lower() for p, g in zip(preds, gts)) / n,
+        "ignore_case_symbol_accuracy": sum(alnum(p.lower()) == alnum(g.lower()) for p, g in zip(preds, gts)) / n,
+    }
     assert got == want and list(got) == list(want)
     assert 0 < want["accuracy"] < want["ignore_case_accuracy"] < want["ignore_case_symbol_accuracy"] < 1
 
 
 def test_word_accuracy_mmeval_documented_numbers():
     assert WordAccuracy()(["hello", "hello", "hello"], ["hello", "HELLO", "$HELLO$"]) == {
-        "ignore_case_symbol_accuracy": 1.0}
+        "ignore_case_symbol_accuracy": 1.0
+    }
     assert WordAccuracy(mode=["exact", "ignore_case", "ignore_case_symbol"])(
-        ["hello", "hello", "hello"], ["hello", "HELLO", "$HELLO$"]) == {
-        "accuracy": 1 / 3, "ignore_case_accuracy": 2 / 3, "ignore_case_symbol_accuracy": 1.0}
+        ["hello", "hello", "hello"], ["hello", "HELLO", "$HELLO$"]
+    ) == {"accuracy": 1 / 3, "ignore_case_accuracy": 2 / 3, "ignore_case_symbol_accuracy": 1.0}
     assert WordAccuracy(mode=["ignore_case", "exact"]).mode == {"ignore_case", "exact"}
 
 
@@ -533,8 +589,9 @@ def _ranks_worker(backend: Any, n: int) -> Dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # uneven / cat shards without size: the ShardingWarning (tested elsewhere)
         for name, (make, inputs) in text_cases(n).items():
-            out[name] = compute_sharded(backend, n, make,
-                                        lambda m, idx, _inputs=inputs: _add_in_batches(m, _inputs, idx))
+            out[name] = compute_sharded(
+                backend, n, make, lambda m, idx, _inputs=inputs: _add_in_batches(m, _inputs, idx)
+            )
         stats = enable_comm_stats(print_at_exit=False)
         for name, (make, _) in text_cases(n).items():
             for samples in (n, 4 * n):
@@ -576,12 +633,15 @@ def test_a_set_in_the_configuration_asks_the_same_question_in_every_process():
     import os
     import subprocess
 
-    code = ("from mmeval.metrics.word_accuracy import WordAccuracy; from mmeval.core.wire.question import "
-            "encode_question; m = WordAccuracy(mode=['exact', 'ignore_case', 'ignore_case_symbol']); "
-            "print(encode_question(m._question(None), 'compute').decode())")
+    code = (
+        "from mmeval.metrics.word_accuracy import WordAccuracy; from mmeval.core.wire.question import "
+        "encode_question; m = WordAccuracy(mode=['exact', 'ignore_case', 'ignore_case_symbol']); "
+        "print(encode_question(m._question(None), 'compute').decode())"
+    )
     seen = set()
     for seed in ("0", "1", "2", "3", "4", "5"):
         env = dict(os.environ, PYTHONHASHSEED=seed)
-        seen.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                                check=True).stdout)
+        seen.add(
+            subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+        )
     assert len(seen) == 1, seen

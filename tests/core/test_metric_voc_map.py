@@ -48,10 +48,21 @@ def detections(n: int = 120, seed: int = 0) -> Tuple[List[Dict[str, Any]], List[
             pb.append(np.array([x, y, x + s, y + s * rng.uniform(0.5, 1.5)]))
             ps.append(rng.uniform(0.05, 0.6))
             pl.append(rng.integers(0, NUM_CLASSES))
-        preds.append({"bboxes": np.array(pb, dtype=np.float64).reshape(-1, 4),
-                      "scores": np.round(np.array(ps, dtype=np.float64), 2), "labels": np.array(pl, dtype=np.int64)})
-        gts.append({"bboxes": boxes[~difficult], "labels": labels[~difficult],
-                    "bboxes_ignore": boxes[difficult], "labels_ignore": labels[difficult]})
+        preds.append(
+            {
+                "bboxes": np.array(pb, dtype=np.float64).reshape(-1, 4),
+                "scores": np.round(np.array(ps, dtype=np.float64), 2),
+                "labels": np.array(pl, dtype=np.int64),
+            }
+        )
+        gts.append(
+            {
+                "bboxes": boxes[~difficult],
+                "labels": labels[~difficult],
+                "bboxes_ignore": boxes[difficult],
+                "labels_ignore": labels[difficult],
+            }
+        )
     return preds, gts
 
 
@@ -85,8 +96,12 @@ def ref_class_ap(preds, gts, cls, thr, rng, mode, legacy):
         objs += [(b, True) for b, lab in zip(gt["bboxes_ignore"], gt["labels_ignore"]) if lab == cls]
         npos += sum(1 for b, ign in objs if not ign and in_range(b))
         objects.append(objs)
-    dets = [(s, img, b) for img, p in enumerate(preds) for b, s, lab in zip(p["bboxes"], p["scores"], p["labels"])
-            if lab == cls]
+    dets = [
+        (s, img, b)
+        for img, p in enumerate(preds)
+        for b, s, lab in zip(p["bboxes"], p["scores"], p["labels"])
+        if lab == cls
+    ]
     dets.sort(key=lambda d: -d[0])  # stable: ties keep dataset order
     taken = [[False] * len(o) for o in objects]
     tp, fp = [], []
@@ -136,22 +151,32 @@ def reference(preds, gts, iou_thrs, scale_ranges, mode="area", legacy=False, dro
     return out
 
 
-@pytest.mark.parametrize("kwargs", [
-    {},
-    {"iou_thrs": [0.5, 0.75], "scale_ranges": [(0, 32), (32, 96), (96, 1e5)]},
-    {"iou_thrs": 0.7, "eval_mode": "11points", "use_legacy_coordinate": True},
-    {"iou_thrs": (0.3, 0.5), "drop_class_ap": False, "scale_ranges": [(0, 32)]},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"iou_thrs": [0.5, 0.75], "scale_ranges": [(0, 32), (32, 96), (96, 1e5)]},
+        {"iou_thrs": 0.7, "eval_mode": "11points", "use_legacy_coordinate": True},
+        {"iou_thrs": (0.3, 0.5), "drop_class_ap": False, "scale_ranges": [(0, 32)]},
+    ],
+)
 def test_matches_voc_reference(kwargs):
     preds, gts = detections()
     metric = VOCMeanAP(num_classes=NUM_CLASSES, **kwargs)
     for s in range(0, len(preds), 16):
-        metric.add(preds[s:s + 16], gts[s:s + 16])
+        metric.add(preds[s : s + 16], gts[s : s + 16])
     got = metric.compute()
     thrs = kwargs.get("iou_thrs", 0.5)
     thrs = [thrs] if isinstance(thrs, float) else list(thrs)
-    want = reference(preds, gts, thrs, kwargs.get("scale_ranges", []), kwargs.get("eval_mode", "area"),
-                     kwargs.get("use_legacy_coordinate", False), kwargs.get("drop_class_ap", True))
+    want = reference(
+        preds,
+        gts,
+        thrs,
+        kwargs.get("scale_ranges", []),
+        kwargs.get("eval_mode", "area"),
+        kwargs.get("use_legacy_coordinate", False),
+        kwargs.get("drop_class_ap", True),
+    )
     assert list(got) == list(want)
     for key, value in want.items():
         assert got[key] == pytest.approx(value, rel=1e-12, abs=1e-15), key
@@ -165,7 +190,8 @@ def test_keys_and_edge_cases():
     assert VOCMeanAP(num_classes=3)([perfect], [gt]) == {"AP50": 1.0, "mAP": 1.0}
     out = VOCMeanAP(num_classes=3, iou_thrs=[0.5, 0.95], scale_ranges=[(0, 32), (32, 64)])([perfect], [gt])
     assert out == {"AP50": 1.0, "AP95": 1.0, "mAP@(0, 32)": math.nan, "mAP@(32, 64)": 1.0, "mAP": 1.0} or (
-        list(out) == ["AP50", "AP95", "mAP@(0, 32)", "mAP@(32, 64)", "mAP"] and math.isnan(out["mAP@(0, 32)"]))
+        list(out) == ["AP50", "AP95", "mAP@(0, 32)", "mAP@(32, 64)", "mAP"] and math.isnan(out["mAP@(0, 32)"])
+    )
     # no predictions at all, and images without objects: AP 0 for the classes with objects
     empty = {"bboxes": np.zeros((0, 4)), "scores": np.zeros(0), "labels": np.zeros(0, dtype=int)}
     assert VOCMeanAP(num_classes=3)([empty, empty], [gt, {"bboxes": [], "labels": []}]) == {"AP50": 0.0, "mAP": 0.0}
@@ -186,16 +212,19 @@ def test_nproc_one_or_less_means_no_pool():
         assert VOCMeanAP(num_classes=NUM_CLASSES, nproc=nproc)(preds, gts) == want
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"iou_thrs": 0}, r"iou_thrs must be a number in \(0, 1\)"),
-    ({"iou_thrs": 1}, r"iou_thrs must be a number in \(0, 1\)"),  # MMEval 0.2.1 refused it too
-    ({"iou_thrs": []}, "iou_thrs must be"),
-    ({"scale_ranges": [(0, 32, 64)]}, "scale_ranges must be"),
-    ({"eval_mode": "coco"}, "eval_mode must be one of"),
-    ({"num_classes": 0}, "num_classes must be a positive int"),
-    ({"nproc": 1.5}, "nproc must be"),
-    ({"classwise": "yes"}, "classwise must be True or False"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"iou_thrs": 0}, r"iou_thrs must be a number in \(0, 1\)"),
+        ({"iou_thrs": 1}, r"iou_thrs must be a number in \(0, 1\)"),  # MMEval 0.2.1 refused it too
+        ({"iou_thrs": []}, "iou_thrs must be"),
+        ({"scale_ranges": [(0, 32, 64)]}, "scale_ranges must be"),
+        ({"eval_mode": "coco"}, "eval_mode must be one of"),
+        ({"num_classes": 0}, "num_classes must be a positive int"),
+        ({"nproc": 1.5}, "nproc must be"),
+        ({"classwise": "yes"}, "classwise must be True or False"),
+    ],
+)
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         VOCMeanAP(**kwargs)
@@ -227,7 +256,7 @@ KW = {"num_classes": NUM_CLASSES, "iou_thrs": [0.5, 0.75], "scale_ranges": [(0, 
 
 def _add(metric, preds, gts, idx, batch=5):
     for s in range(0, len(idx), batch):
-        metric.add([preds[i] for i in idx[s:s + batch]], [gts[i] for i in idx[s:s + batch]])
+        metric.add([preds[i] for i in idx[s : s + batch]], [gts[i] for i in idx[s : s + batch]])
 
 
 def _make(**kwargs):

@@ -52,7 +52,11 @@ def test_accuracy_result_keys_like_mmeval():
     out = Accuracy(topk=2, thrs=(0.1, 0.5))(preds, labels)
     assert out == {"top2_thr-0.10": 1.0, "top2_thr-0.50": 0.25}
     assert set(Accuracy(topk=(1, 3), thrs=(None, 0.5))(preds, labels)) == {
-        "top1_no-thr", "top1_thr-0.50", "top3_no-thr", "top3_thr-0.50"}
+        "top1_no-thr",
+        "top1_thr-0.50",
+        "top3_no-thr",
+        "top3_thr-0.50",
+    }
 
 
 def test_accuracy_accepts_lists_and_array_likes():
@@ -85,17 +89,20 @@ def test_accuracy_accepts_lists_and_array_likes():
     assert Accuracy()([FakeTorch(s) for s in scores], [FakeTorch(x) for x in labels]) == expected
 
 
-@pytest.mark.parametrize("preds,labels,word", [
-    (np.zeros((4, 3, 2)), np.zeros(4, int), "predictions"),
-    (np.zeros((4, 3)), np.zeros((4, 1), int), "labels"),
-    (np.zeros((4, 3)), np.zeros(5, int), "lengths"),
-    (np.full((2, 3), np.nan), np.zeros(2, int), "NaN"),
-    (np.zeros((0, 3)), np.zeros(0, int), "empty"),
-    (np.zeros((2, 3)), np.array([0, 3]), "labels out of range"),
-    (np.zeros((2, 3)), np.array([0, -1]), "labels out of range"),
-    (np.zeros((2, 3)), np.array([0.5, 1.0]), "labels"),
-    (np.zeros((2, 2)), np.array([0, 1]), "topk"),
-])
+@pytest.mark.parametrize(
+    "preds,labels,word",
+    [
+        (np.zeros((4, 3, 2)), np.zeros(4, int), "predictions"),
+        (np.zeros((4, 3)), np.zeros((4, 1), int), "labels"),
+        (np.zeros((4, 3)), np.zeros(5, int), "lengths"),
+        (np.full((2, 3), np.nan), np.zeros(2, int), "NaN"),
+        (np.zeros((0, 3)), np.zeros(0, int), "empty"),
+        (np.zeros((2, 3)), np.array([0, 3]), "labels out of range"),
+        (np.zeros((2, 3)), np.array([0, -1]), "labels out of range"),
+        (np.zeros((2, 3)), np.array([0.5, 1.0]), "labels"),
+        (np.zeros((2, 2)), np.array([0, 1]), "topk"),
+    ],
+)
 def test_bad_input_is_a_value_error_and_leaves_state_alone(preds, labels, word):
     acc = Accuracy(topk=(1, 3))
     acc.add(np.eye(3)[[0, 1]], np.array([0, 1]))

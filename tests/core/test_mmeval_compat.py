@@ -33,12 +33,20 @@ DB = "mmeval.core.dist_backends"
 
 #: Every public name of MMEval 0.2.1 under mmeval.core and mmeval.core.dist_backends, by module.
 MMEVAL_021_PUBLIC = {
-    "mmeval.core": ["dist_backends", "get_dist_backend", "set_default_dist_backend", "list_all_backends",
-                    "BaseMetric"],
+    "mmeval.core": ["dist_backends", "get_dist_backend", "set_default_dist_backend", "list_all_backends", "BaseMetric"],
     "mmeval.core.dist": ["get_dist_backend", "set_default_dist_backend", "list_all_backends"],
     "mmeval.core.base_metric": ["BaseMetric"],
-    DB: ["BaseDistBackend", "TensorBaseDistBackend", "MPI4PyDist", "NonDist", "OneFlowDist", "TFHorovodDist",
-         "TorchCPUDist", "TorchCUDADist", "PaddleDist"],
+    DB: [
+        "BaseDistBackend",
+        "TensorBaseDistBackend",
+        "MPI4PyDist",
+        "NonDist",
+        "OneFlowDist",
+        "TFHorovodDist",
+        "TorchCPUDist",
+        "TorchCUDADist",
+        "PaddleDist",
+    ],
     f"{DB}.base_backend": ["BaseDistBackend", "TensorBaseDistBackend", "Tensor"],
     f"{DB}.non_dist": ["NonDist"],
     f"{DB}.torch_cpu": ["TorchCPUDist"],
@@ -47,8 +55,15 @@ MMEVAL_021_PUBLIC = {
     f"{DB}.tf_horovod": ["TFHorovodDist"],
     f"{DB}.paddle_dist": ["PaddleDist"],
     f"{DB}.oneflow_dist": ["OneFlowDist"],
-    "mmeval.utils": ["try_import", "has_method", "is_seq_of", "is_list_of", "is_tuple_of", "is_filepath",
-                     "DEFAULT_LOGGER"],
+    "mmeval.utils": [
+        "try_import",
+        "has_method",
+        "is_seq_of",
+        "is_list_of",
+        "is_tuple_of",
+        "is_filepath",
+        "DEFAULT_LOGGER",
+    ],
 }
 #: Deliberately absent (README "Coming from MMEval 0.2.1"): plum's multiple-dispatch decorator.
 NOT_PROVIDED = {("mmeval.core", "dispatch")}
@@ -283,22 +298,34 @@ def _argument_cases():
         ("SingleLabel-items", lambda: SingleLabelMetric(items=("map",)), "The metric map is not supported"),
         ("SingleLabel-average", lambda: SingleLabelMetric(average="mean"), "Invalid `average` argument"),
         ("SingleLabel-add-no-num_classes", _labels_without_num_classes, "Please specify `num_classes`"),
-        ("SingleLabel-add-classes", add(lambda: SingleLabelMetric(num_classes=2), scores3, [0, 1]),
-         "Number of classes does not match"),
+        (
+            "SingleLabel-add-classes",
+            add(lambda: SingleLabelMetric(num_classes=2), scores3, [0, 1]),
+            "Number of classes does not match",
+        ),
         ("SingleLabel-add-nan", add(SingleLabelMetric, np.full((1, 3), np.nan), [0]), "NaN scores"),
         ("MultiLabel-num_classes", lambda: MultiLabelMetric(None), "num_classes must be a positive int"),
         ("MultiLabel-thr", lambda: MultiLabelMetric(3, thr="x"), "thr must be a finite number"),
         ("MultiLabel-topk", lambda: MultiLabelMetric(3, topk=4), r"topk must be None or an int in \[1, num_classes"),
         ("MultiLabel-items", lambda: MultiLabelMetric(3, items=("map",)), "The metric map is not supported"),
         ("MultiLabel-average", lambda: MultiLabelMetric(3, average="mean"), "Invalid `average` argument"),
-        ("MultiLabel-pred_is_onehot", lambda: MultiLabelMetric(3, pred_is_onehot="yes"),
-         "pred_is_onehot must be None, True or False"),
-        ("MultiLabel-label_is_onehot-attr", set_attr(lambda: MultiLabelMetric(3), "label_is_onehot", 1),
-         "label_is_onehot must be None, True or False"),
+        (
+            "MultiLabel-pred_is_onehot",
+            lambda: MultiLabelMetric(3, pred_is_onehot="yes"),
+            "pred_is_onehot must be None, True or False",
+        ),
+        (
+            "MultiLabel-label_is_onehot-attr",
+            set_attr(lambda: MultiLabelMetric(3), "label_is_onehot", 1),
+            "label_is_onehot must be None, True or False",
+        ),
         ("MultiLabel-add-lengths", add(lambda: MultiLabelMetric(3), scores3, [[0]]), "different lengths"),
         ("MultiLabel-add-label-range", add(lambda: MultiLabelMetric(3), scores3[:1], [[0, 3]]), "out of range"),
-        ("MultiLabel-add-onehot-shape", add(lambda: MultiLabelMetric(3, label_is_onehot=True), scores3[:1], [[0]]),
-         "label_is_onehot=True reads every sample as 3 one-hot values"),
+        (
+            "MultiLabel-add-onehot-shape",
+            add(lambda: MultiLabelMetric(3, label_is_onehot=True), scores3[:1], [[0]]),
+            "label_is_onehot=True reads every sample as 3 one-hot values",
+        ),
         ("AP-average", lambda: AveragePrecision(average="micro"), "Invalid `average` argument"),
         ("AP-pred_is_onehot", set_attr(AveragePrecision, "pred_is_onehot", True), "pred_is_onehot must stay False"),
         ("AP-label_is_onehot", lambda: AveragePrecision(label_is_onehot="no"), "label_is_onehot must be None"),
@@ -308,14 +335,27 @@ def _argument_cases():
         ("MeanIoU-nan_to_num", lambda: MeanIoU(nan_to_num="x"), "nan_to_num must be a number"),
         ("MeanIoU-beta", lambda: MeanIoU(beta=0), "beta must be a positive finite number"),
         ("MeanIoU-classwise_results", lambda: MeanIoU(classwise_results="yes"), "classwise_results must be True"),
-        ("MeanIoU-add-no-num_classes", add(MeanIoU, np.zeros((1, 2, 2)), np.zeros((1, 2, 2))), "num_classes is not set"),
-        ("MeanIoU-add-shapes", add(lambda: MeanIoU(num_classes=2), [np.zeros((2, 2))], [np.zeros((2, 3))]),
-         "must have its label map's"),
-        ("MeanIoU-add-ndim", add(lambda: MeanIoU(num_classes=2), [np.zeros(4)], [np.zeros(4)]),
-         r"must be an \(H, W\) label map"),
+        (
+            "MeanIoU-add-no-num_classes",
+            add(MeanIoU, np.zeros((1, 2, 2)), np.zeros((1, 2, 2))),
+            "num_classes is not set",
+        ),
+        (
+            "MeanIoU-add-shapes",
+            add(lambda: MeanIoU(num_classes=2), [np.zeros((2, 2))], [np.zeros((2, 3))]),
+            "must have its label map's",
+        ),
+        (
+            "MeanIoU-add-ndim",
+            add(lambda: MeanIoU(num_classes=2), [np.zeros(4)], [np.zeros(4)]),
+            r"must be an \(H, W\) label map",
+        ),
         ("PRF-task", lambda: PrecisionRecallF1score(task="threeclasses"), "Expected argument `task` to either be"),
-        ("PRF-multilabel-thrs", lambda: PrecisionRecallF1score(task="multilabel", num_classes=3, thrs=(0.1, 0.4)),
-         "task `'multilabel'` only supports"),
+        (
+            "PRF-multilabel-thrs",
+            lambda: PrecisionRecallF1score(task="multilabel", num_classes=3, thrs=(0.1, 0.4)),
+            "task `'multilabel'` only supports",
+        ),
         ("PRF-multilabel-num_classes", lambda: PrecisionRecallF1score(task="multilabel"), "`num_classes` is necessary"),
         ("PRF-singlelabel-average", lambda: PrecisionRecallF1score(average="mean"), "Invalid `average` argument"),
     ]
@@ -347,9 +387,15 @@ def test_a_refused_metric_argument_is_a_value_error_and_mmevals_assertion_error(
 #: MMEval 0.2.1's mmeval/metrics/__init__.py __deprecated_metric_names__, less the two this project keeps as
 #: plain names (SingleLabelMetric, MultiLabelMetric: docs/metrics.md)
 MMEVAL_DEPRECATED = {
-    "COCODetectionMetric": "COCODetection", "F1Metric": "F1Score", "MAE": "MeanAbsoluteError",
-    "MSE": "MeanSquaredError", "PSNR": "PeakSignalNoiseRatio", "SNR": "SignalNoiseRatio",
-    "SSIM": "StructuralSimilarity", "SAD": "SumAbsoluteDifferences", "MattingMSE": "MattingMeanSquaredError",
+    "COCODetectionMetric": "COCODetection",
+    "F1Metric": "F1Score",
+    "MAE": "MeanAbsoluteError",
+    "MSE": "MeanSquaredError",
+    "PSNR": "PeakSignalNoiseRatio",
+    "SNR": "SignalNoiseRatio",
+    "SSIM": "StructuralSimilarity",
+    "SAD": "SumAbsoluteDifferences",
+    "MattingMSE": "MattingMeanSquaredError",
 }
 
 
@@ -400,8 +446,9 @@ def test_an_alias_whose_metric_is_absent_says_so_without_warning(alias, monkeypa
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for owner in (mmeval.metrics, mmeval):
-            with pytest.raises(AttributeError, match=f"deprecated alias of '{new}'" if owner is mmeval.metrics
-                               else alias):
+            with pytest.raises(
+                AttributeError, match=f"deprecated alias of '{new}'" if owner is mmeval.metrics else alias
+            ):
                 getattr(owner, alias)
         with pytest.raises(ImportError, match=alias):
             exec(f"from mmeval.metrics import {alias}", {})
@@ -426,8 +473,10 @@ def test_both_names_of_the_precision_recall_f1_metrics_are_plain_names():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for short, long in (("SingleLabelMetric", "SingleLabelPrecisionRecallF1score"),
-                            ("MultiLabelMetric", "MultiLabelPrecisionRecallF1score")):
+        for short, long in (
+            ("SingleLabelMetric", "SingleLabelPrecisionRecallF1score"),
+            ("MultiLabelMetric", "MultiLabelPrecisionRecallF1score"),
+        ):
             assert getattr(mmeval.metrics, short) is getattr(mmeval.metrics, long) is getattr(mmeval, long)
             assert getattr(prf, short) is getattr(prf, long) is getattr(mmeval, short)
             assert short in mmeval.metrics.__all__ and long in mmeval.metrics.__all__

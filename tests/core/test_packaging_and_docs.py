@@ -29,15 +29,19 @@ PYPROJECTS = [ROOT / "core" / "pyproject.toml"] + sorted((ROOT / "plugins").glob
 
 def _clean_env(**extra: str) -> Dict[str, str]:
     """This process's environment without mmeval, tox or virtualenv settings, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("MMEVAL_", "TOX_", "PYTHONPATH")) and k != "VIRTUAL_ENV"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MMEVAL_", "TOX_", "PYTHONPATH")) and k != "VIRTUAL_ENV"
+    }
     env.update(extra)
     return env
 
 
 def _pip(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pip", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env=_clean_env())
+    return subprocess.run(
+        [sys.executable, "-m", "pip", *args], cwd=cwd, capture_output=True, text=True, timeout=600, env=_clean_env()
+    )
 
 
 # -- packaging (item 12) -------------------------------------------------------
@@ -47,7 +51,7 @@ def _pip(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_pyproject_has_spdx_license_and_an_existing_readme(pyproject: Path) -> None:
     text = pyproject.read_text()
     assert re.search(r'^license\s*=\s*"[A-Za-z0-9.+-]+( (AND|OR|WITH) [A-Za-z0-9.+-]+)*"\s*$', text, re.M), (
-        f"{pyproject}: project.license must be an SPDX string (license = \"Apache-2.0\"); the table form is deprecated"
+        f'{pyproject}: project.license must be an SPDX string (license = "Apache-2.0"); the table form is deprecated'
     )
     assert re.search(r'"(setuptools>=(7[7-9]|[89]\d|\d{3,})|flit_core>=3\.(1[2-9]|[2-9]\d))', text), (
         f"{pyproject}: the SPDX license string needs setuptools>=77 or flit_core>=3.12 in [build-system] requires"
@@ -63,8 +67,7 @@ def test_core_wheel_builds_without_warnings(tmp_path: Path) -> None:
     proc = _pip("wheel", "--no-deps", "-v", str(src), "-w", str(tmp_path / "wheels"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
-    warnings = [ln.strip() for ln in out.splitlines()
-                if re.search(r"\w+Warning\b|cannot be found|is deprecated", ln)]
+    warnings = [ln.strip() for ln in out.splitlines() if re.search(r"\w+Warning\b|cannot be found|is deprecated", ln)]
     assert not warnings, "building mmeval-core warns:\n" + "\n".join(warnings)
     (wheel,) = glob.glob(str(tmp_path / "wheels" / "mmeval_core-*.whl"))
     with zipfile.ZipFile(wheel) as zf:
@@ -139,11 +142,24 @@ def test_guide_example_backend_builds_installs_and_conforms(tmp_path: Path) -> N
     upper = name.upper()
     exchange = tmp_path / "exchange"
     exchange.mkdir()
-    procs = [subprocess.Popen([sys.executable, conf], cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=_clean_env(PYTHONPATH=str(site), **{
-                                  f"MMEVAL_{upper}_DIR": str(exchange), f"MMEVAL_{upper}_WORLD_SIZE": "3",
-                                  f"MMEVAL_{upper}_RANK": str(rank)}))
-             for rank in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, conf],
+            cwd=proj,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_clean_env(
+                PYTHONPATH=str(site),
+                **{
+                    f"MMEVAL_{upper}_DIR": str(exchange),
+                    f"MMEVAL_{upper}_WORLD_SIZE": "3",
+                    f"MMEVAL_{upper}_RANK": str(rank),
+                },
+            ),
+        )
+        for rank in range(3)
+    ]
     try:
         for rank, p in enumerate(procs):
             out, err = p.communicate(timeout=300)
@@ -199,8 +215,13 @@ def _externally_managed_python(where: Path) -> Path:
 
 def test_run_tox_works_on_an_externally_managed_python(tmp_path: Path) -> None:
     python = _externally_managed_python(tmp_path / "system-python")
-    refused = subprocess.run([str(python), "-m", "pip", "install", "--dry-run", "tox>=4.11"], capture_output=True,
-                             text=True, timeout=300, env=_clean_env())
+    refused = subprocess.run(
+        [str(python), "-m", "pip", "install", "--dry-run", "tox>=4.11"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_clean_env(),
+    )
     assert refused.returncode != 0 and "externally-managed-environment" in refused.stdout + refused.stderr, (
         "the test's Python should refuse `pip install` (PEP 668)"
     )
@@ -223,14 +244,16 @@ def test_run_tox_works_on_an_externally_managed_python(tmp_path: Path) -> None:
     )
 
     env = _clean_env(PYTHON=str(python))
-    listing = subprocess.run([str(repo / "tools" / "run-tox"), "-l"], cwd=tmp_path, env=env, capture_output=True,
-                             text=True, timeout=600)
+    listing = subprocess.run(
+        [str(repo / "tools" / "run-tox"), "-l"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert listing.returncode == 0, listing.stdout[-3000:] + listing.stderr[-3000:]
     assert listing.stdout.split() == envs
     assert (repo / ".venv-tox" / "bin" / "tox").exists()
 
-    run = subprocess.run([str(repo / "tools" / "run-tox")], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=600)
+    run = subprocess.run(
+        [str(repo / "tools" / "run-tox")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     for v in versions:
         assert f"PYVER {v.replace('.', ' ')}" in run.stdout, f"tox did not run on Python {v}:\n{run.stdout[-3000:]}"
@@ -240,12 +263,24 @@ def test_run_tox_works_on_an_externally_managed_python(tmp_path: Path) -> None:
     assert not kept_envs, f"the whole-suite run kept its envs: {kept_envs}"
     assert not (repo / ".tox" / ".mmeval-prune").exists(), "the run left its prune marker behind"
     # ... while a run of named envs, and a whole-suite run asked to, keep them for the next run
-    named = subprocess.run([str(repo / "tools" / "run-tox"), "-e", envs[0]], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=600)
+    named = subprocess.run(
+        [str(repo / "tools" / "run-tox"), "-e", envs[0]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert named.returncode == 0, named.stdout[-3000:] + named.stderr[-3000:]
     assert (repo / ".tox" / envs[0] / "bin").is_dir(), "`run-tox -e NAME` removed the env"
-    kept = subprocess.run([str(repo / "tools" / "run-tox")], cwd=tmp_path, env={**env, "MMEVAL_TOX_KEEP_ENVS": "1"},
-                          capture_output=True, text=True, timeout=600)
+    kept = subprocess.run(
+        [str(repo / "tools" / "run-tox")],
+        cwd=tmp_path,
+        env={**env, "MMEVAL_TOX_KEEP_ENVS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert kept.returncode == 0, kept.stdout[-3000:] + kept.stderr[-3000:]
     assert all((repo / ".tox" / name / "bin").is_dir() for name in envs), "MMEVAL_TOX_KEEP_ENVS=1 removed envs"
 
@@ -253,15 +288,16 @@ def test_run_tox_works_on_an_externally_managed_python(tmp_path: Path) -> None:
 # -- the docs speak to users, and every link leads somewhere -------------------------
 
 #: What users read: the README, the core's package description, every page under docs/, the plugins' READMEs.
-USER_DOCS = sorted([README, ROOT / "core" / "README.md", *(ROOT / "docs").glob("*.md"),
-                    *(ROOT / "plugins").glob("*/README.md")])
+USER_DOCS = sorted(
+    [README, ROOT / "core" / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "plugins").glob("*/README.md")]
+)
 
 #: Words of the project's own bookkeeping, which mean nothing to a user.
 INTERNAL_WORDS = (
-    r"\bissues? #?\d+",          # "(issue 6)", "issues 7 and 15"
-    r"\bthe issue\b",            # "the issue's yardstick"
-    r"\bitems? \d+\b",           # "item 11"
-    r"\bseeds'",                 # "the seeds' tutorial scripts"
+    r"\bissues? #?\d+",  # "(issue 6)", "issues 7 and 15"
+    r"\bthe issue\b",  # "the issue's yardstick"
+    r"\bitems? \d+\b",  # "item 11"
+    r"\bseeds'",  # "the seeds' tutorial scripts"
     r"\bthis stop\b",
     r"\bsession\b",
     r"\bthe lead\b",
@@ -285,8 +321,7 @@ def _slug(heading: str) -> str:
 def _anchors(path: Path) -> set[str]:
     seen: Dict[str, int] = {}
     anchors = set()
-    for heading in re.findall(r"^#{1,6} (.+)$", re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M),
-                              re.M):
+    for heading in re.findall(r"^#{1,6} (.+)$", re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M), re.M):
         slug = _slug(heading)
         n = seen.get(slug, 0)
         seen[slug] = n + 1
@@ -318,9 +353,14 @@ def test_the_slug_rule_matches_githubs() -> None:
 @pytest.mark.parametrize("doc", USER_DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_docs_use_no_internal_words(doc: Path) -> None:
     text = doc.read_text()
-    found = [f"line {text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
-             for pattern in INTERNAL_WORDS for m in re.finditer(pattern, text, re.I)]
-    assert not found, f"{doc.relative_to(ROOT)} speaks of the project's bookkeeping, not to users:\n  " + "\n  ".join(found)
+    found = [
+        f"line {text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+        for pattern in INTERNAL_WORDS
+        for m in re.finditer(pattern, text, re.I)
+    ]
+    assert not found, f"{doc.relative_to(ROOT)} speaks of the project's bookkeeping, not to users:\n  " + "\n  ".join(
+        found
+    )
 
 
 def test_docs_index_links_every_page() -> None:
@@ -337,8 +377,11 @@ def test_every_exported_metric_is_listed_with_its_unit() -> None:
     import mmeval.metrics
     from mmeval.core import BaseMetric
 
-    exported = {name for name in mmeval.metrics.__all__
-                if isinstance(getattr(mmeval.metrics, name), type) and issubclass(getattr(mmeval.metrics, name), BaseMetric)}
+    exported = {
+        name
+        for name in mmeval.metrics.__all__
+        if isinstance(getattr(mmeval.metrics, name), type) and issubclass(getattr(mmeval.metrics, name), BaseMetric)
+    }
     assert exported, "mmeval.metrics exports no metric"
     metrics_doc = (ROOT / "docs" / "metrics.md").read_text()
     readme = README.read_text()
@@ -358,10 +401,15 @@ def test_readme_says_how_to_pick_the_torch_build() -> None:
     section = README.read_text().split("## Install\n", 1)[1].split("\n## ", 1)[0]
     lines = [ln.split("#", 1)[0].strip() for ln in section.split("```bash", 1)[1].split("```", 1)[0].splitlines()]
     torch_plugin = next(i for i, ln in enumerate(lines) if "./plugins/torch_backend" in ln)
-    cpu = [i for i, ln in enumerate(lines)
-           if ln.startswith("pip install torch ") and "--index-url https://download.pytorch.org/whl/cpu" in ln]
+    cpu = [
+        i
+        for i, ln in enumerate(lines)
+        if ln.startswith("pip install torch ") and "--index-url https://download.pytorch.org/whl/cpu" in ln
+    ]
     assert cpu and cpu[0] < torch_plugin, "the install block must install torch's CPU build before the torch plugin"
-    assert "CUDA" in section and "download.pytorch.org/whl/cu" in section, "the README must say how to pick a CUDA build"
+    assert "CUDA" in section and "download.pytorch.org/whl/cu" in section, (
+        "the README must say how to pick a CUDA build"
+    )
 
 
 def test_readme_shows_the_backend_neutral_rank_and_world_size() -> None:

@@ -41,8 +41,10 @@ def test_kept_by_size_matches_collect_then_truncate(mode):
         total = sum(counts)
         size = int(rng.integers(0, total + 2))
         # tag each sample with (rank, position on the rank); the old path gathered then truncated
-        parts = [ArrayResults(tag=np.array([(r, j) for j in range(c)], dtype=np.int64).reshape(c, 2))
-                 for r, c in enumerate(counts)]
+        parts = [
+            ArrayResults(tag=np.array([(r, j) for j in range(c)], dtype=np.int64).reshape(c, 2))
+            for r, c in enumerate(counts)
+        ]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             want = {tuple(t) for t in truncate(collect(parts, mode, "m"), size, "m")["tag"]}
@@ -62,11 +64,13 @@ def _issue_worker(backend: Any, n: int) -> Dict[str, Any]:
     order = list(range(n)) + list(range(-n % ws))  # DistributedSampler pads with the first samples
     mine = order[rank::ws]
     out: Dict[str, Any] = {}
-    for name, make in (("acc", lambda: Accuracy(topk=(1, 3), thrs=None, dist_backend=backend)),
-                       ("ap", lambda: AveragePrecision(dist_backend=backend))):
+    for name, make in (
+        ("acc", lambda: Accuracy(topk=(1, 3), thrs=None, dist_backend=backend)),
+        ("ap", lambda: AveragePrecision(dist_backend=backend)),
+    ):
         m = make()
         for s in range(0, len(mine), 64):
-            batch = mine[s:s + 64]
+            batch = mine[s : s + 64]
             if name == "acc":
                 m.add(scores[batch], labels[batch])
             else:
@@ -145,7 +149,7 @@ def test_state_metric_single_process_size_cuts_like_the_per_sample_path(size):
     scores, labels = issue_data(50)
     acc = Accuracy(topk=(1, 2), thrs=(None, 0.5))
     for s in range(0, 50, 16):
-        acc.add(scores[s:s + 16], labels[s:s + 16])
+        acc.add(scores[s : s + 16], labels[s : s + 16])
     if size == 0:
         with pytest.raises(ValueError, match="size must be positive"):
             acc.compute(size=0)

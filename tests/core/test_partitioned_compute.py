@@ -31,8 +31,11 @@ def reference(samples: Sequence[int], world_size: int) -> Dict[str, Any]:
     sums: Dict[int, float] = {}
     for i in samples:
         sums[keys[i]] = sums.get(keys[i], 0.0) + values[i]
-    return {"sums": {str(k): v for k, v in sorted(sums.items())}, "positions": list(range(len(samples))),
-            "summed_on": {str(k): k % world_size for k in sorted(sums)}}
+    return {
+        "sums": {str(k): v for k, v in sorted(sums.items())},
+        "positions": list(range(len(samples))),
+        "summed_on": {str(k): k % world_size for k in sorted(sums)},
+    }
 
 
 class KeySums(BaseMetric):
@@ -75,8 +78,11 @@ class KeySums(BaseMetric):
         sums = {int(k): float(v) for part in partials for k, v in part["sums"]}
         positions = sorted(p for part in partials for p in part["positions"])
         where = {str(k): part["rank"] for part in partials for k, _ in part["sums"]}
-        return {"sums": {str(k): v for k, v in sorted(sums.items())}, "positions": positions,
-                "summed_on": dict(sorted(where.items()))}
+        return {
+            "sums": {str(k): v for k, v in sorted(sums.items())},
+            "positions": positions,
+            "summed_on": dict(sorted(where.items())),
+        }
 
     def compute_metric(self, results: Any) -> Dict[str, Any]:
         return self._combine_parts([self._compute_part(self._partition(list(results), np.arange(len(results)), 1))])
@@ -116,8 +122,7 @@ def test_every_rank_gets_the_reference(ws: int, scheme: str) -> None:
         assert out[rank] == ("ok", want), (rank, out[rank])
 
 
-@pytest.mark.parametrize("step,rank", [("partition", 0), ("partition", 1), ("part", 1), ("part", 0),
-                                       ("combine", 0)])
+@pytest.mark.parametrize("step,rank", [("partition", 0), ("partition", 1), ("part", 1), ("part", 0), ("combine", 0)])
 def test_a_failure_on_one_rank_reaches_every_rank(step: str, rank: int) -> None:
     out = run_ranks(_worker, 3, "padded", (step, rank), timeout=60)
     for r in range(3):
@@ -130,6 +135,7 @@ def test_a_failure_on_one_rank_reaches_every_rank(step: str, rank: int) -> None:
 
 
 # -- balancing the parts by the keys' loads (BaseMetric._part_loads) --------------------------------------------
+
 
 def _lpt_bound_holds(loads: np.ndarray, owners: np.ndarray, ws: int) -> bool:
     """The greedy deal's largest rank load within 4/3 of max(mean load, largest key) -- a lower bound of the
@@ -184,8 +190,9 @@ class LoadedKeySums(KeySums):
             loads[k] += 1
         return loads
 
-    def _partition(self, results: List[Any], positions: np.ndarray, world_size: int,
-                   owners: Optional[np.ndarray] = None) -> List[Any]:
+    def _partition(
+        self, results: List[Any], positions: np.ndarray, world_size: int, owners: Optional[np.ndarray] = None
+    ) -> List[Any]:
         self.owners_seen.append(None if owners is None else [int(o) for o in owners])
         if owners is None:
             return super()._partition(results, positions, world_size)

@@ -44,8 +44,10 @@ class ScoresKept(BaseMetric):
 
 
 def _digest(results: ArrayResults) -> Dict[str, Tuple[str, str, Tuple[int, ...]]]:
-    return {k: (hashlib.sha256(memoryview(np.ascontiguousarray(v)).cast("B")).hexdigest(), v.dtype.str, v.shape)
-            for k, v in results.items()}
+    return {
+        k: (hashlib.sha256(memoryview(np.ascontiguousarray(v)).cast("B")).hexdigest(), v.dtype.str, v.shape)
+        for k, v in results.items()
+    }
 
 
 def _rank_data(rank: int) -> Tuple[np.ndarray, np.ndarray]:
@@ -64,8 +66,11 @@ def _collect_on_rank(backend: Any, mode: str, size: int, by_index: bool) -> Tupl
     metric = ScoresKept(dist_collect_mode=mode, dist_backend=backend)
     for s in range(0, ROWS, BATCH):
         # copies: the batches own their memory, as a model's outputs would
-        metric.add(scores[s : s + BATCH].copy(), labels[s : s + BATCH].copy(),
-                   indices=None if idx is None else idx[s : s + BATCH])
+        metric.add(
+            scores[s : s + BATCH].copy(),
+            labels[s : s + BATCH].copy(),
+            indices=None if idx is None else idx[s : s + BATCH],
+        )
     del scores, labels
     # one small compute() first, so the modules compute() imports on first use are loaded before
     # measuring: their code objects (size varies with the Python version) are not the collection's memory
@@ -93,12 +98,15 @@ def _expected(ws: int, mode: str, size: int, by_index: bool) -> Dict[str, Any]:
     return {"rows": len(joined), "digest": _digest(joined)}
 
 
-@pytest.mark.parametrize("ws, mode, pad, by_index", [
-    (2, "unzip", 0, False),   # every sample counted
-    (3, "unzip", 2, False),   # DistributedSampler padding past size dropped on ranks 1 and 2
-    (2, "cat", 5, False),     # contiguous shards, the last rank's tail dropped
-    (2, "unzip", 1, True),    # dataset indices: the wrapped duplicate dropped, rows in index order
-])
+@pytest.mark.parametrize(
+    "ws, mode, pad, by_index",
+    [
+        (2, "unzip", 0, False),  # every sample counted
+        (3, "unzip", 2, False),  # DistributedSampler padding past size dropped on ranks 1 and 2
+        (2, "cat", 5, False),  # contiguous shards, the last rank's tail dropped
+        (2, "unzip", 1, True),  # dataset indices: the wrapped duplicate dropped, rows in index order
+    ],
+)
 def test_rank0_collection_peak_memory(ws: int, mode: str, pad: int, by_index: bool) -> None:
     size = ws * ROWS - pad
     out = run_ranks(_collect_on_rank, ws, mode, size, by_index, timeout=120)
@@ -131,9 +139,15 @@ def test_assemble_equals_collect_then_select(mode: str) -> None:
         # rank 0's dtype may differ from the others': the output promotes as np.concatenate does
         dtypes = [np.int32 if (r == 0 and trial % 3 == 0) else np.int64 for r in range(ws)]
         start = np.cumsum([0, *counts])
-        full = [ArrayResults({"x": np.arange(start[r], start[r + 1]).astype(dtypes[r]),
-                              "y": np.arange(start[r], start[r + 1], dtype=np.float32)[:, None] * [1, -1]})
-                for r in range(ws)]
+        full = [
+            ArrayResults(
+                {
+                    "x": np.arange(start[r], start[r + 1]).astype(dtypes[r]),
+                    "y": np.arange(start[r], start[r + 1], dtype=np.float32)[:, None] * [1, -1],
+                }
+            )
+            for r in range(ws)
+        ]
         mask = rng.random(counts[0]) < 0.7
         keep = None if trial % 2 == 0 else mask if trial % 4 == 1 else np.flatnonzero(mask)  # a mask or positions
         # rank 0 as its batches (cut anywhere, empty ones included); the others as received

@@ -205,8 +205,9 @@ def test_read_setting(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _python(code: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_start_up_watchdog_ends_a_start_up_that_never_returns() -> None:
@@ -252,5 +253,4 @@ def test_plugins_import_only_the_plugin_api() -> None:
             for name in names:
                 if (name == "mmeval" or name.startswith("mmeval.")) and name not in PLUGIN_IMPORTS:
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
-    assert not offenders, "plugins import mmeval outside " + " and ".join(PLUGIN_IMPORTS) + ":\n" + "\n".join(
-        offenders)
+    assert not offenders, "plugins import mmeval outside " + " and ".join(PLUGIN_IMPORTS) + ":\n" + "\n".join(offenders)

@@ -43,9 +43,12 @@ def _quickstart() -> tuple[List[str], str]:
 
 def _env() -> Dict[str, str]:
     """A user's shell: no virtual environment active, no mmeval or Python path settings of this run."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("MMEVAL_", "TOX_", "PYTHONPATH", "PYTHONHOME", "PIP_REQUIRE_VIRTUALENV"))
-           and k != "VIRTUAL_ENV"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MMEVAL_", "TOX_", "PYTHONPATH", "PYTHONHOME", "PIP_REQUIRE_VIRTUALENV"))
+        and k != "VIRTUAL_ENV"
+    }
     return env
 
 
@@ -62,8 +65,7 @@ def _checkout(where: Path, *paths: str) -> Path:
 
 
 def _bash(script: str, cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", script], cwd=cwd, env=_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(["bash", "-c", script], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=timeout)
 
 
 def test_quickstart_block_is_what_the_test_runs() -> None:
@@ -91,15 +93,21 @@ def test_readme_core_install_and_quickstart_in_a_fresh_venv(tmp_path: Path) -> N
 
     # "then the plugin ... leaves torch as it is": a stand-in torch 2.13.0 distribution, then a dry run of the
     # README's plugin line; pip must want mmeval-torch and nothing of torch or CUDA
-    site = Path(_bash(". .venv/bin/activate && python -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))'",
-                      repo).stdout.strip())
+    site = Path(
+        _bash(
+            ". .venv/bin/activate && python -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))'", repo
+        ).stdout.strip()
+    )
     info = site / "torch-2.13.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0\n")
     (info / "INSTALLER").write_text("pip\n")
     (info / "RECORD").write_text("")
-    (plugin_line,) = [ln.split("#")[0].strip() for ln in _section("Install").splitlines()
-                      if re.fullmatch(r"pip install \./core \./plugins/torch_backend", ln.split("#")[0].strip())]
+    (plugin_line,) = [
+        ln.split("#")[0].strip()
+        for ln in _section("Install").splitlines()
+        if re.fullmatch(r"pip install \./core \./plugins/torch_backend", ln.split("#")[0].strip())
+    ]
     dry = _bash(f". .venv/bin/activate && {plugin_line} --dry-run", repo)
     assert dry.returncode == 0, dry.stdout[-3000:] + dry.stderr[-3000:]
     (would,) = [ln for ln in dry.stdout.splitlines() if ln.startswith("Would install")]

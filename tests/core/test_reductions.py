@@ -64,13 +64,19 @@ def test_hub_backend_reductions_exact_on_every_rank(ws):
 def _check_mismatch_outcomes(results, ws):
     for rank, out in results.items():
         last = rank == ws - 1
-        for field, shown in (("shape", "shape: rank 0=(3,)"), ("dtype", "dtype: rank 0=<f8"), ("op", "op: rank 0='sum'"),
-                             ("dst", "dst: rank 0=")):
+        for field, shown in (
+            ("shape", "shape: rank 0=(3,)"),
+            ("dtype", "dtype: rank 0=<f8"),
+            ("op", "op: rank 0='sum'"),
+            ("dst", "dst: rank 0="),
+        ):
             kind, message = out[field]
             assert kind == "CollectiveMismatchError", (rank, field, message)
             assert shown in message and f"rank {ws - 1}=" in message, (rank, field, message)
         kind, message = out["bool_on_one_rank"]
-        assert (kind, "bool" in message) == (("TypeError", True) if last else ("CollectiveMismatchError", True)), message
+        assert (kind, "bool" in message) == (("TypeError", True) if last else ("CollectiveMismatchError", True)), (
+            message
+        )
         kind, message = out["bad_op_on_one_rank"]
         assert kind == ("ValueError" if last else "CollectiveMismatchError") and "'mean'" in message, message
         assert out["after"] == [sum(range(ws))]
@@ -101,10 +107,18 @@ def test_third_party_five_member_backend_gets_reductions(ws):
     procs = []
     for rank in range(ws):
         env = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
-        env.update(MMEVAL_STAR_ADDR=f"127.0.0.1:{port}", MMEVAL_STAR_RANK=str(rank), MMEVAL_STAR_WORLD_SIZE=str(ws),
-                   MMEVAL_STAR_TIMEOUT="60", PYTHONPATH=os.pathsep.join([HERE, env.get("PYTHONPATH", "")]))
-        procs.append(subprocess.Popen([sys.executable, "-c", STAR_PROGRAM], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE))
+        env.update(
+            MMEVAL_STAR_ADDR=f"127.0.0.1:{port}",
+            MMEVAL_STAR_RANK=str(rank),
+            MMEVAL_STAR_WORLD_SIZE=str(ws),
+            MMEVAL_STAR_TIMEOUT="60",
+            PYTHONPATH=os.pathsep.join([HERE, env.get("PYTHONPATH", "")]),
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", STAR_PROGRAM], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+        )
     outs = {}
     try:
         for rank, p in enumerate(procs):
@@ -117,7 +131,6 @@ def test_third_party_five_member_backend_gets_reductions(ws):
     assert {o["backend"] for o in outs.values()} == {"StarDist"}
     check_reductions({r: o["reductions"] for r, o in outs.items()})
     _check_mismatch_outcomes({r: o["mismatches"] for r, o in outs.items()}, ws)
-
 
 
 def test_hub_backend_reductions_keep_the_framed_guarantees():

@@ -30,15 +30,25 @@ from mmeval.core.errors import (
 )
 from mmeval.core.registry import BackendRegistry
 
-HEAVY = ("torch", "mpi4py", "horovod", "tensorflow", "mmeval_fixture_plugin", "mmeval_fixture_rival", "mmeval_torch",
-         "mmeval_mpi4py", "mmeval_horovod")
+HEAVY = (
+    "torch",
+    "mpi4py",
+    "horovod",
+    "tensorflow",
+    "mmeval_fixture_plugin",
+    "mmeval_fixture_rival",
+    "mmeval_torch",
+    "mmeval_mpi4py",
+    "mmeval_horovod",
+)
 
 
 def run_py(code: str, **env: str) -> str:
     full = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
     full.update(env)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=full,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=full, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -53,14 +63,17 @@ def test_list_includes_builtin_and_installed_sorted():
 
 
 def test_listing_imports_no_plugin_or_framework():
-    out = run_py("""
+    out = run_py(
+        """
         import sys, json
         import mmeval
         names = mmeval.core.dist.list_all_backends()
         mmeval.core.set_default_dist_backend("star")
         heavy = [m for m in sys.modules if m.split(".")[0] in %r]
         print(json.dumps({"names": names, "heavy": heavy, "numpy": "numpy" in sys.modules}))
-    """ % (HEAVY,))
+    """
+        % (HEAVY,)
+    )
     data = json.loads(out)
     assert data["heavy"] == []
     assert "star" in data["names"]

@@ -23,11 +23,18 @@ from mmeval.core.dist_backends import BaseDistBackend, NonDist
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 PLUGINS = {
-    "mmeval-torch": ("torch_backend", {"torch_cpu": "mmeval_torch.backends:TorchCPUDist",
-                                       "torch_cuda": "mmeval_torch.backends:TorchCUDADist"}),
+    "mmeval-torch": (
+        "torch_backend",
+        {"torch_cpu": "mmeval_torch.backends:TorchCPUDist", "torch_cuda": "mmeval_torch.backends:TorchCUDADist"},
+    ),
     "mmeval-mpi4py": ("mpi_backend", {"mpi4py": "mmeval_mpi4py.backend:MPI4PyDist"}),
-    "mmeval-horovod": ("horovod_backend", {"tf_horovod": "mmeval_horovod.backends:TFHorovodDist",
-                                           "torch_horovod": "mmeval_horovod.backends:TorchHorovodDist"}),
+    "mmeval-horovod": (
+        "horovod_backend",
+        {
+            "tf_horovod": "mmeval_horovod.backends:TFHorovodDist",
+            "torch_horovod": "mmeval_horovod.backends:TorchHorovodDist",
+        },
+    ),
 }
 
 
@@ -48,8 +55,9 @@ def plugin_env(tmp_path) -> Dict[str, str]:
 
 
 def child(code: str, env: Dict[str, str]) -> dict:
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
-                          timeout=180)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=180
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -76,13 +84,16 @@ def test_default_availability_is_usable():
 
 def test_in_tree_backends_say_why_they_cannot_run_here(plugin_env):
     have = child(PROBE, plugin_env)
-    out = child("""
+    out = child(
+        """
         import json, sys
         from mmeval.core.dist import get_dist_backend_class
         names = ["torch_cpu", "torch_cuda", "mpi4py", "torch_horovod", "tf_horovod"]
         reasons = {n: get_dist_backend_class(n).availability() for n in names}
         print(json.dumps({"reasons": reasons, "mpi_started": "mpi4py.MPI" in sys.modules}))
-    """, plugin_env)
+    """,
+        plugin_env,
+    )
     reasons = out["reasons"]
     assert out["mpi_started"] is False  # availability never imports mpi4py.MPI (MPI_Init)
     assert (reasons["torch_cpu"] is None) == have["torch"]
@@ -102,14 +113,18 @@ def test_torch_cuda_without_cuda_refuses_at_construction(plugin_env):
     """Built directly or through the registry, before any collective; torch_cpu is named as the way out."""
     have = child(PROBE, plugin_env)
     if have["cuda"]:
-        out = child("""
+        out = child(
+            """
             import json
             from mmeval.core.dist import get_dist_backend
             print(json.dumps({"built": type(get_dist_backend("torch_cuda")).__name__}))
-        """, plugin_env)
+        """,
+            plugin_env,
+        )
         assert out == {"built": "TorchCUDADist"}
         return
-    out = child("""
+    out = child(
+        """
         import json, sys
         from mmeval.core.dist import get_dist_backend
         from mmeval.core.errors import BackendLoadError
@@ -133,7 +148,9 @@ def test_torch_cuda_without_cuda_refuses_at_construction(plugin_env):
         except BackendLoadError as exc:
             computed = str(exc)
         print(json.dumps({"direct": direct, "registry": registry, "computed": computed}))
-    """, plugin_env)
+    """,
+        plugin_env,
+    )
     for where in ("direct", "registry", "computed"):
         msg = out[where]
         assert msg is not None, where
@@ -144,8 +161,13 @@ def test_torch_cuda_without_cuda_refuses_at_construction(plugin_env):
 
 def test_backends_check_separates_unusable_from_broken(plugin_env):
     have = child(PROBE, plugin_env)
-    proc = subprocess.run([sys.executable, "-m", "mmeval", "backends", "--check", "--json", "--timeout", "120"],
-                          capture_output=True, text=True, env=plugin_env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mmeval", "backends", "--check", "--json", "--timeout", "120"],
+        capture_output=True,
+        text=True,
+        env=plugin_env,
+        timeout=600,
+    )
     rows = {r["name"]: r for r in json.loads(proc.stdout)["backends"]}
     for name in ("torch_cpu", "torch_cuda", "mpi4py", "torch_horovod", "tf_horovod"):
         row = rows[name]
@@ -158,8 +180,13 @@ def test_backends_check_separates_unusable_from_broken(plugin_env):
     assert rows["non_dist"]["usable"] is True
     all_usable = all(r["usable"] for r in rows.values() if r["status"] not in ("disabled", "no-hardware"))
     assert proc.returncode == (0 if all_usable else 3), proc.stderr
-    table = subprocess.run([sys.executable, "-m", "mmeval", "backends", "--check"], capture_output=True, text=True,
-                           env=plugin_env, timeout=600)
+    table = subprocess.run(
+        [sys.executable, "-m", "mmeval", "backends", "--check"],
+        capture_output=True,
+        text=True,
+        env=plugin_env,
+        timeout=600,
+    )
     lines = {line.split()[0]: line.split() for line in table.stdout.splitlines() if line[:1].isalpha()}
     assert "usable" in table.stdout.splitlines()[1]
     assert lines["torch_cuda"][1:3] == (["ok", "yes"] if have["cuda"] else [rows["torch_cuda"]["status"], "no"])

@@ -65,8 +65,7 @@ EVAL = textwrap.dedent("""
 
 
 def evaluate(env: Dict[str, str], *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", EVAL, *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    return subprocess.run([sys.executable, "-c", EVAL, *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
 def test_a_plugin_calling_sys_exit_at_import_is_skipped_with_a_warning(tmp_path):

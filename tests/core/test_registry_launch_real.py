@@ -47,8 +47,14 @@ def _have(*modules: str) -> bool:
 
 def _env(**extra: str) -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
-    env.update({"MMEVAL_DISABLE_PLUGINS": "mmeval-fixture-plugin,mmeval-fixture-rival", "OMP_NUM_THREADS": "1",
-                "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"})
+    env.update(
+        {
+            "MMEVAL_DISABLE_PLUGINS": "mmeval-fixture-plugin,mmeval-fixture-rival",
+            "OMP_NUM_THREADS": "1",
+            "GLOO_SOCKET_IFNAME": "lo",
+            "MASTER_ADDR": "127.0.0.1",
+        }
+    )
     env.update(extra)
     return env
 
@@ -62,9 +68,24 @@ def _warnings(proc: subprocess.CompletedProcess, out: Path) -> List[List[str]]:
 def test_torchrun_with_the_group_initialised_and_non_dist_named(tmp_path: Path):
     script = tmp_path / "eval.py"
     script.write_text(SCRIPT)
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                           str(script), "torch", "non_dist", str(tmp_path)], capture_output=True, text=True, env=_env(),
-                          timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            str(script),
+            "torch",
+            "non_dist",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=300,
+    )
     per_rank = _warnings(proc, tmp_path)
     assert len(per_rank) == 2
     for msgs in per_rank:
@@ -75,18 +96,31 @@ def test_torchrun_with_the_group_initialised_and_non_dist_named(tmp_path: Path):
         assert "not active" not in msg and "not initialised" not in msg and "init_process_group" not in msg, msg
 
 
-@pytest.mark.skipif(not (_have("mpi4py", "mmeval_mpi4py") and shutil.which("mpiexec", path=os.path.dirname(
-    sys.executable) + os.pathsep + os.environ.get("PATH", ""))), reason="needs mpi4py, mmeval-mpi4py and mpiexec")
+@pytest.mark.skipif(
+    not (
+        _have("mpi4py", "mmeval_mpi4py")
+        and shutil.which("mpiexec", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    ),
+    reason="needs mpi4py, mmeval-mpi4py and mpiexec",
+)
 @pytest.mark.parametrize("case", ["non_dist named", "plugin disabled"])
 def test_mpiexec_with_mpi4py_importable(tmp_path: Path, case: str):
     script = tmp_path / "eval.py"
     script.write_text(SCRIPT)
     mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    extra = {"MMEVAL_DISABLE_PLUGINS": "mmeval-fixture-plugin,mmeval-fixture-rival,mmeval-mpi4py"} \
-        if case == "plugin disabled" else {}
+    extra = (
+        {"MMEVAL_DISABLE_PLUGINS": "mmeval-fixture-plugin,mmeval-fixture-rival,mmeval-mpi4py"}
+        if case == "plugin disabled"
+        else {}
+    )
     backend = "non_dist" if case == "non_dist named" else "-"
-    proc = subprocess.run([str(mpiexec), "-n", "2", sys.executable, str(script), "mpi", backend, str(tmp_path)],
-                          capture_output=True, text=True, env=_env(**extra), timeout=300)
+    proc = subprocess.run(
+        [str(mpiexec), "-n", "2", sys.executable, str(script), "mpi", backend, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=_env(**extra),
+        timeout=300,
+    )
     per_rank = _warnings(proc, tmp_path)
     assert len(per_rank) == 2
     for msgs in per_rank:

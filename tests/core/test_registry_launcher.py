@@ -37,8 +37,20 @@ def launch(env_per_rank: List[Dict[str, str]], backend: str = "") -> List[subpro
     procs = []
     for rank, extra in enumerate(env_per_rank):
         env = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
-        for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE",
-                    "PMI_RANK", "PMIX_RANK", "MPI_LOCALNRANKS", "SLURM_NTASKS", "HOROVOD_SIZE", "HOROVOD_RANK"):
+        for var in (
+            "WORLD_SIZE",
+            "RANK",
+            "LOCAL_RANK",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_RANK",
+            "PMI_SIZE",
+            "PMI_RANK",
+            "PMIX_RANK",
+            "MPI_LOCALNRANKS",
+            "SLURM_NTASKS",
+            "HOROVOD_SIZE",
+            "HOROVOD_RANK",
+        ):
             env.pop(var, None)
         env.update(extra)
         args = [sys.executable, "-c", EVAL] + ([backend, str(rank)] if backend else [])
@@ -55,8 +67,19 @@ def warnings_in(stderr: str) -> int:
 
 
 def test_torchrun_without_init_process_group_warns_once_per_rank():
-    runs = launch([{"WORLD_SIZE": "2", "RANK": str(r), "LOCAL_RANK": str(r), "LOCAL_WORLD_SIZE": "2",
-                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"} for r in range(2)])
+    runs = launch(
+        [
+            {
+                "WORLD_SIZE": "2",
+                "RANK": str(r),
+                "LOCAL_RANK": str(r),
+                "LOCAL_WORLD_SIZE": "2",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": "29999",
+            }
+            for r in range(2)
+        ]
+    )
     for rank, run in enumerate(runs):
         assert run.returncode == 0, run.stderr
         assert json.loads(run.stdout)["backend"] == "NonDist"
@@ -66,16 +89,21 @@ def test_torchrun_without_init_process_group_warns_once_per_rank():
             assert "RANK=1" in run.stderr and "LOCAL_RANK=1" in run.stderr
         assert "its own shard only" in run.stderr
         # what to do: install the torch plugin (this env has none) and initialise torch.distributed
-        assert "torch_cpu / torch_cuda are not installed" in run.stderr and "pip install ./plugins/torch_backend" in run.stderr
+        assert (
+            "torch_cpu / torch_cuda are not installed" in run.stderr
+            and "pip install ./plugins/torch_backend" in run.stderr
+        )
         assert "init_process_group" in run.stderr
 
 
 def test_mpi_launcher_with_the_mpi_plugin_missing_warns():
     # the variables MPICH's hydra (PMI_*) and Open MPI (OMPI_COMM_WORLD_*, PMIX_RANK) give their ranks
-    runs = launch([
-        {"PMI_SIZE": "2", "PMI_RANK": "0", "MPI_LOCALNRANKS": "2"},
-        {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1", "PMIX_RANK": "1"},
-    ])
+    runs = launch(
+        [
+            {"PMI_SIZE": "2", "PMI_RANK": "0", "MPI_LOCALNRANKS": "2"},
+            {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1", "PMIX_RANK": "1"},
+        ]
+    )
     assert runs[0].returncode == 0 and runs[1].returncode == 0, runs[0].stderr + runs[1].stderr
     assert warnings_in(runs[0].stderr) == 1 and "PMI_SIZE=2" in runs[0].stderr and "MPI_LOCALNRANKS=2" in runs[0].stderr
     assert warnings_in(runs[1].stderr) == 1 and "OMPI_COMM_WORLD_SIZE=2" in runs[1].stderr
@@ -116,8 +144,9 @@ def test_non_dist_named_explicitly_also_warns():
         assert warnings_in(run.stderr) == 1 and "was asked for by name" in run.stderr
 
 
-@pytest.mark.parametrize("env", [{}, {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0"}, {"SLURM_NTASKS": "1"},
-                                 {"WORLD_SIZE": "two"}])
+@pytest.mark.parametrize(
+    "env", [{}, {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0"}, {"SLURM_NTASKS": "1"}, {"WORLD_SIZE": "two"}]
+)
 def test_one_process_does_not_warn(env):
     (run,) = launch([env])
     assert run.returncode == 0, run.stderr
@@ -137,8 +166,9 @@ def test_a_distributed_backend_in_use_does_not_warn():
 
 def test_non_dist_named_while_a_runtime_is_active_says_that_runtime_is_active():
     # star's runtime is "active" (its detect() is true): non_dist was a choice, not a missing initialisation
-    runs = launch([{"WORLD_SIZE": "2", "RANK": str(r), "MMEVAL_STAR_WORLD_SIZE": "2"} for r in range(2)],
-                  backend="non_dist")
+    runs = launch(
+        [{"WORLD_SIZE": "2", "RANK": str(r), "MMEVAL_STAR_WORLD_SIZE": "2"} for r in range(2)], backend="non_dist"
+    )
     for run in runs:
         assert run.returncode == 0, run.stderr
         assert warnings_in(run.stderr) == 1, run.stderr
@@ -181,8 +211,9 @@ def test_torchrun_with_torch_imported_but_no_group_says_so(tmp_path):
     for extra in env:
         full = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
         full.update(extra)
-        procs.append(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full,
-                                    timeout=120))
+        procs.append(
+            subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=120)
+        )
     for run in procs:
         assert run.returncode == 0, run.stderr
         # the torch plugin is not installed here: what its runtime does is not known, only that torch was imported

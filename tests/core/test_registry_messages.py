@@ -67,8 +67,11 @@ def test_install_hint_gives_pypi_and_source_checkout_commands(name):
     dist_name = dist.KNOWN_DISTRIBUTIONS[name]
     assert f"pip install {dist_name}" in msg or f"pip install '{dist_name}'" in msg
     assert "from the root of a checkout of the mmeval repository" in msg
-    path = {"torch_cpu": "./plugins/torch_backend", "mpi4py": "./plugins/mpi_backend",
-            "tf_horovod": "'./plugins/horovod_backend[tensorflow]'"}[name]
+    path = {
+        "torch_cpu": "./plugins/torch_backend",
+        "mpi4py": "./plugins/mpi_backend",
+        "tf_horovod": "'./plugins/horovod_backend[tensorflow]'",
+    }[name]
     assert f"`pip install {path}`" in msg
     # the source directories named exist in this repository
     import pathlib

@@ -82,7 +82,8 @@ def test_in_tree_priorities_order_the_repository_backends():
 
 def test_disable_list_is_normalised_once_for_backends_and_hooks():
     """``MMEval_Fixture.Rival`` disables the distribution mmeval-fixture-rival in the registry *and* the hooks."""
-    out = run_py("""
+    out = run_py(
+        """
         import json, sys
         from mmeval.core import dist, hooks
         from mmeval.core._metadata import is_disabled, disabled_plugins, entry_points_in_group
@@ -94,7 +95,9 @@ def test_disable_list_is_normalised_once_for_backends_and_hooks():
             "star_disabled": [is_disabled(ep) for ep in entry_points_in_group("mmeval.dist_backends")
                               if ep.name == "star"],
         }))
-    """, MMEVAL_DISABLE_PLUGINS=" MMEval_Fixture.Rival ,STAR")
+    """,
+        MMEVAL_DISABLE_PLUGINS=" MMEval_Fixture.Rival ,STAR",
+    )
     data = json.loads(out)
     assert data["disabled"] == ["mmeval-fixture-rival", "star"]
     assert not {"summit", "apex", "nodevice", "star"} & set(data["names"])

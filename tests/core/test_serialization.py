@@ -50,10 +50,23 @@ def test_non_contiguous_array_falls_back_in_band():
 
 
 def test_safe_codec_roundtrip():
-    obj = {"i": 1, "big": 1 << 100, "neg": -(1 << 70), "f": 1.5, "c": 1 + 2j, "s": "ü", "b": b"\x00",
-           "ba": bytearray(b"q"), "l": [None, True, False], "t": (1, (2,)), 3: "int key",
-           "arr": np.arange(6, dtype=np.int16).reshape(2, 3), "empty": np.zeros((0, 4)),
-           "scalar": np.float32(2.5), "dt": np.array(["2024-01-01"], dtype="datetime64[D]")}
+    obj = {
+        "i": 1,
+        "big": 1 << 100,
+        "neg": -(1 << 70),
+        "f": 1.5,
+        "c": 1 + 2j,
+        "s": "ü",
+        "b": b"\x00",
+        "ba": bytearray(b"q"),
+        "l": [None, True, False],
+        "t": (1, (2,)),
+        3: "int key",
+        "arr": np.arange(6, dtype=np.int16).reshape(2, 3),
+        "empty": np.zeros((0, 4)),
+        "scalar": np.float32(2.5),
+        "dt": np.array(["2024-01-01"], dtype="datetime64[D]"),
+    }
     out, _ = roundtrip(obj, "safe")
     for k, v in obj.items():
         if isinstance(v, np.ndarray):
@@ -63,8 +76,7 @@ def test_safe_codec_roundtrip():
             assert out[k] == v and type(out[k]) is type(v)
 
 
-@pytest.mark.parametrize("bad", [object(), {1, 2}, np.array([object()]), lambda: 1,
-                                 np.zeros(2, dtype=[("a", "i4")])])
+@pytest.mark.parametrize("bad", [object(), {1, 2}, np.array([object()]), lambda: 1, np.zeros(2, dtype=[("a", "i4")])])
 def test_safe_codec_refuses_non_plain_data(bad):
     with pytest.raises(UnsafePayloadError):
         ser.encode({"x": bad}, "safe")
@@ -84,17 +96,26 @@ def test_unknown_codec_is_a_clear_error():
 def test_slot_roundtrip_inline_and_error():
     slot = bytearray(ser.SLOT_SIZE)
     frame = ser.encode({"k": "v"})
-    assert ser.build_slot(memoryview(slot), status=ser.Status.OK, op=ser.Op.GATHER, codec=1, seq=7, root=2,
-                          payload=frame)
+    assert ser.build_slot(
+        memoryview(slot), status=ser.Status.OK, op=ser.Op.GATHER, codec=1, seq=7, root=2, payload=frame
+    )
     head = ser.parse_slot(slot)
     assert (head.op, head.seq, head.root, head.inline) == (ser.Op.GATHER, 7, 2, True)
     assert ser.decode(head.data) == {"k": "v"}
     big = ser.encode(np.zeros(10_000))
-    assert not ser.build_slot(memoryview(slot), status=ser.Status.OK, op=ser.Op.ALL_GATHER, codec=1, seq=1,
-                              root=-1, payload=big)
+    assert not ser.build_slot(
+        memoryview(slot), status=ser.Status.OK, op=ser.Op.ALL_GATHER, codec=1, seq=1, root=-1, payload=big
+    )
     assert ser.parse_slot(slot).payload_size == big.nbytes
-    ser.build_slot(memoryview(slot), status=ser.Status.ENCODE_ERROR, op=ser.Op.BROADCAST, codec=1, seq=1, root=0,
-                   error="TypeError: nope")
+    ser.build_slot(
+        memoryview(slot),
+        status=ser.Status.ENCODE_ERROR,
+        op=ser.Op.BROADCAST,
+        codec=1,
+        seq=1,
+        root=0,
+        error="TypeError: nope",
+    )
     assert ser.parse_slot(slot).error_text() == "TypeError: nope"
 
 
@@ -145,8 +166,11 @@ def test_random_slots_are_rejected(with_magic, head):
 
 plain = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
-    lambda children: st.lists(children, max_size=5) | st.tuples(children, children)
-    | st.dictionaries(st.text(max_size=5), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.tuples(children, children)
+        | st.dictionaries(st.text(max_size=5), children, max_size=5)
+    ),
     max_leaves=30,
 )
 
@@ -208,27 +232,30 @@ def test_homogeneous_per_sample_lists_travel_as_columns():
         assert d.dtype == b.dtype and d.shape == b.shape and np.array_equal(b, d)
 
 
-@pytest.mark.parametrize("obj", [
-    [{"score": 0.5, "label": np.int32(3), "ok": True}] * 600,
-    [np.float32(x) for x in range(700)],
-    list(range(1000)),
-    [1.5, float("nan"), -0.0] * 300,
-    [(1, "text")] * 600,                     # strings: not columnar, still exact
-    [(1, 2)] * 300 + [(1, 2, 3)] * 300,      # ragged: not columnar
-    [np.zeros(3), np.zeros(4)] * 300,        # ragged arrays
-    [1] * 600 + [1.0],                       # mixed types
-    [1 << 70] * 600,                         # overflows int64
-    [np.str_("a"), np.str_("abc")] * 300,    # one numpy type, two dtypes: not one column (no truncation)
-    [np.datetime64("2020-01-01", "D"), np.datetime64("2020-01-01T05", "h")] * 300,  # two units
-    [np.zeros(4), np.zeros((4, 1))] * 300,   # same length, different ndim
-    [np.zeros(3, ">f4"), np.zeros(3, "<f4")] * 300,  # byte orders differ
-    [np.arange(20.0)[::2]] * 600,            # non-contiguous rows
-    [(i, np.arange(i, i + 3, dtype=np.int16)) for i in range(700)],
-    {"results": [(i, float(i)) for i in range(1000)], "meta": ("x", [1, 2])},
-    ("head", list(range(600)), 3, [np.float32(1)] * 700),        # tuple holding two long lists
-    [1, {"a": list(range(600))}, [[0.5] * 600, "x"]],            # depth 1 and 2 containers
-    {"deep": [[[1] * 600]]},                                      # too deep: pickled as it is
-])
+@pytest.mark.parametrize(
+    "obj",
+    [
+        [{"score": 0.5, "label": np.int32(3), "ok": True}] * 600,
+        [np.float32(x) for x in range(700)],
+        list(range(1000)),
+        [1.5, float("nan"), -0.0] * 300,
+        [(1, "text")] * 600,  # strings: not columnar, still exact
+        [(1, 2)] * 300 + [(1, 2, 3)] * 300,  # ragged: not columnar
+        [np.zeros(3), np.zeros(4)] * 300,  # ragged arrays
+        [1] * 600 + [1.0],  # mixed types
+        [1 << 70] * 600,  # overflows int64
+        [np.str_("a"), np.str_("abc")] * 300,  # one numpy type, two dtypes: not one column (no truncation)
+        [np.datetime64("2020-01-01", "D"), np.datetime64("2020-01-01T05", "h")] * 300,  # two units
+        [np.zeros(4), np.zeros((4, 1))] * 300,  # same length, different ndim
+        [np.zeros(3, ">f4"), np.zeros(3, "<f4")] * 300,  # byte orders differ
+        [np.arange(20.0)[::2]] * 600,  # non-contiguous rows
+        [(i, np.arange(i, i + 3, dtype=np.int16)) for i in range(700)],
+        {"results": [(i, float(i)) for i in range(1000)], "meta": ("x", [1, 2])},
+        ("head", list(range(600)), 3, [np.float32(1)] * 700),  # tuple holding two long lists
+        [1, {"a": list(range(600))}, [[0.5] * 600, "x"]],  # depth 1 and 2 containers
+        {"deep": [[[1] * 600]]},  # too deep: pickled as it is
+    ],
+)
 def test_columnar_round_trip_is_exact(obj):
     out, _ = roundtrip(obj)
 
@@ -248,6 +275,7 @@ def test_columnar_round_trip_is_exact(obj):
             assert b != b
         else:
             assert a == b
+
     same(obj, out)
 
 
@@ -352,8 +380,11 @@ def test_safe_codec_refuses_dict_keys_crafted_to_share_a_hash_in_linear_time():
 
     p = (1 << 61) - 1  # int hashes are taken modulo this prime: every multiple hashes to 0
     keys = [i * p for i in range(20_000)]
-    stream = b"d" + struct.pack("<Q", len(keys)) + b"".join(
-        b"I" + struct.pack("<Q", 16) + k.to_bytes(16, "little", signed=True) + b"N" for k in keys)
+    stream = (
+        b"d"
+        + struct.pack("<Q", len(keys))
+        + b"".join(b"I" + struct.pack("<Q", 16) + k.to_bytes(16, "little", signed=True) + b"N" for k in keys)
+    )
     started = time.perf_counter()
     with pytest.raises(FrameDecodeError, match="share the hash"):
         ser.decode(_safe_frame(stream), "safe")

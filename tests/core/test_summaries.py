@@ -95,8 +95,14 @@ def test_packed_columns_equal_concatenation_whatever_the_headers(long_at):
     for i in range(300):
         n = int(rng.integers(0, 12))
         score_type = np.float32 if i % 7 else np.float64  # one column of two dtypes
-        samples.append([rng.random(n).astype(score_type), rng.integers(0, 300, n).astype(np.uint16),
-                        rng.random(n) < 0.5, np.arange(int(rng.integers(0, 3)), dtype=np.int64)])
+        samples.append(
+            [
+                rng.random(n).astype(score_type),
+                rng.integers(0, 300, n).astype(np.uint16),
+                rng.random(n) < 0.5,
+                np.arange(int(rng.integers(0, 3)), dtype=np.int64),
+            ]
+        )
     samples[12][1] = np.arange(1000, dtype=np.uint16)  # a short length with a high byte
     if long_at is not None:
         samples[137][long_at] = np.arange(70_000).astype(samples[137][long_at].dtype)
@@ -118,8 +124,10 @@ def test_packed_columns_equal_concatenation_whatever_the_headers(long_at):
 
 def test_packed_round_trip():
     rng = np.random.default_rng(0)
-    samples = [[rng.random(n).astype(np.float32), rng.integers(0, 9, n).astype(np.uint8),
-                np.arange(m, dtype=np.int64)] for n, m in ((3, 0), (0, 2), (70_000, 1))]
+    samples = [
+        [rng.random(n).astype(np.float32), rng.integers(0, 9, n).astype(np.uint8), np.arange(m, dtype=np.int64)]
+        for n, m in ((3, 0), (0, 2), (70_000, 1))
+    ]
     blobs = [pack_arrays(*s) for s in samples]
     lengths, cols = unpack_arrays(blobs, 3)
     assert lengths.tolist() == [[3, 3, 0], [0, 0, 2], [70_000, 70_000, 1]]

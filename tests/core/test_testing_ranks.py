@@ -91,8 +91,15 @@ def test_an_exception_is_reported_with_type_message_and_traceback() -> None:
     assert info.value.outcomes == out
 
 
-@pytest.mark.parametrize("start_method", ["spawn", pytest.param("fork", marks=pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="fork: Linux only here"))])
+@pytest.mark.parametrize(
+    "start_method",
+    [
+        "spawn",
+        pytest.param(
+            "fork", marks=pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork: Linux only here")
+        ),
+    ],
+)
 def test_a_rank_that_exits_without_reporting_died_with_its_exit_code(start_method: str) -> None:
     # under fork a later rank inherits the earlier ranks' pipe ends: the death is seen from the process, not EOF
     out = run_ranks(_rank1_exits, 3, timeout=120, start_method=start_method)

@@ -37,8 +37,11 @@ elif FLAVOUR == "tensorflow":
 else:
     raise SystemExit(f"unknown flavour {FLAVOUR!r}: use torch or tensorflow")
 
-PRIMITIVE = {"all_gather_object": "_all_gather_bytes", "gather_object": "_gather_bytes",
-             "broadcast_object": "_broadcast_bytes"}
+PRIMITIVE = {
+    "all_gather_object": "_all_gather_bytes",
+    "gather_object": "_gather_bytes",
+    "broadcast_object": "_broadcast_bytes",
+}
 
 
 def main() -> None:
@@ -53,6 +56,7 @@ def main() -> None:
     b.barrier()
     obj = {"rank": rank, "data": np.full(1 << 20, rank, dtype=np.uint8)}  # 1 MiB: not inline in the header
     if rank == victim:
+
         def die(*args: Any, **kwargs: Any) -> Any:
             write(killed_at=time.monotonic())
             os.kill(os.getpid(), signal.SIGKILL)
@@ -73,8 +77,13 @@ def main() -> None:
         try:
             call(name)
         except Exception as exc:
-            write(raised_in=name, type=type(exc).__name__, mro=[c.__name__ for c in type(exc).__mro__],
-                  message=str(exc), raised_at=time.monotonic())
+            write(
+                raised_in=name,
+                type=type(exc).__name__,
+                mro=[c.__name__ for c in type(exc).__mro__],
+                message=str(exc),
+                raised_at=time.monotonic(),
+            )
             break
     else:
         write(raised_in=None)

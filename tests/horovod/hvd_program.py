@@ -171,11 +171,11 @@ def check_unpicklable(b: Any) -> Dict[str, Any]:
     bad_rank = b.world_size - 1
     exc = _expect_error(lambda: b.all_gather_object(bad if b.rank == bad_rank else b.rank), RemoteSerializationError)
     messages.append(str(exc))
-    exc = _expect_error(lambda: b.gather_object(bad if b.rank == 0 else b.rank, dst=bad_rank),
-                        RemoteSerializationError)
+    exc = _expect_error(lambda: b.gather_object(bad if b.rank == 0 else b.rank, dst=bad_rank), RemoteSerializationError)
     messages.append(str(exc))
-    exc = _expect_error(lambda: b.broadcast_object(bad if b.rank == bad_rank else None, src=bad_rank),
-                        RemoteSerializationError)
+    exc = _expect_error(
+        lambda: b.broadcast_object(bad if b.rank == bad_rank else None, src=bad_rank), RemoteSerializationError
+    )
     messages.append(str(exc))
     # the group is still usable afterwards
     assert b.all_gather_object(b.rank) == list(range(b.world_size))
@@ -342,8 +342,10 @@ def run(checks: Dict[str, Callable[[Any], Any]], path: str) -> None:
         except BaseException as exc:
             results[name] = {"ok": False, "error": "".join(traceback.format_exception(exc)), "info": {}}
         results[name]["seconds"] = round(time.monotonic() - start, 3)
-        print(f"rank {RANK}: {name}: {'ok' if results[name]['ok'] else 'FAILED'} "
-              f"({results[name]['seconds']}s)", flush=True)
+        print(
+            f"rank {RANK}: {name}: {'ok' if results[name]['ok'] else 'FAILED'} ({results[name]['seconds']}s)",
+            flush=True,
+        )
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(results, f, default=repr)
@@ -363,6 +365,7 @@ CHECKS: Dict[str, Callable[[Any], Any]] = {
     "extra_collective": check_extra_collective,
     "native_reduction": check_native_reduction,
 }
+
 
 def wait_for_peers(suffix: str, limit: float = 120.0) -> None:
     """A barrier through OUT_DIR for when the group is broken: a rank that exits shuts Horovod down, which

@@ -60,5 +60,6 @@ os.replace(os.path.join(OUT_DIR, f"rank{RANK}.json.tmp"), os.path.join(OUT_DIR, 
 # leave together (a rank that exits first shuts Horovod down under the others): wait for every report
 deadline = time.monotonic() + 120
 while time.monotonic() < deadline and not all(
-        os.path.exists(os.path.join(OUT_DIR, f"rank{r}.json")) for r in range(hvd.size())):
+    os.path.exists(os.path.join(OUT_DIR, f"rank{r}.json")) for r in range(hvd.size())
+):
     time.sleep(0.05)

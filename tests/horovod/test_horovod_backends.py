@@ -32,9 +32,19 @@ LAUNCH_TIMEOUT = float(os.environ.get("MMEVAL_HOROVOD_TEST_TIMEOUT", "420"))
 WORLD_SIZES = (2, 3)
 BACKEND_NAMES = {"torch": "torch_horovod", "tensorflow": "tf_horovod"}
 #: the conformance checks every rank must report as run (mmeval.testing.conformance), terminal ones included
-CONFORMANCE_CHECKS = ("identity", "all_gather_object", "gather_object", "broadcast_object", "barrier",
-                      "empty_payloads", "large_payloads", "per_sample_lists", "accuracy_end_to_end",
-                      "compute_metric_error", "reductions")
+CONFORMANCE_CHECKS = (
+    "identity",
+    "all_gather_object",
+    "gather_object",
+    "broadcast_object",
+    "barrier",
+    "empty_payloads",
+    "large_payloads",
+    "per_sample_lists",
+    "accuracy_end_to_end",
+    "compute_metric_error",
+    "reductions",
+)
 TERMINAL_CHECKS = ("poisoning", "concurrent_calls", "interrupt")
 FRAMEWORK_MODULES = {"torch": "torch", "tensorflow": "tensorflow"}
 
@@ -115,8 +125,9 @@ def _kill_tree(proc: "subprocess.Popen[bytes]") -> None:
             time.sleep(1)  # let the ranks go before the SIGKILL sweep
 
 
-def horovodrun(np_: int, program: Path, args: List[str], out_dir: Path,
-               env: Optional[Dict[str, str]] = None) -> Tuple[Optional[int], str, float]:
+def horovodrun(
+    np_: int, program: Path, args: List[str], out_dir: Path, env: Optional[Dict[str, str]] = None
+) -> Tuple[Optional[int], str, float]:
     """Run ``program FLAVOUR *args`` under ``horovodrun --gloo -np np_`` on loopback, at most LAUNCH_TIMEOUT s.
 
     Returns (exit status or None when killed at the hard timeout, the launcher's output, seconds).
@@ -127,9 +138,20 @@ def horovodrun(np_: int, program: Path, args: List[str], out_dir: Path,
         f"build Horovod with tools/build_horovod.sh {FLAVOUR}"
     )
     cmd = [
-        HOROVODRUN, "-np", str(np_), "--gloo", "-H", f"localhost:{np_}", "--network-interfaces", "lo",
-        "--start-timeout", "120",
-        sys.executable, str(program), FLAVOUR, *args,
+        HOROVODRUN,
+        "-np",
+        str(np_),
+        "--gloo",
+        "-H",
+        f"localhost:{np_}",
+        "--network-interfaces",
+        "lo",
+        "--start-timeout",
+        "120",
+        sys.executable,
+        str(program),
+        FLAVOUR,
+        *args,
     ]
     child_env = dict(os.environ, **(env or {}))
     child_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -139,8 +161,15 @@ def horovodrun(np_: int, program: Path, args: List[str], out_dir: Path,
     log = out_dir / "horovodrun.log"
     start = time.monotonic()
     with open(log, "wb") as f:
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=str(HERE), env=child_env)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=str(HERE),
+            env=child_env,
+        )
         try:
             rc: Optional[int] = proc.wait(timeout=LAUNCH_TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -203,8 +232,13 @@ def test_check(np_: int, check: str) -> None:
     infos = _check_on_every_rank(_get(np_), check)
     if check == "conformance":
         # every check of the suite ran, the terminal ones (each on a fresh group) included
-        want = {*CONFORMANCE_CHECKS, "unpicklable_on_one_rank", "question_mismatch", "reduction_mismatch",
-                *TERMINAL_CHECKS}
+        want = {
+            *CONFORMANCE_CHECKS,
+            "unpicklable_on_one_rank",
+            "question_mismatch",
+            "reduction_mismatch",
+            *TERMINAL_CHECKS,
+        }
         for r, info in enumerate(infos):
             assert want <= set(info["done"]), f"rank {r} did not run {sorted(want - set(info['done']))}"
     elif check == "runtime":
@@ -217,7 +251,9 @@ def test_check(np_: int, check: str) -> None:
         assert f"rank {np_ - 1} could not serialize" in infos[0]["messages"][0]
         assert "rank 0 could not serialize" in infos[0]["messages"][1]
     elif check == "compute_metric_raises":
-        assert {(i["type"], i["message"]) for i in infos} == {("ValueError", "compute_metric failed: 42 is not a score")}
+        assert {(i["type"], i["message"]) for i in infos} == {
+            ("ValueError", "compute_metric failed: 42 is not a score")
+        }
         assert [i["type2"] for i in infos] == ["_Unpicklable"] + ["RemoteMetricError"] * (np_ - 1)
     elif check == "process_set":
         if np_ < 3:
@@ -273,8 +309,7 @@ def test_not_initialized_without_horovodrun() -> None:
         "print(json.dumps([init, err, type(b).detect()]))\n"
     )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
-                         env=env)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, env=env)
     init, err, detect = json.loads(out.stdout.strip().splitlines()[-1])
     assert init is False and detect is False
     assert name in err and ".init()" in err

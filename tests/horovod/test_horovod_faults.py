@@ -31,7 +31,8 @@ import pytest
 HERE = Path(__file__).resolve().parent
 PROGRAM = HERE / "hvd_kill_program.py"
 FLAVOUR = {"tf": "tensorflow", "tensorflow": "tensorflow", "torch": "torch", "pytorch": "torch"}.get(
-    os.environ.get("MMEVAL_HOROVOD_FLAVOUR", "").strip().lower())
+    os.environ.get("MMEVAL_HOROVOD_FLAVOUR", "").strip().lower()
+)
 HOROVODRUN = shutil.which("horovodrun", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
 NP, VICTIM, TIMEOUT, SLACK = 3, 2, 10.0, 8.0
 #: hard limit of one launch (start-up of 3 framework processes on 2 cores, the fault, the reports)
@@ -48,14 +49,26 @@ def _launch(op: str, out: Path, hide_exit_status: bool) -> Dict[str, Any]:
     rank_cmd = [sys.executable, str(PROGRAM), FLAVOUR, str(out), op]
     if hide_exit_status:
         rank_cmd = ["sh", "-c", '"$@"; exit 0', "sh", *rank_cmd]
-    cmd = [HOROVODRUN, "-np", str(NP), "--gloo", "-H", f"localhost:{NP}", "--network-interfaces", "lo",
-           "--start-timeout", "120", *rank_cmd]
+    cmd = [
+        HOROVODRUN,
+        "-np",
+        str(NP),
+        "--gloo",
+        "-H",
+        f"localhost:{NP}",
+        "--network-interfaces",
+        "lo",
+        "--start-timeout",
+        "120",
+        *rank_cmd,
+    ]
     env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
     for var in ("MMEVAL_DIST_BACKEND", "MMEVAL_TIMEOUT"):
         env.pop(var, None)
     with open(out / "horovodrun.log", "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=str(HERE))
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, cwd=str(HERE)
+        )
         try:
             rc: Optional[int] = proc.wait(timeout=LAUNCH_LIMIT)
         except subprocess.TimeoutExpired:

@@ -45,8 +45,9 @@ def _launch(np_: int, payload_dir: Path) -> List[Dict[str, Any]]:
     """Run hvd_metrics_program.py on ``np_`` ranks; every rank's JSON (fails with the log when one is missing)."""
     out_dir = payload_dir / f"np{np_}"
     out_dir.mkdir()
-    rc, output, seconds = horovodrun(np_, PROGRAM, [str(payload_dir / "payload.pkl"), str(out_dir)], out_dir,
-                                     env={"OMP_NUM_THREADS": "1"})
+    rc, output, seconds = horovodrun(
+        np_, PROGRAM, [str(payload_dir / "payload.pkl"), str(out_dir)], out_dir, env={"OMP_NUM_THREADS": "1"}
+    )
     describe = f"horovodrun -np {np_} exited {rc} after {seconds:.1f}s; output:\n{output[-6000:]}"
     ranks = []
     for r in range(np_):

@@ -23,8 +23,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "jax_worker.py")
 
 
-def run_ranks(world_size: int, scenario: str, *args: Any, deadline: float = 120.0,
-              exit_grace: float = 30.0) -> List[Dict[str, Any]]:
+def run_ranks(
+    world_size: int, scenario: str, *args: Any, deadline: float = 120.0, exit_grace: float = 30.0
+) -> List[Dict[str, Any]]:
     """Run ``scenario`` on ``world_size`` processes; one outcome dict per rank.
 
     An outcome is the scenario's JSON result plus ``"returncode"`` and
@@ -40,8 +41,7 @@ def run_ranks(world_size: int, scenario: str, *args: Any, deadline: float = 120.
     with tempfile.TemporaryDirectory(prefix="mmeval-jax-") as tmp:
         procs = []
         for rank in range(world_size):
-            cmd = [sys.executable, WORKER, str(port), str(world_size), str(rank), tmp, scenario,
-                   json.dumps(list(args))]
+            cmd = [sys.executable, WORKER, str(port), str(world_size), str(rank), tmp, scenario, json.dumps(list(args))]
             log = open(os.path.join(tmp, f"rank{rank}.log"), "wb")
             procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=HERE), log))
         end = time.monotonic() + deadline

@@ -64,8 +64,7 @@ def evaluate(rank: int, ws: int, how: str, backend: str) -> Any:
         batch = idx[start : start + 50]
         acc.add(scores[batch], labels[batch])
     chosen = get_dist_backend(None).name if backend == "auto" else backend
-    return {"metric": acc.compute(size=len(labels)), "backend": chosen,
-            "single": Accuracy(topk=(1, 3))(scores, labels)}
+    return {"metric": acc.compute(size=len(labels)), "backend": chosen, "single": Accuracy(topk=(1, 3))(scores, labels)}
 
 
 def jax_arrays(rank: int, ws: int) -> Any:
@@ -139,8 +138,14 @@ def stay_away(rank: int, ws: int, idle: int, timeout: float) -> Any:
         try:
             backend.all_gather_object(rank)
         except Exception as exc:
-            errors.append({"type": type(exc).__name__, "message": str(exc),
-                           "mro": [c.__name__ for c in type(exc).__mro__], "elapsed": time.monotonic() - start})
+            errors.append(
+                {
+                    "type": type(exc).__name__,
+                    "message": str(exc),
+                    "mro": [c.__name__ for c in type(exc).__mro__],
+                    "elapsed": time.monotonic() - start,
+                }
+            )
     return {"errors": errors}
 
 
@@ -162,17 +167,27 @@ def main() -> None:
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     if scenario == "conformance":
         jax.config.update("jax_num_cpu_devices", CONFORMANCE_DEVICES)
-    jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=world_size, process_id=me,
-                               initialization_timeout=60, shutdown_timeout_seconds=5)
+    jax.distributed.initialize(
+        f"127.0.0.1:{port}",
+        num_processes=world_size,
+        process_id=me,
+        initialization_timeout=60,
+        shutdown_timeout_seconds=5,
+    )
     outcome: Dict[str, Any]
     start = time.monotonic()
     try:
         outcome = {"result": SCENARIOS[scenario](me, world_size, *json.loads(raw))}
     except Exception as exc:
-        outcome = {"error": {"type": type(exc).__name__, "message": str(exc),
-                             "mro": [c.__name__ for c in type(exc).__mro__],
-                             "elapsed": time.monotonic() - start},
-                   "traceback": traceback.format_exc()}
+        outcome = {
+            "error": {
+                "type": type(exc).__name__,
+                "message": str(exc),
+                "mro": [c.__name__ for c in type(exc).__mro__],
+                "elapsed": time.monotonic() - start,
+            },
+            "traceback": traceback.format_exc(),
+        }
     tmp = os.path.join(out_dir, f"rank{me}.json.tmp")
     with open(tmp, "w") as f:
         json.dump(outcome, f, default=repr)

@@ -57,8 +57,11 @@ def test_bad_devices_are_refused_with_the_rule(device: object) -> None:
 
 def test_groups_on_other_devices_are_other_groups() -> None:
     """A new group over the same processes: another device, another sequence (and poisoning) key."""
-    keys = {JaxDist([0, 1])._sequence_key(), JaxDist([0, 1], device=1)._sequence_key(),
-            JaxDist([1, 0], device=1)._sequence_key()}
+    keys = {
+        JaxDist([0, 1])._sequence_key(),
+        JaxDist([0, 1], device=1)._sequence_key(),
+        JaxDist([1, 0], device=1)._sequence_key(),
+    }
     assert len(keys) == 3
 
 

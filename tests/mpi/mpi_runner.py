@@ -93,8 +93,13 @@ def mpi_implementation(launcher: str) -> MPIImpl:
     implementation is none of MPICH, Intel MPI and Open MPI.
     """
     proc = subprocess.run(
-        [launcher, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60,
-        env=child_env(), check=False,
+        [launcher, "--version"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+        env=child_env(),
+        check=False,
     )
     out = proc.stdout
     first = next((line.strip() for line in out.splitlines() if line.strip()), "")
@@ -188,9 +193,11 @@ class MPIRun:
 def child_env(extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """A clean environment for a run: no outer launcher, no mmeval settings, a 120 s collective timeout."""
     env = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if (not k.startswith(_LAUNCHER_PREFIXES) or k.startswith(_LAUNCHER_SETTINGS))
-        and k not in _MMEVAL_SETTINGS and not k.startswith("MMEVAL_MPI4PY_")
+        and k not in _MMEVAL_SETTINGS
+        and not k.startswith("MMEVAL_MPI4PY_")
     }
     bindir = os.path.dirname(sys.executable)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
@@ -225,7 +232,12 @@ def run_program(
         cmd = [mpiexec, *impl.launcher_args, *launcher_args, count_flag, str(n), *cmd]
     start = time.monotonic()
     proc = subprocess.Popen(
-        cmd, cwd=str(PROGRAMS), env=child_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cmd,
+        cwd=str(PROGRAMS),
+        env=child_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
     )
     try:

@@ -48,11 +48,11 @@ def in_use(shm: Path = SHM) -> Set[str]:
                 for line in fh:
                     at = line.find(prefix)
                     if at >= 0:
-                        used.add(line[at + len(prefix):].split()[0])
+                        used.add(line[at + len(prefix) :].split()[0])
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 target = os.readlink(f"/proc/{pid}/fd/{fd}")
                 if target.startswith(prefix):
-                    used.add(target[len(prefix):].split()[0])
+                    used.add(target[len(prefix) :].split()[0])
         except OSError:  # the process ended, or is not ours to read
             continue
     return used
@@ -102,7 +102,8 @@ def session_fixture() -> Callable[..., Any]:
         reporter = request.config.pluginmanager.get_plugin("terminalreporter")
         if removed and reporter is not None:
             names = ", ".join(sorted(removed)[:5]) + (" ..." if len(removed) > 5 else "")
-            reporter.write_line(f"removed {len(removed)} shared-memory file(s) that killed MPI ranks left in "
-                                f"/dev/shm: {names}")
+            reporter.write_line(
+                f"removed {len(removed)} shared-memory file(s) that killed MPI ranks left in /dev/shm: {names}"
+            )
 
     return _remove_leaked_shm

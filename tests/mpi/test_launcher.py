@@ -11,25 +11,65 @@ from mmeval_mpi4py.launcher import launch_info, launcher_world_size  # noqa: E40
 
 CASES = {
     "no launcher": ({}, None, False),
-    "plain shell with HYDRA_ config vars": ({"HYDRA_HOST_FILE": "/etc/hosts.mpi", "HYDRA_LAUNCHER": "ssh"}, None, False),
-    "MPICH Hydra": ({"PMI_SIZE": "4", "PMI_RANK": "2", "PMI_FD": "7", "HYDI_CONTROL_FD": "9",
-                     "MPI_LOCALNRANKS": "4", "MPI_LOCALRANKID": "2"}, 4, True),
+    "plain shell with HYDRA_ config vars": (
+        {"HYDRA_HOST_FILE": "/etc/hosts.mpi", "HYDRA_LAUNCHER": "ssh"},
+        None,
+        False,
+    ),
+    "MPICH Hydra": (
+        {
+            "PMI_SIZE": "4",
+            "PMI_RANK": "2",
+            "PMI_FD": "7",
+            "HYDI_CONTROL_FD": "9",
+            "MPI_LOCALNRANKS": "4",
+            "MPI_LOCALRANKID": "2",
+        },
+        4,
+        True,
+    ),
     "MPICH Hydra -n 1": ({"PMI_SIZE": "1", "PMI_RANK": "0", "PMI_FD": "7", "MPI_LOCALNRANKS": "1"}, 1, True),
     "Intel MPI": ({"PMI_SIZE": "8", "PMI_RANK": "3", "I_MPI_HYDRA_TOPOLIB": "hwloc", "MPI_LOCALNRANKS": "2"}, 8, True),
-    "Open MPI 4": ({"OMPI_COMM_WORLD_SIZE": "3", "OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "3"}, 3, True),
-    "Open MPI 5 (PRRTE, PMIx)": ({"PMIX_RANK": "1", "PMIX_NAMESPACE": "prterun-x-1@1", "OMPI_COMM_WORLD_SIZE": "2",
-                                  "OMPI_COMM_WORLD_RANK": "1"}, 2, True),
+    "Open MPI 4": (
+        {"OMPI_COMM_WORLD_SIZE": "3", "OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "3"},
+        3,
+        True,
+    ),
+    "Open MPI 5 (PRRTE, PMIx)": (
+        {"PMIX_RANK": "1", "PMIX_NAMESPACE": "prterun-x-1@1", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1"},
+        2,
+        True,
+    ),
     "MVAPICH": ({"MV2_COMM_WORLD_SIZE": "6", "MV2_COMM_WORLD_RANK": "5"}, 6, True),
     "MVAPICH mpirun_rsh": ({"MPIRUN_NPROCS": "2", "MPIRUN_RANK": "0"}, 2, True),
-    "Hydra, size only from local ranks": ({"HYDI_CONTROL_FD": "9", "MPI_LOCALNRANKS": "3", "MPI_LOCALRANKID": "0"},
-                                          3, True),
+    "Hydra, size only from local ranks": (
+        {"HYDI_CONTROL_FD": "9", "MPI_LOCALNRANKS": "3", "MPI_LOCALRANKID": "0"},
+        3,
+        True,
+    ),
     "Hydra marker, no size": ({"HYDI_CONTROL_FD": "9"}, None, True),
-    "srun --mpi=pmix": ({"PMIX_RANK": "0", "PMIX_NAMESPACE": "slurm.pmix.1.0", "SLURM_STEP_NUM_TASKS": "4",
-                         "SLURM_NTASKS": "8", "SLURM_PROCID": "0"}, 4, True),
+    "srun --mpi=pmix": (
+        {
+            "PMIX_RANK": "0",
+            "PMIX_NAMESPACE": "slurm.pmix.1.0",
+            "SLURM_STEP_NUM_TASKS": "4",
+            "SLURM_NTASKS": "8",
+            "SLURM_PROCID": "0",
+        },
+        4,
+        True,
+    ),
     "srun --mpi=pmi2": ({"PMI_FD": "5", "PMI_RANK": "1", "PMI_JOBID": "12.0", "SLURM_NTASKS": "2"}, 2, True),
-    "sbatch script without srun": ({"SLURM_NTASKS": "8", "SLURM_NPROCS": "8", "SLURM_JOB_ID": "12",
-                                    "SLURM_PROCID": "0"}, None, False),
-    "srun without an MPI plugin": ({"SLURM_STEP_NUM_TASKS": "4", "SLURM_PROCID": "1", "SLURM_STEP_ID": "0"}, None, False),
+    "sbatch script without srun": (
+        {"SLURM_NTASKS": "8", "SLURM_NPROCS": "8", "SLURM_JOB_ID": "12", "SLURM_PROCID": "0"},
+        None,
+        False,
+    ),
+    "srun without an MPI plugin": (
+        {"SLURM_STEP_NUM_TASKS": "4", "SLURM_PROCID": "1", "SLURM_STEP_ID": "0"},
+        None,
+        False,
+    ),
     "garbage values": ({"PMI_SIZE": "many", "OMPI_COMM_WORLD_SIZE": "-2"}, None, False),
 }
 

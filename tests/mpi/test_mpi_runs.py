@@ -102,9 +102,17 @@ def test_rank_exit_survivors_raise_in_time(mpiexec: str, mpi_impl: MPIImpl, scen
 
     def launch() -> MPIRun:
         return run_program(
-            mpiexec, "faults.py", n, scenario, timeout=90, launcher_args=mpi_impl.survive_rank_exit,
-            env={"MMEVAL_MPI4PY_TIMEOUT": str(FAULT_TIMEOUT), "MMEVAL_TEST_GRACE": str(grace),
-                 "MMEVAL_TEST_EXIT_CODE": str(mpi_impl.rank_exit_status)},
+            mpiexec,
+            "faults.py",
+            n,
+            scenario,
+            timeout=90,
+            launcher_args=mpi_impl.survive_rank_exit,
+            env={
+                "MMEVAL_MPI4PY_TIMEOUT": str(FAULT_TIMEOUT),
+                "MMEVAL_TEST_GRACE": str(grace),
+                "MMEVAL_TEST_EXIT_CODE": str(mpi_impl.rank_exit_status),
+            },
         )
 
     try:
@@ -114,8 +122,7 @@ def test_rank_exit_survivors_raise_in_time(mpiexec: str, mpi_impl: MPIImpl, scen
         # every survivor had reported a clean timeout and called MPI_Abort: a launcher hang, after our part
         # was done. Only that case is retried, once; the retry must pass every check below.
         text = str(exc)
-        if mpi_impl.name != "openmpi" or "MPI_ABORT was invoked" not in text \
-                or text.count('"failures": []') < n - 1:
+        if mpi_impl.name != "openmpi" or "MPI_ABORT was invoked" not in text or text.count('"failures": []') < n - 1:
             raise
         run = launch()
     survivors = range(n - 1)
@@ -151,8 +158,9 @@ def test_a_rank_leaving_before_mpi_starts_does_not_hang_the_others(mpiexec: str)
     rank and what to do (the launcher then ends the rest of the job, maybe
     before another rank's own message), and the job ends with an error status.
     """
-    run = run_program(mpiexec, "leave_before_compute.py", 3, timeout=60,
-                      env={"MMEVAL_MPI4PY_TIMEOUT": str(FAULT_TIMEOUT)})
+    run = run_program(
+        mpiexec, "leave_before_compute.py", 3, timeout=60, env={"MMEVAL_MPI4PY_TIMEOUT": str(FAULT_TIMEOUT)}
+    )
     assert "MMEVAL-COMPUTED" not in run.stdout, run.describe()
     for r in (0, 1):
         assert f"rank {r}: computing" in run.stdout, run.describe()
@@ -170,6 +178,7 @@ def test_a_rank_leaving_before_mpi_starts_does_not_hang_the_others(mpiexec: str)
 @pytest.mark.parametrize("large_count", ["auto", "datatype"])
 def test_objects_over_2gib(mpiexec: str, large_count: str) -> None:
     """A real broadcast and gather of a 2 GiB + 4 KiB array (MPI-4 large counts, or a derived datatype)."""
-    run = run_program(mpiexec, "collectives.py", 2, "--big", timeout=590,
-                      env={"MMEVAL_MPI4PY_LARGE_COUNT": large_count})
+    run = run_program(
+        mpiexec, "collectives.py", 2, "--big", timeout=590, env={"MMEVAL_MPI4PY_LARGE_COUNT": large_count}
+    )
     run.expect_success(2)

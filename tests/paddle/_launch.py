@@ -49,11 +49,31 @@ def launch(world_size: int, scenario: str, tmp: str, timeout: float = 240.0) -> 
     out = os.path.join(tmp, "out")
     os.makedirs(out, exist_ok=True)
     env = {**os.environ, **RANK_ENV}
-    cmd = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", os.path.join(tmp, "log"),
-           "--max_restart", "0", "--nproc_per_node", str(world_size), PROGRAM, scenario, out]
+    cmd = [
+        sys.executable,
+        "-m",
+        "paddle.distributed.launch",
+        "--log_dir",
+        os.path.join(tmp, "log"),
+        "--max_restart",
+        "0",
+        "--nproc_per_node",
+        str(world_size),
+        PROGRAM,
+        scenario,
+        out,
+    ]
     start = time.monotonic()
-    proc = subprocess.run(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, errors="replace", timeout=timeout)
+    proc = subprocess.run(
+        cmd,
+        cwd=tmp,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        timeout=timeout,
+    )
     seconds = time.monotonic() - start
     ranks = {}
     for r in range(world_size):

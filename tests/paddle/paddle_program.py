@@ -55,8 +55,12 @@ def record(name: str, fn: Callable[[], Any]) -> Any:
         value = fn()
         results[name] = {"ok": value}
     except Exception as exc:  # recorded for the parent to judge
-        results[name] = {"error": type(exc).__name__, "message": str(exc),
-                         "mmeval": isinstance(exc, MMEvalError), "trace": traceback.format_exc()[-2000:]}
+        results[name] = {
+            "error": type(exc).__name__,
+            "message": str(exc),
+            "mmeval": isinstance(exc, MMEvalError),
+            "trace": traceback.format_exc()[-2000:],
+        }
         value = None
     with open(os.path.join(OUT_DIR, f"rank{RANK}.json.tmp"), "w") as f:
         json.dump(results, f)
@@ -72,8 +76,14 @@ def fresh(timeout: float) -> PaddleDist:
 def identity() -> Any:
     auto = resolve_backend_name(None)
     b = get_dist_backend("paddle_dist")
-    return {"auto": auto, "rank": b.rank, "world_size": b.world_size, "detect": PaddleDist.detect(),
-            "is_initialized": b.is_initialized, "global_rank": RANK}
+    return {
+        "auto": auto,
+        "rank": b.rank,
+        "world_size": b.world_size,
+        "detect": PaddleDist.detect(),
+        "is_initialized": b.is_initialized,
+        "global_rank": RANK,
+    }
 
 
 def dataset(n: int = 1013) -> Any:
@@ -138,9 +148,12 @@ def sub_group() -> Any:
     for i in list(range(len(labels)))[b.rank :: b.world_size]:
         acc.add(scores[i : i + 1], labels[i : i + 1])
     return {
-        "member": True, "rank": b.rank, "world_size": b.world_size,
-        "all_gather": [(g["g"], bool(np.array_equal(g["big"], np.arange(300_000) * (k + 1))))
-                       for k, g in enumerate(gathered)],
+        "member": True,
+        "rank": b.rank,
+        "world_size": b.world_size,
+        "all_gather": [
+            (g["g"], bool(np.array_equal(g["big"], np.arange(300_000) * (k + 1)))) for k, g in enumerate(gathered)
+        ],
         "gather": None if to_last is None else [g["g"] for g in to_last],
         "broadcast": [from_last["from"], bool(np.array_equal(from_last["big"], np.arange(300_000) * (last + 1)))],
         "accuracy": [acc.compute(size=len(labels)), expected],
@@ -191,8 +204,12 @@ def fault(kind: str) -> Any:
     try:
         b.all_gather_object(np.arange(100_000))  # a payload: header and payload transfers
     except Exception as exc:
-        return {"error": type(exc).__name__, "mmeval": isinstance(exc, MMEvalError),
-                "message": str(exc), "seconds": time.monotonic() - start}
+        return {
+            "error": type(exc).__name__,
+            "mmeval": isinstance(exc, MMEvalError),
+            "message": str(exc),
+            "seconds": time.monotonic() - start,
+        }
     return {"error": None, "seconds": time.monotonic() - start}
 
 

@@ -13,8 +13,13 @@ import pytest
 
 def _python(code: str, **env: str) -> Dict[str, Any]:
     """Run ``code`` in a fresh interpreter (no launcher); it prints one JSON line, returned here."""
-    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONWARNINGS": "ignore", **env},
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONWARNINGS": "ignore", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -50,8 +55,16 @@ def test_single_process_without_launcher_is_rank_0_of_1() -> None:
         "                  'gathered': out, 'copy': out[0] is not obj, 'bcast': b.broadcast_object(3, src=0),\n"
         "                  'gather': b.gather_object('x', dst=0)}))\n",
     )
-    assert got == {"rank": 0, "ws": 1, "init": False, "detect": False, "gathered": [{"a": [1, 2]}], "copy": True,
-                   "bcast": 3, "gather": ["x"]}
+    assert got == {
+        "rank": 0,
+        "ws": 1,
+        "init": False,
+        "detect": False,
+        "gathered": [{"a": [1, 2]}],
+        "copy": True,
+        "bcast": 3,
+        "gather": ["x"],
+    }
 
 
 def test_uninitialized_multi_process_world_says_what_to_call() -> None:
@@ -63,7 +76,8 @@ def test_uninitialized_multi_process_world_says_what_to_call() -> None:
         "    PaddleDist().rank\n"
         "except RuntimeError as exc:\n"
         "    print(json.dumps({'error': str(exc)}))\n",
-        PADDLE_TRAINERS_NUM="2", PADDLE_TRAINER_ID="1",
+        PADDLE_TRAINERS_NUM="2",
+        PADDLE_TRAINER_ID="1",
     )
     assert "paddle_dist" in got["error"] and "init_parallel_env()" in got["error"]
 

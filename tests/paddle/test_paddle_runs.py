@@ -37,11 +37,23 @@ def test_identity_and_auto_selection(main_run: Run) -> None:
     for r in range(ws):
         got = _ok(main_run, r, "identity")
         if ws == 1:  # init_parallel_env() initializes nothing for one process: non_dist is picked, rank 0 of 1
-            assert got == {"auto": "non_dist", "rank": 0, "world_size": 1, "detect": False,
-                           "is_initialized": False, "global_rank": 0}
+            assert got == {
+                "auto": "non_dist",
+                "rank": 0,
+                "world_size": 1,
+                "detect": False,
+                "is_initialized": False,
+                "global_rank": 0,
+            }
         else:
-            assert got == {"auto": "paddle_dist", "rank": r, "world_size": ws, "detect": True,
-                           "is_initialized": True, "global_rank": r}
+            assert got == {
+                "auto": "paddle_dist",
+                "rank": r,
+                "world_size": ws,
+                "detect": True,
+                "is_initialized": True,
+                "global_rank": r,
+            }
 
 
 def test_conformance_suite(main_run: Run) -> None:

@@ -74,9 +74,23 @@ def decode_or_clear(data: Any, codec: str) -> None:
 # strategies
 # --------------------------------------------------------------------------
 
-PLAIN_DTYPES = ["<i1", "<i2", "<i4", ">i8", "<u1", "<u2", "<u8", "<f2", "<f4", ">f8", "<c8", "<c16", "|b1",
-                "<M8[D]", "<m8[s]"]
-
+PLAIN_DTYPES = [
+    "<i1",
+    "<i2",
+    "<i4",
+    ">i8",
+    "<u1",
+    "<u2",
+    "<u8",
+    "<f2",
+    "<f4",
+    ">f8",
+    "<c8",
+    "<c16",
+    "|b1",
+    "<M8[D]",
+    "<m8[s]",
+]
 
 
 def _array(dt: str, shape: tuple, seed: int) -> np.ndarray:
@@ -86,14 +100,26 @@ def _array(dt: str, shape: tuple, seed: int) -> np.ndarray:
     return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
 
 
-arrays = st.builds(_array, st.sampled_from(PLAIN_DTYPES), st.lists(st.integers(0, 5), max_size=3).map(tuple),
-                   st.integers(0, 2**32))
-leaves = (st.none() | st.booleans() | st.integers() | st.floats() | st.complex_numbers() | st.text(max_size=20)
-          | st.binary(max_size=40) | arrays)
+arrays = st.builds(
+    _array, st.sampled_from(PLAIN_DTYPES), st.lists(st.integers(0, 5), max_size=3).map(tuple), st.integers(0, 2**32)
+)
+leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.complex_numbers()
+    | st.text(max_size=20)
+    | st.binary(max_size=40)
+    | arrays
+)
 plain = st.recursive(
     leaves,
-    lambda children: st.lists(children, max_size=5) | st.tuples(children, children)
-    | st.dictionaries(st.text(max_size=5) | st.integers(), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.tuples(children, children)
+        | st.dictionaries(st.text(max_size=5) | st.integers(), children, max_size=5)
+    ),
     max_leaves=25,
 )
 
@@ -108,8 +134,9 @@ def frame_bytes(obj: Any, codec: str) -> bytes:
 
 
 @prop
-@given(st.binary(max_size=4096), st.booleans(), st.integers(0, 255), st.integers(0, 2**32 - 1),
-       st.integers(0, 2**64 - 1))
+@given(
+    st.binary(max_size=4096), st.booleans(), st.integers(0, 255), st.integers(0, 2**32 - 1), st.integers(0, 2**64 - 1)
+)
 def random_frames(tail: bytes, with_prefix: bool, codec: int, nbuf: int, meta_len: int) -> None:
     count("random_frames")
     data = tail
@@ -159,8 +186,14 @@ def _token(kind: str, n: int, dt: str, shape: Sequence[int], index: int, raw: by
     if kind == "n":
         return b"n" + bytes([len(dtb)]) + dtb + raw
     # 'a': dtype, ndim, shape, buffer index
-    return (b"a" + bytes([len(dtb)]) + dtb + bytes([len(shape) % 256]) + b"".join(_Q.pack(s) for s in shape)
-            + _Q.pack(index))
+    return (
+        b"a"
+        + bytes([len(dtb)])
+        + dtb
+        + bytes([len(shape) % 256])
+        + b"".join(_Q.pack(s) for s in shape)
+        + _Q.pack(index)
+    )
 
 
 tokens = st.builds(
@@ -222,8 +255,14 @@ def _valid_slot(op: int, seq: int, root: int, payload: Optional[bytes], error: s
 
 
 @prop
-@given(st.sampled_from([1, 2, 3, 4]), st.integers(0, 2**64 - 1), st.integers(-(2**63), 2**63 - 1),
-       st.one_of(st.none(), st.binary(max_size=INLINE_MAX + 10)), st.text(max_size=30), st.data())
+@given(
+    st.sampled_from([1, 2, 3, 4]),
+    st.integers(0, 2**64 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    st.one_of(st.none(), st.binary(max_size=INLINE_MAX + 10)),
+    st.text(max_size=30),
+    st.data(),
+)
 def corrupted_slots(op: int, seq: int, root: int, payload: Optional[bytes], error: str, data: st.DataObject) -> None:
     count("corrupted_slots")
     slot = _valid_slot(op, seq, root, payload, error)
@@ -243,8 +282,9 @@ def corrupted_slots(op: int, seq: int, root: int, payload: Optional[bytes], erro
 def _forge(status: int, op: int, codec: int, seq: int, root: int, size: int, inline: int, body: bytes) -> bytearray:
     """A slot with these raw field values and a valid checksum (what a lying peer can send)."""
     slot = bytearray(ser.SLOT_SIZE)
-    wire._SLOT_HEAD.pack_into(slot, 0, b"MMEV", wire._SLOT_VERSION, status, op, codec, seq, root, size, inline, 0,
-                              0.0)  # no question, no deadline
+    wire._SLOT_HEAD.pack_into(
+        slot, 0, b"MMEV", wire._SLOT_VERSION, status, op, codec, seq, root, size, inline, 0, 0.0
+    )  # no question, no deadline
     slot[ser.HEADER_SIZE : ser.HEADER_SIZE + len(body)] = body
     crc = zlib.crc32(slot[: wire._SLOT_HEAD.size])
     if inline == 1 and size <= INLINE_MAX:
@@ -255,14 +295,21 @@ def _forge(status: int, op: int, codec: int, seq: int, root: int, size: int, inl
 
 forged = st.builds(
     _forge,
-    st.integers(0, 255), st.integers(0, 255), st.integers(0, 255), st.integers(0, 2**64 - 1),
+    st.integers(0, 255),
+    st.integers(0, 255),
+    st.integers(0, 255),
+    st.integers(0, 2**64 - 1),
     st.integers(-(2**63), 2**63 - 1),
-    st.one_of(st.integers(0, INLINE_MAX + 8), st.integers(0, 2**64 - 1)), st.integers(0, 255),
+    st.one_of(st.integers(0, INLINE_MAX + 8), st.integers(0, 2**64 - 1)),
+    st.integers(0, 255),
     st.binary(max_size=INLINE_MAX),
 )
 forged_plausible = st.builds(
     _forge,
-    st.sampled_from([0, 0, 0, 1]), st.sampled_from([1, 2, 3, 4]), st.sampled_from([1, 2]), st.sampled_from([1, 2, 3]),
+    st.sampled_from([0, 0, 0, 1]),
+    st.sampled_from([1, 2, 3, 4]),
+    st.sampled_from([1, 2]),
+    st.sampled_from([1, 2, 3]),
     st.sampled_from([-1, 0, 1, 5, -(2**63)]),
     st.one_of(st.integers(0, 200), st.integers(INLINE_MAX - 2, INLINE_MAX + 2), st.integers(0, 2**64 - 1)),
     st.sampled_from([0, 1, 1]),
@@ -280,8 +327,9 @@ def forged_slots(slot: bytearray) -> None:
         return
     assert head.op in ser.Op.NAMES and head.status in (ser.Status.OK, ser.Status.ENCODE_ERROR)
     assert head.codec in ser.CODECS.values()
-    assert not head.inline or (head.data is not None and head.payload_size <= INLINE_MAX
-                               and head.data.nbytes == head.payload_size)
+    assert not head.inline or (
+        head.data is not None and head.payload_size <= INLINE_MAX and head.data.nbytes == head.payload_size
+    )
     head.error_text()
 
 
@@ -340,8 +388,13 @@ class LyingPeer(FramedDistBackend):
 
 
 @prop
-@given(st.one_of(forged, forged_plausible), st.binary(max_size=2048), st.sampled_from(["pickle", "safe"]),
-       st.sampled_from(["all_gather", "gather0", "gather1", "broadcast0", "broadcast1", "barrier"]), plain)
+@given(
+    st.one_of(forged, forged_plausible),
+    st.binary(max_size=2048),
+    st.sampled_from(["pickle", "safe"]),
+    st.sampled_from(["all_gather", "gather0", "gather1", "broadcast0", "broadcast1", "barrier"]),
+    plain,
+)
 def receive_path(slot: bytearray, payload: bytes, codec: str, op: str, obj: Any) -> None:
     count("receive_path")
     b = LyingPeer(bytes(slot), payload, codec)
@@ -375,8 +428,13 @@ def main(argv: Optional[List[str]] = None) -> None:
     chosen = [n for n in PROPERTIES if not args.only or n in args.only.split(",")]
     for name in chosen:
         fn = PROPERTIES[name]
-        settings(max_examples=args.examples, deadline=None, database=None, print_blob=True,
-                 suppress_health_check=list(HealthCheck))(fn)()
+        settings(
+            max_examples=args.examples,
+            deadline=None,
+            database=None,
+            print_blob=True,
+            suppress_health_check=list(HealthCheck),
+        )(fn)()
     print(json.dumps({"examples": COUNTS}), flush=True)
 
 

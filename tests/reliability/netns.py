@@ -95,14 +95,21 @@ class TwoHosts:
             "s=socket.socket(); s.settimeout(15); s.bind((sys.argv[1], 0)); s.listen(1)\n"
             "print(s.getsockname()[1], flush=True); c,_=s.accept(); c.sendall(b'ok'); c.close()\n"
         )
-        client = "import socket,sys\nprint(socket.create_connection((sys.argv[1], int(sys.argv[2])), 15).recv(2).decode())\n"
-        with subprocess.Popen([*self.exec_prefix(self.ns_a), sys.executable, "-c", server, self.addr_a],
-                              stdout=subprocess.PIPE, text=True) as srv:
+        client = (
+            "import socket,sys\nprint(socket.create_connection((sys.argv[1], int(sys.argv[2])), 15).recv(2).decode())\n"
+        )
+        with subprocess.Popen(
+            [*self.exec_prefix(self.ns_a), sys.executable, "-c", server, self.addr_a], stdout=subprocess.PIPE, text=True
+        ) as srv:
             try:
                 assert srv.stdout is not None
                 port = srv.stdout.readline().strip()
-                got = subprocess.run([*self.exec_prefix(self.ns_b), sys.executable, "-c", client, self.addr_a, port],
-                                     capture_output=True, text=True, timeout=30)
+                got = subprocess.run(
+                    [*self.exec_prefix(self.ns_b), sys.executable, "-c", client, self.addr_a, port],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                )
                 if got.stdout.strip() != "ok":
                     raise RuntimeError(f"no TCP connection from {self.ns_b} to {self.addr_a}: {got.stderr.strip()}")
             finally:
@@ -130,13 +137,13 @@ class TwoHosts:
             "#!/bin/sh\n"
             "# Hydra's ssh launcher calls: SCRIPT -x HOST 'command ...'; run the command in HOST's namespace\n"
             "while [ $# -gt 0 ]; do\n"
-            "  case \"$1\" in\n"
+            '  case "$1" in\n'
             f"    {self.addr_a}) ns={self.ns_a}; shift; break ;;\n"
             f"    {self.addr_b}) ns={self.ns_b}; shift; break ;;\n"
             "    *) shift ;;\n"
             "  esac\n"
             "done\n"
-            "exec ip netns exec \"$ns\" sh -c \"$*\"\n"
+            'exec ip netns exec "$ns" sh -c "$*"\n'
         )
         script.chmod(script.stat().st_mode | stat.S_IXUSR)
         return script

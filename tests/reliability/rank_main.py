@@ -213,8 +213,12 @@ def killed_rank(ctx: Ctx) -> Dict[str, Any]:
     b.barrier()  # everyone is here: the survivors enter the operation together
     obj = {"rank": ctx.rank, "data": np.full(1 << 20, ctx.rank, dtype=np.uint8)}  # 1 MiB: not inline
     if ctx.rank == victim:
-        primitive = {"headers": "_exchange_slots", "all_gather_object": "_all_gather_bytes",
-                     "gather_object": "_gather_bytes", "broadcast_object": "_broadcast_bytes"}
+        primitive = {
+            "headers": "_exchange_slots",
+            "all_gather_object": "_all_gather_bytes",
+            "gather_object": "_gather_bytes",
+            "broadcast_object": "_broadcast_bytes",
+        }
         name = primitive["headers"] if phase == "headers" else primitive[op]
 
         def stop_here(*args: Any, **kwargs: Any) -> Any:
@@ -269,16 +273,24 @@ def desync(ctx: Ctx) -> Dict[str, Any]:
 
     big = np.ones(1 << 20, np.uint8)
     call = (lambda: b.barrier()) if r == 0 else (lambda: b.all_gather_object(big))
-    infos["different_collectives"] = ctx.expect_error("different collectives", call, mismatch,
-                                                      ctx.kind, "barrier", "all_gather_object")
+    infos["different_collectives"] = ctx.expect_error(
+        "different collectives", call, mismatch, ctx.kind, "barrier", "all_gather_object"
+    )
     resync("different_collectives")
     dst = 0 if r == 0 else 1
-    infos["different_dst"] = ctx.expect_error("different dst", lambda: b.gather_object(big, dst=dst), mismatch,
-                                              "gather_object", "dst=0", "dst=1")
+    infos["different_dst"] = ctx.expect_error(
+        "different dst", lambda: b.gather_object(big, dst=dst), mismatch, "gather_object", "dst=0", "dst=1"
+    )
     resync("different_dst")
     src = ws - 1 if r == ws - 1 else 0
-    infos["different_src"] = ctx.expect_error("different src", lambda: b.broadcast_object(big, src=src), mismatch,
-                                              "broadcast_object", "src=0", f"src={ws - 1}")
+    infos["different_src"] = ctx.expect_error(
+        "different src",
+        lambda: b.broadcast_object(big, src=src),
+        mismatch,
+        "broadcast_object",
+        "src=0",
+        f"src={ws - 1}",
+    )
     resync("different_src")
 
     def extra_then_common() -> Any:
@@ -286,13 +298,19 @@ def desync(ctx: Ctx) -> Dict[str, Any]:
             b.broadcast_object({"extra": True}, src=0)
         return b.all_gather_object(r)
 
-    infos["one_more_first"] = ctx.expect_error("one more collective first", extra_then_common, mismatch,
-                                               "broadcast_object", "all_gather_object")
+    infos["one_more_first"] = ctx.expect_error(
+        "one more collective first", extra_then_common, mismatch, "broadcast_object", "all_gather_object"
+    )
     resync("one_more_first")
     timeout = b.timeout
     if r == 0:
-        info = ctx.expect_error("one more collective at the end", lambda: b.all_gather_object({"late": r}),
-                                ("CollectiveTimeoutError", "CollectiveFailedError"), "all_gather_object", ctx.kind)
+        info = ctx.expect_error(
+            "one more collective at the end",
+            lambda: b.all_gather_object({"late": r}),
+            ("CollectiveTimeoutError", "CollectiveFailedError"),
+            "all_gather_object",
+            ctx.kind,
+        )
         ctx.check("within the timeout", info["seconds"] < timeout + 10, info["seconds"])
         infos["one_more_last"] = info
     else:
@@ -392,9 +410,18 @@ def soak(ctx: Ctx) -> Dict[str, Any]:
             emit("soak_progress", done=i, rss_kib=samples[-1][1])
     rss_end = vm_kib()
     ctx.check("every payload intact and in order", not bad, bad[:20])
-    return {"collectives": count, "payloads_checked": checked, "bytes_moved": moved, "by_op": by_op,
-            "rss_start_kib": rss_start, "rss_end_kib": rss_end, "rss_peak_kib": vm_kib("VmHWM"),
-            "seconds": time.monotonic() - started, "warmup": warmup, "rss_samples": samples}
+    return {
+        "collectives": count,
+        "payloads_checked": checked,
+        "bytes_moved": moved,
+        "by_op": by_op,
+        "rss_start_kib": rss_start,
+        "rss_end_kib": rss_end,
+        "rss_peak_kib": vm_kib("VmHWM"),
+        "seconds": time.monotonic() - started,
+        "warmup": warmup,
+        "rss_samples": samples,
+    }
 
 
 @scenario
@@ -446,8 +473,11 @@ def bad_input(ctx: Ctx) -> Dict[str, Any]:
             else:
                 ctx.check(f"{what}: refused", False, "accepted")
             after = acc._local_results()
-            ctx.check(f"{what}: state unchanged", acc.num_results == before_n and all(
-                np.array_equal(before[k], after[k]) for k in before), acc.num_results)
+            ctx.check(
+                f"{what}: state unchanged",
+                acc.num_results == before_n and all(np.array_equal(before[k], after[k]) for k in before),
+                acc.num_results,
+            )
     ctx.check("every bad call raised", len(raised) == len(bad_calls), raised)
     got = acc.compute(size=N_SAMPLES)
     want = single_process_accuracy()
@@ -460,8 +490,9 @@ def bad_input(ctx: Ctx) -> Dict[str, Any]:
     if r == ws - 1:
         ctx.expect_error("bad size on one rank", lambda: acc.compute(size=-1), ("ValueError",), "size")
     else:
-        ctx.expect_error("a peer's bad size", lambda: acc.compute(size=N_SAMPLES), ("CollectiveMismatchError",),
-                         f"rank {ws - 1}")
+        ctx.expect_error(
+            "a peer's bad size", lambda: acc.compute(size=N_SAMPLES), ("CollectiveMismatchError",), f"rank {ws - 1}"
+        )
     ctx.check("the refusal reached every rank at once", time.monotonic() - start < 10, time.monotonic() - start)
     return {"bad_calls": raised, "got": got}
 
@@ -501,13 +532,23 @@ def safe_codec(ctx: Ctx) -> Dict[str, Any]:
     ctx.check("the codec is safe", b.codec == "safe", b.codec)
     obj = {"rank": r, "arr": np.arange(5, dtype=np.int16) * r, "f": np.float32(0.5), "t": (1, "x", b"y", None)}
     got = b.all_gather_object(obj)
-    ctx.check("plain data round-trips", all(g["rank"] == i and g["arr"].tolist() == [j * i for j in range(5)]
-                                            and g["t"] == (1, "x", b"y", None) for i, g in enumerate(got)), got)
+    ctx.check(
+        "plain data round-trips",
+        all(
+            g["rank"] == i and g["arr"].tolist() == [j * i for j in range(5)] and g["t"] == (1, "x", b"y", None)
+            for i, g in enumerate(got)
+        ),
+        got,
+    )
     bad = ws - 1
     info: Dict[str, Any] = {}
     info["non_plain"] = ctx.expect_error(
-        "a non-plain object", lambda: b.all_gather_object(_Plainless() if r == bad else {"ok": r}),
-        ("RemoteSerializationError",), f"rank {bad}", "safe")
+        "a non-plain object",
+        lambda: b.all_gather_object(_Plainless() if r == bad else {"ok": r}),
+        ("RemoteSerializationError",),
+        f"rank {bad}",
+        "safe",
+    )
     b.barrier()
     marker = os.path.join(ctx.params["scratch"], f"pwned-by-rank{bad}")
     real_codec = b.wire_codec
@@ -593,8 +634,9 @@ def _safe_codec_metrics(ctx: Ctx, marker: str) -> Dict[str, Any]:
         failing = Failing(topk=(1,), dist_backend=ctx.backend)
         failing.add(scores[idx[:5]], labels[idx[:5]])
         kinds = ("KeyError",) if ctx.rank == 0 else ("RemoteMetricError",)
-        info["hostile_error_report"] = ctx.expect_error("compute_metric error report", failing.compute, kinds,
-                                                        "compute_metric failed on rank 0")
+        info["hostile_error_report"] = ctx.expect_error(
+            "compute_metric error report", failing.compute, kinds, "compute_metric failed on rank 0"
+        )
     finally:
         gather.pack_exception = real_pack
     ctx.check("the error report ran nothing", not os.path.exists(marker), marker)
@@ -618,8 +660,13 @@ def make_backend(args: argparse.Namespace) -> Any:
 
         from mmeval_torch import TorchCPUDist
 
-        dist.init_process_group("gloo", init_method=f"tcp://{args.addr}:{args.port}", rank=args.rank,
-                                world_size=args.world_size, timeout=timedelta(seconds=args.pg_timeout))
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://{args.addr}:{args.port}",
+            rank=args.rank,
+            world_size=args.world_size,
+            timeout=timedelta(seconds=args.pg_timeout),
+        )
         return TorchCPUDist(timeout=args.timeout, codec=codec)
     if args.backend == "mpi4py":
         from mmeval_mpi4py import MPI4PyDist

@@ -42,11 +42,17 @@ def find_mpiexec() -> Optional[str]:
     return shutil.which("mpiexec", path=path)
 
 
-def rank_args(backend: str, out: Path, scenarios: Sequence[str], timeout: Optional[float],
-              params: Optional[Dict[str, Any]] = None, codec: str = "", grace: float = 0.0) -> List[str]:
+def rank_args(
+    backend: str,
+    out: Path,
+    scenarios: Sequence[str],
+    timeout: Optional[float],
+    params: Optional[Dict[str, Any]] = None,
+    codec: str = "",
+    grace: float = 0.0,
+) -> List[str]:
     """The ``rank_main.py`` arguments shared by every rank of a launch."""
-    args = [sys.executable, str(RANK_MAIN), "--backend", backend, "--out", str(out),
-            "--scenarios", ",".join(scenarios)]
+    args = [sys.executable, str(RANK_MAIN), "--backend", backend, "--out", str(out), "--scenarios", ",".join(scenarios)]
     if timeout is not None:
         args += ["--timeout", str(timeout)]
     if codec:
@@ -76,8 +82,15 @@ class Launch:
         """Start ``cmd`` in its own session, its output to ``<out>/<label>.log``."""
         log = open(self.out / f"{label}.log", "wb")
         try:
-            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True, cwd=str(HERE))
+            proc = subprocess.Popen(
+                cmd,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                cwd=str(HERE),
+            )
         finally:
             log.close()
         self.procs.append(proc)
@@ -118,8 +131,9 @@ class Launch:
                 return found
             if time.monotonic() > deadline:
                 missing = sorted(set(ranks) - set(found))
-                raise LaunchFailure(f"ranks {missing} did not write {event!r} {match or ''} within {timeout:g}s\n"
-                                    + self.describe())
+                raise LaunchFailure(
+                    f"ranks {missing} did not write {event!r} {match or ''} within {timeout:g}s\n" + self.describe()
+                )
             if self.procs and all(p.poll() is not None for p in self.procs) and not self.extra_pids:
                 # everything exited: one last read, then fail
                 for r in ranks:
@@ -127,8 +141,10 @@ class Launch:
                         found[r] = self.find(r, event, **match)  # type: ignore[assignment]
                 if len(found) == len(ranks):
                     return found
-                raise LaunchFailure(f"the launch exited before ranks {sorted(set(ranks) - set(found))} wrote "
-                                    f"{event!r}\n" + self.describe())
+                raise LaunchFailure(
+                    f"the launch exited before ranks {sorted(set(ranks) - set(found))} wrote "
+                    f"{event!r}\n" + self.describe()
+                )
             time.sleep(0.05)
 
     def results(self, ranks: Sequence[int], scenario: str, timeout: float) -> Dict[int, Dict[str, Any]]:
@@ -136,8 +152,9 @@ class Launch:
         found = self.wait_event(ranks, "result", timeout, scenario=scenario)
         bad = {r: e["info"].get("failures") for r, e in found.items() if not e["ok"]}
         if bad:
-            raise LaunchFailure(f"{scenario} failed on ranks {sorted(bad)}: {json.dumps(bad, indent=1)[:6000]}\n"
-                                + self.describe())
+            raise LaunchFailure(
+                f"{scenario} failed on ranks {sorted(bad)}: {json.dumps(bad, indent=1)[:6000]}\n" + self.describe()
+            )
         return {r: e["info"] for r, e in found.items()}
 
     # -- control ---------------------------------------------------------------
@@ -185,10 +202,18 @@ class Launch:
         self.close()
 
 
-def launch_torch(out: Path, world_size: int, scenarios: Sequence[str], timeout: Optional[float] = 10.0,
-                 params: Optional[Dict[str, Any]] = None, codec: str = "", env: Optional[Dict[str, str]] = None,
-                 prefix: Optional[Sequence[Sequence[str]]] = None, addr: str = "127.0.0.1", ifname: str = "lo",
-                 ) -> Launch:
+def launch_torch(
+    out: Path,
+    world_size: int,
+    scenarios: Sequence[str],
+    timeout: Optional[float] = 10.0,
+    params: Optional[Dict[str, Any]] = None,
+    codec: str = "",
+    env: Optional[Dict[str, str]] = None,
+    prefix: Optional[Sequence[Sequence[str]]] = None,
+    addr: str = "127.0.0.1",
+    ifname: str = "lo",
+) -> Launch:
     """Start ``world_size`` torch_cpu ranks (gloo over TCP), one process each.
 
     ``prefix[r]`` is put before rank r's command (``ip netns exec NS``).
@@ -198,8 +223,20 @@ def launch_torch(out: Path, world_size: int, scenarios: Sequence[str], timeout: 
     base = rank_args("torch_cpu", out, scenarios, timeout, params, codec)
     try:
         for r in range(world_size):
-            cmd = [*(prefix[r] if prefix else ()), *base, "--rank", str(r), "--world-size", str(world_size),
-                   "--addr", addr, "--port", str(port), "--ifname", ifname]
+            cmd = [
+                *(prefix[r] if prefix else ()),
+                *base,
+                "--rank",
+                str(r),
+                "--world-size",
+                str(world_size),
+                "--addr",
+                addr,
+                "--port",
+                str(port),
+                "--ifname",
+                ifname,
+            ]
             launch.start(cmd, worker_env(env), f"torch-rank{r}")
     except BaseException:
         launch.close()
@@ -207,10 +244,19 @@ def launch_torch(out: Path, world_size: int, scenarios: Sequence[str], timeout: 
     return launch
 
 
-def launch_mpi(out: Path, n: int, scenarios: Sequence[str], timeout: Optional[float] = 10.0,
-               params: Optional[Dict[str, Any]] = None, codec: str = "", env: Optional[Dict[str, str]] = None,
-               launcher_args: Sequence[str] = (), prefix: Sequence[str] = (), grace: float = 0.0,
-               shell_parent: bool = False) -> Launch:
+def launch_mpi(
+    out: Path,
+    n: int,
+    scenarios: Sequence[str],
+    timeout: Optional[float] = 10.0,
+    params: Optional[Dict[str, Any]] = None,
+    codec: str = "",
+    env: Optional[Dict[str, str]] = None,
+    launcher_args: Sequence[str] = (),
+    prefix: Sequence[str] = (),
+    grace: float = 0.0,
+    shell_parent: bool = False,
+) -> Launch:
     """Start ``mpiexec [launcher_args] -n N python rank_main.py --backend mpi4py ...`` (``prefix`` before it).
 
     ``shell_parent``: each rank's Python runs as the child of a shell, which
@@ -227,15 +273,30 @@ def launch_mpi(out: Path, n: int, scenarios: Sequence[str], timeout: Optional[fl
     assert mpiexec is not None, "mpiexec not found next to this Python or on PATH (pip install mpich)"
     launch = Launch(out, n)
     parent = ["sh", "-c", 'trap : USR1; "$@"; exit $?', "sh"] if shell_parent else []
-    cmd = [*prefix, mpiexec, *launcher_args, "-n", str(n),
-           *parent, *rank_args("mpi4py", out, scenarios, timeout, params, codec, grace)]
+    cmd = [
+        *prefix,
+        mpiexec,
+        *launcher_args,
+        "-n",
+        str(n),
+        *parent,
+        *rank_args("mpi4py", out, scenarios, timeout, params, codec, grace),
+    ]
     launch.start(cmd, worker_env(env), "mpiexec")
     return launch
 
 
-def launch_backend(backend: str, out: Path, world_size: int, scenarios: Sequence[str], timeout: Optional[float] = 10.0,
-                   params: Optional[Dict[str, Any]] = None, codec: str = "", env: Optional[Dict[str, str]] = None,
-                   faults: bool = False) -> Launch:
+def launch_backend(
+    backend: str,
+    out: Path,
+    world_size: int,
+    scenarios: Sequence[str],
+    timeout: Optional[float] = 10.0,
+    params: Optional[Dict[str, Any]] = None,
+    codec: str = "",
+    env: Optional[Dict[str, str]] = None,
+    faults: bool = False,
+) -> Launch:
     """``world_size`` ranks of ``backend`` (``torch_cpu`` or ``mpi4py``) on this host.
 
     ``faults=True`` prepares an MPI job for ranks that die or time out: Hydra
@@ -246,7 +307,16 @@ def launch_backend(backend: str, out: Path, world_size: int, scenarios: Sequence
     if backend == "torch_cpu":
         return launch_torch(out, world_size, scenarios, timeout, params, codec, env)
     if backend == "mpi4py":
-        return launch_mpi(out, world_size, scenarios, timeout, params, codec, env,
-                          launcher_args=["-disable-auto-cleanup"] if faults else [], grace=4.0 if faults else 0.0,
-                          shell_parent=faults)
+        return launch_mpi(
+            out,
+            world_size,
+            scenarios,
+            timeout,
+            params,
+            codec,
+            env,
+            launcher_args=["-disable-auto-cleanup"] if faults else [],
+            grace=4.0 if faults else 0.0,
+            shell_parent=faults,
+        )
     raise ValueError(f"unknown backend {backend!r}")

@@ -28,10 +28,22 @@ def test_desynchronized_calls(backend: str, scratch: Path, figures: Any) -> None
         for step in STEPS:
             assert info[step]["type"] == "CollectiveMismatchError", (r, step, info[step])
             assert backend in info[step]["message"]
-            figures("desynchronized calls", backend=backend, rank=r, case=step, error=info[step]["type"],
-                    seconds=info[step]["seconds"])
+            figures(
+                "desynchronized calls",
+                backend=backend,
+                rank=r,
+                case=step,
+                error=info[step]["type"],
+                seconds=info[step]["seconds"],
+            )
     last = infos[0]["one_more_last"]
     assert last["type"] in ("CollectiveTimeoutError", "CollectiveFailedError"), last
     assert "all_gather_object" in last["message"] and last["seconds"] < TIMEOUT + 10, last
-    figures("desynchronized calls", backend=backend, rank=0, case="one_more_last", error=last["type"],
-            seconds=last["seconds"])
+    figures(
+        "desynchronized calls",
+        backend=backend,
+        rank=0,
+        case="one_more_last",
+        error=last["type"],
+        seconds=last["seconds"],
+    )

@@ -26,8 +26,16 @@ LIMIT_S = 480.0
 
 def test_decoders_survive_hostile_bytes(tmp_path: Path, figures: Any) -> None:
     pytest.importorskip("hypothesis")
-    cmd = [sys.executable, str(HERE / "fuzz_decoder.py"), "--examples", str(EXAMPLES), "--memory-gb", "4",
-           "--hang-seconds", str(LIMIT_S - 30)]
+    cmd = [
+        sys.executable,
+        str(HERE / "fuzz_decoder.py"),
+        "--examples",
+        str(EXAMPLES),
+        "--memory-gb",
+        "4",
+        "--hang-seconds",
+        str(LIMIT_S - 30),
+    ]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=LIMIT_S, cwd=str(tmp_path))
     except subprocess.TimeoutExpired as exc:

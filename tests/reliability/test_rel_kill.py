@@ -45,8 +45,9 @@ CASES = [
 
 @pytest.mark.parametrize("phase", ["headers", "payload"])
 @pytest.mark.parametrize("op,root,role", CASES, ids=[f"{op}-{role.split()[-1]}" for op, _, role in CASES])
-def test_sigkill_inside_a_collective(backend: str, op: str, root: int, role: str, phase: str, scratch: Path,
-                                     figures: Any) -> None:
+def test_sigkill_inside_a_collective(
+    backend: str, op: str, root: int, role: str, phase: str, scratch: Path, figures: Any
+) -> None:
     params = {"op": op, "phase": phase, "victim": VICTIM, "root": root}
     with launch_backend(backend, scratch, WS, ["killed_rank"], timeout=TIMEOUT, params=params, faults=True) as launch:
         launch.wait_event([VICTIM], "victim", 180)
@@ -59,7 +60,16 @@ def test_sigkill_inside_a_collective(backend: str, op: str, root: int, role: str
         surfaced = err["raised_at"] - killed_at
         assert info["raised_in"] in (op, "barrier"), info
         assert surfaced < TIMEOUT + SLACK, f"rank {r} raised {surfaced:.1f}s after the SIGKILL"
-        figures("SIGKILL inside a collective", backend=backend, op=op, victim=role, phase=phase, rank=r,
-                raised_in=info["raised_in"], error=err["type"], seconds_after_kill=surfaced)
+        figures(
+            "SIGKILL inside a collective",
+            backend=backend,
+            op=op,
+            victim=role,
+            phase=phase,
+            rank=r,
+            raised_in=info["raised_in"],
+            error=err["type"],
+            seconds_after_kill=surfaced,
+        )
     # every survivor that had not finished its part raises in the operation itself
     assert any(i["raised_in"] == op for i in infos.values()), infos

@@ -30,5 +30,9 @@ def test_bad_input_in_a_distributed_run(backend: str, scratch: Path, figures: An
         assert info["got"] == want, (r, info["got"], want)
     assert len(infos[WS - 1]["bad_calls"]) == 9 and infos[0]["bad_calls"] == ["NaN scores"]
     assert infos[1]["bad_calls"] == []
-    figures("bad input to metrics", backend=backend, bad_calls_refused=sum(len(i["bad_calls"]) for i in infos.values()),
-            compute_after="== single process")
+    figures(
+        "bad input to metrics",
+        backend=backend,
+        bad_calls_refused=sum(len(i["bad_calls"]) for i in infos.values()),
+        compute_after="== single process",
+    )

@@ -35,8 +35,15 @@ def _check_cut(launch: Launch, cut_at: float, kind: str, figures: Any, label: st
         assert "all_gather_object" in err["message"] and kind in err["message"], err["message"]
         surfaced = err["raised_at"] - cut_at
         assert surfaced < TIMEOUT + SLACK, f"rank {r} raised {surfaced:.1f}s after the cut (timeout {TIMEOUT:g}s)"
-        figures("link cut (two namespaces)", backend=label, rank=r, host="a" if r < 2 else "b", error=err["type"],
-                seconds_after_cut=surfaced, collectives_before=info["iterations"])
+        figures(
+            "link cut (two namespaces)",
+            backend=label,
+            rank=r,
+            host="a" if r < 2 else "b",
+            error=err["type"],
+            seconds_after_cut=surfaced,
+            collectives_before=info["iterations"],
+        )
     return infos
 
 
@@ -50,8 +57,15 @@ def test_torch_cpu_across_namespaces(two_hosts: netns.TwoHosts, scratch: Path, f
     group's own timeout (30 minutes by default; 300 s here).
     """
     prefixes = [two_hosts.exec_prefix(two_hosts.ns_a)] * 2 + [two_hosts.exec_prefix(two_hosts.ns_b)]
-    launch = launch_torch(scratch, WS, ["evaluate", "loop_until_error"], timeout=TIMEOUT, prefix=prefixes,
-                          addr=two_hosts.addr_a, ifname=netns.IFNAME)
+    launch = launch_torch(
+        scratch,
+        WS,
+        ["evaluate", "loop_until_error"],
+        timeout=TIMEOUT,
+        prefix=prefixes,
+        addr=two_hosts.addr_a,
+        ifname=netns.IFNAME,
+    )
     with launch:
         launch.extra_pids = two_hosts.pids()
         want = rank_main.single_process_accuracy()
@@ -67,8 +81,12 @@ def test_torch_cpu_across_namespaces(two_hosts: netns.TwoHosts, scratch: Path, f
             try:
                 proc.wait(timeout=30)
             except Exception:
-                pytest.fail(f"rank {r} raised, but its process had not exited 30 s after (a gloo thread joined at exit?)")
-            figures("link cut (two namespaces)", backend="torch_cpu", rank=r, process_exit_s=time.monotonic() - done[r]["t"])
+                pytest.fail(
+                    f"rank {r} raised, but its process had not exited 30 s after (a gloo thread joined at exit?)"
+                )
+            figures(
+                "link cut (two namespaces)", backend="torch_cpu", rank=r, process_exit_s=time.monotonic() - done[r]["t"]
+            )
 
 
 @pytest.mark.usefixtures("mpi_available")
@@ -87,9 +105,24 @@ def test_mpi_across_namespaces(two_hosts: netns.TwoHosts, scratch: Path, figures
     env = {"MPICH_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": netns.IFNAME}
     hosts = f"{two_hosts.addr_a}:2,{two_hosts.addr_b}:1"
     launch = launch_mpi(
-        scratch, WS, ["evaluate", "loop_until_error"], timeout=TIMEOUT, env=env, grace=4,
-        launcher_args=["-launcher", "ssh", "-launcher-exec", str(launcher), "-hosts", hosts, "-iface", netns.IFNAME,
-                       "-disable-auto-cleanup", *[a for k, v in env.items() for a in ("-genv", k, v)]],
+        scratch,
+        WS,
+        ["evaluate", "loop_until_error"],
+        timeout=TIMEOUT,
+        env=env,
+        grace=4,
+        launcher_args=[
+            "-launcher",
+            "ssh",
+            "-launcher-exec",
+            str(launcher),
+            "-hosts",
+            hosts,
+            "-iface",
+            netns.IFNAME,
+            "-disable-auto-cleanup",
+            *[a for k, v in env.items() for a in ("-genv", k, v)],
+        ],
         prefix=two_hosts.exec_prefix(two_hosts.ns_a),
     )
     with launch:

@@ -43,8 +43,9 @@ def test_safe_codec_on_real_ranks(backend: str, how: str, scratch: Path, figures
         env = {"MMEVAL_CODEC": "safe"}
     marker_dir = scratch / "markers"
     marker_dir.mkdir()
-    with launch_backend(backend, scratch, WS, ["safe_codec"], timeout=60, params={"scratch": str(marker_dir)},
-                        codec=codec, env=env) as launch:
+    with launch_backend(
+        backend, scratch, WS, ["safe_codec"], timeout=60, params={"scratch": str(marker_dir)}, codec=codec, env=env
+    ) as launch:
         infos = launch.results(range(WS), "safe_codec", 180)
     assert not list(marker_dir.iterdir()), "a forged frame ran code"
     for r, info in infos.items():
@@ -52,9 +53,15 @@ def test_safe_codec_on_real_ranks(backend: str, how: str, scratch: Path, figures
         assert info["forged_pickle"]["type"] == "UnsafePayloadError"
         assert info["relabelled"]["type"] == "FrameDecodeError"
         assert info["hostile_error_report"]["type"] == ("KeyError" if r == 0 else "RemoteMetricError")
-    figures("safe codec", backend=backend, selected_by=how, non_plain=infos[0]["non_plain"]["type"],
-            forged_pickle=infos[0]["forged_pickle"]["type"], relabelled=infos[0]["relabelled"]["type"],
-            hostile_error_report=infos[1]["hostile_error_report"]["type"])
+    figures(
+        "safe codec",
+        backend=backend,
+        selected_by=how,
+        non_plain=infos[0]["non_plain"]["type"],
+        forged_pickle=infos[0]["forged_pickle"]["type"],
+        relabelled=infos[0]["relabelled"]["type"],
+        hostile_error_report=infos[1]["hostile_error_report"]["type"],
+    )
 
 
 # --------------------------------------------------------------------------
@@ -92,8 +99,14 @@ def _probe(tmp: Path, steps: str = "", extra_path: str = "", **env: str) -> Dict
     full["PROBE_STEPS"] = steps
     if extra_path:
         full["PYTHONPATH"] = extra_path + os.pathsep + full.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(PROBE)], capture_output=True, text=True, env=full,
-                          timeout=120, cwd=str(tmp))
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(PROBE)],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=120,
+        cwd=str(tmp),
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 

@@ -41,13 +41,24 @@ def test_soak(backend: str, scratch: Path, figures: Any) -> None:
         infos = launch.results([0, 1], "soak", 900)
     for r, info in infos.items():
         assert info["collectives"] == COUNT
-        assert info["payloads_checked"] > COUNT, info  # every all-gather checks 2, a broadcast 1, a gather 2 at the root
+        assert info["payloads_checked"] > COUNT, (
+            info
+        )  # every all-gather checks 2, a broadcast 1, a gather 2 at the root
         start, end = info["rss_start_kib"], info["rss_end_kib"]
         samples = [kib for _, kib in info["rss_samples"]]
         half = len(samples) // 2
-        figures("soak", backend=backend, rank=r, collectives=COUNT, payloads_checked=info["payloads_checked"],
-                bytes_moved=info["bytes_moved"], rss_start_mib=start / MIB, rss_end_mib=end / MIB,
-                rss_peak_mib=info["rss_peak_kib"] / MIB, seconds=info["seconds"])
+        figures(
+            "soak",
+            backend=backend,
+            rank=r,
+            collectives=COUNT,
+            payloads_checked=info["payloads_checked"],
+            bytes_moved=info["bytes_moved"],
+            rss_start_mib=start / MIB,
+            rss_end_mib=end / MIB,
+            rss_peak_mib=info["rss_peak_kib"] / MIB,
+            seconds=info["seconds"],
+        )
         assert end <= start + 32 * MIB, f"rank {r}: VmRSS grew from {start} to {end} KiB ({samples})"
         assert max(samples[half:]) <= max(samples[:half]) + 16 * MIB, f"rank {r}: VmRSS trend {samples}"
     assert infos[0]["by_op"] == infos[1]["by_op"]

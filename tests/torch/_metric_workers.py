@@ -28,8 +28,13 @@ def rank_main(rank: int, world_size: int, port: int, payload: Dict[str, Dict[str
 
     from mmeval_torch import TorchCPUDist
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
-                            timeout=timedelta(seconds=COLLECTIVE_TIMEOUT))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=timedelta(seconds=COLLECTIVE_TIMEOUT),
+    )
     try:
         return metric_cases.run_all(TorchCPUDist(timeout=COLLECTIVE_TIMEOUT), payload)
     finally:

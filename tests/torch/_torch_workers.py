@@ -81,8 +81,13 @@ class Ranks:
         env: extra environment for the workers.
     """
 
-    def __init__(self, world_size: int, kind: str = "torch_cpu", start_timeout: float = 180.0,
-                 env: Optional[Dict[str, str]] = None) -> None:
+    def __init__(
+        self,
+        world_size: int,
+        kind: str = "torch_cpu",
+        start_timeout: float = 180.0,
+        env: Optional[Dict[str, str]] = None,
+    ) -> None:
         import multiprocessing as mp
 
         self.world_size = world_size
@@ -97,8 +102,10 @@ class Ranks:
         for rank in range(world_size):
             parent, child = ctx.Pipe()
             proc = ctx.Process(
-                target=worker_main, args=(rank, world_size, port, kind, child, worker_env),
-                name=f"mmeval-{kind}-rank{rank}", daemon=True,
+                target=worker_main,
+                args=(rank, world_size, port, kind, child, worker_env),
+                name=f"mmeval-{kind}-rank{rank}",
+                daemon=True,
             )
             proc.start()
             child.close()
@@ -115,8 +122,9 @@ class Ranks:
     def __exit__(self, *exc: Any) -> None:
         self.close(graceful=not self.broken)
 
-    def run(self, name: str, *args: Any, timeout: float = 120.0, per_rank: Optional[Sequence[Tuple[Any, ...]]] = None
-            ) -> List[Outcome]:
+    def run(
+        self, name: str, *args: Any, timeout: float = 120.0, per_rank: Optional[Sequence[Tuple[Any, ...]]] = None
+    ) -> List[Outcome]:
         """Run check ``name`` on every rank (``per_rank[r]`` as rank r's args if given); wait ``timeout`` s.
 
         A rank that does not answer in time, or dies, marks the group broken
@@ -285,8 +293,9 @@ def worker_main(rank: int, world_size: int, port: int, kind: str, conn: Any, env
             value = CHECKS[name](ctx, *args)
             outcome = Outcome(rank, "ok", value, elapsed=time.monotonic() - start)
         except BaseException as exc:
-            outcome = Outcome(rank, "raised", error=describe(exc, time.monotonic() - start),
-                              elapsed=time.monotonic() - start)
+            outcome = Outcome(
+                rank, "raised", error=describe(exc, time.monotonic() - start), elapsed=time.monotonic() - start
+            )
         try:
             conn.send(outcome)
         except Exception as exc:  # an unpicklable value: report that instead
@@ -405,8 +414,9 @@ def conformance(ctx: Ctx) -> List[str]:
 
     def fresh(timeout: float) -> Any:
         # a new group for each check that leaves its group poisoned (every rank calls this at the same point)
-        return ctx.backend(group=dist.new_group(backend="nccl" if ctx.kind == "torch_cuda" else "gloo"),
-                           timeout=timeout)
+        return ctx.backend(
+            group=dist.new_group(backend="nccl" if ctx.kind == "torch_cuda" else "gloo"), timeout=timeout
+        )
 
     return check_backend(ctx.backend(), fresh=fresh)
 
@@ -460,8 +470,17 @@ def empty_payloads(ctx: Ctx) -> int:
 
     b = ctx.backend()
     ws = ctx.world_size
-    cases = [None, b"", [], {}, "", np.empty(0), np.empty((0, 3), dtype=np.float32), torch.empty(0),
-             torch.empty((2, 0), dtype=torch.bfloat16)]
+    cases = [
+        None,
+        b"",
+        [],
+        {},
+        "",
+        np.empty(0),
+        np.empty((0, 3), dtype=np.float32),
+        torch.empty(0),
+        torch.empty((2, 0), dtype=torch.bfloat16),
+    ]
     for case in cases:
         assert_same(b.all_gather_object(case), [case] * ws, f"all_gather_object({case!r})")
         assert_same(b.broadcast_object(case if ctx.rank == ws - 1 else None, src=ws - 1), case, "broadcast")
@@ -506,8 +525,9 @@ def unpicklable(ctx: Ctx, bad_rank: int) -> Dict[str, Any]:
     out = {
         "all_gather": expect_raises(lambda: b.all_gather_object(bad)),
         "gather": expect_raises(lambda: b.gather_object(bad, dst=0)),
-        "broadcast": expect_raises(lambda: b.broadcast_object((lambda x: x) if rank == bad_rank else None,
-                                                              src=bad_rank)),
+        "broadcast": expect_raises(
+            lambda: b.broadcast_object((lambda x: x) if rank == bad_rank else None, src=bad_rank)
+        ),
     }
     # the group is still usable afterwards
     assert b.all_gather_object(good) == [{"rank": r} for r in range(ctx.world_size)]
@@ -600,8 +620,14 @@ def subgroups(ctx: Ctx) -> Dict[str, Any]:
     other_device = "cuda:gloo" if ctx.kind == "torch_cpu" else "cpu:gloo"
     wrong_device_group = dist.new_group(list(range(ws)), backend=other_device)
     wrong_device = expect_raises(lambda: ctx.backend(group=wrong_device_group)._device())
-    return {"group": mine, "group_rank": grank, "group_size": gws, "result": result, "non_member": non_member,
-            "wrong_device": wrong_device}
+    return {
+        "group": mine,
+        "group_rank": grank,
+        "group_size": gws,
+        "result": result,
+        "non_member": non_member,
+        "wrong_device": wrong_device,
+    }
 
 
 # -- checks: evaluation -----------------------------------------------------------
@@ -772,8 +798,9 @@ def tutorial_eval_fn(rank: int, process_num: int, port: int, out_dir: str, n: in
     images = torch.randn(n, 3, 4, 4)
     labels = torch.randint(0, 10, (n,))
     dataset = TensorDataset(images, labels)
-    eval_dataloader = DataLoader(dataset, batch_size=1,
-                                 sampler=DistributedSampler(dataset, num_replicas=process_num, rank=rank))
+    eval_dataloader = DataLoader(
+        dataset, batch_size=1, sampler=DistributedSampler(dataset, num_replicas=process_num, rank=rank)
+    )
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(48, 10)).eval()
 
     accuracy = Accuracy(topk=(1, 3), dist_backend="torch_cpu")

@@ -40,8 +40,13 @@ def main(out_dir: str) -> None:
     ml_scores = rng.random((N, 4)).astype(np.float32)
     ml_labels = (rng.random((N, 4)) < 0.3).astype(np.int64)
     ml_labels[np.arange(N), rng.integers(0, 4, N)] = 1  # every sample has a positive label
-    data = TensorDataset(torch.arange(N), torch.from_numpy(scores), torch.from_numpy(labels),
-                         torch.from_numpy(ml_scores), torch.from_numpy(ml_labels))
+    data = TensorDataset(
+        torch.arange(N),
+        torch.from_numpy(scores),
+        torch.from_numpy(labels),
+        torch.from_numpy(ml_scores),
+        torch.from_numpy(ml_labels),
+    )
     loader = accelerator.prepare(DataLoader(data, batch_size=16, shuffle=True))
 
     acc, ap, acc_sized = Accuracy(topk=(1, 3)), AveragePrecision(), Accuracy(topk=(1, 3))
@@ -62,8 +67,10 @@ def main(out_dir: str) -> None:
         "average_precision": ap.compute(),
         "accuracy_sized": sized,
         "sharding_warnings": [str(w.message) for w in record if issubclass(w.category, ShardingWarning)],
-        "expected": {"accuracy": Accuracy(topk=(1, 3))(scores, labels),
-                     "average_precision": AveragePrecision()(ml_scores, ml_labels)},
+        "expected": {
+            "accuracy": Accuracy(topk=(1, 3))(scores, labels),
+            "average_precision": AveragePrecision()(ml_scores, ml_labels),
+        },
     }
     with open(os.path.join(out_dir, f"rank{accelerator.process_index}.json"), "w") as f:
         json.dump(report, f)

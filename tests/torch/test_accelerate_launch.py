@@ -29,13 +29,35 @@ N, WS = 1003, 3
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory: Any) -> List[Dict[str, Any]]:
     out = tmp_path_factory.mktemp("accelerate")
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
-           "MMEVAL_DIST_BACKEND": "", "PYTHONWARNINGS": "ignore"}
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(WS),
-           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-           "--main_process_port", str(free_port()), str(HERE / "accelerate_program.py"), str(out)]
-    proc = subprocess.run(cmd, cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=300)
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "GLOO_SOCKET_IFNAME": "lo",
+        "OMP_NUM_THREADS": "1",
+        "MMEVAL_DIST_BACKEND": "",
+        "PYTHONWARNINGS": "ignore",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        str(WS),
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(free_port()),
+        str(HERE / "accelerate_program.py"),
+        str(out),
+    ]
+    proc = subprocess.run(
+        cmd, cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout[-4000:]
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(WS)]
 

@@ -63,8 +63,16 @@ _RANK_PROGRAM = textwrap.dedent("""
 def test_the_mmeval_path_class_runs_collectives_over_two_gloo_ranks():
     init = f"tcp://127.0.0.1:{free_port()}"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
-    procs = [subprocess.Popen([sys.executable, "-c", _RANK_PROGRAM, str(r), init], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for r in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RANK_PROGRAM, str(r), init],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for r in range(2)
+    ]
     outs = []
     for p in procs:
         try:

@@ -10,8 +10,16 @@ from mmeval import Accuracy
 
 INT64_MAX = 2**63 - 1
 NARROW = [torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2]
-DEVICES = ["cpu", pytest.param("cuda", marks=[
-    pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available: needs a GPU")])]
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=[
+            pytest.mark.gpu,
+            pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available: needs a GPU"),
+        ],
+    ),
+]
 
 
 def reference(scores: np.ndarray, labels: np.ndarray, k: int, thr) -> float:
@@ -57,8 +65,8 @@ def test_accumulated_bf16_batches_equal_float32_ones_across_add_calls():
     logits, labels, _, _ = narrow_logits(torch.bfloat16, n=500, seed=2)
     narrow, wide = Accuracy(topk=(1, 5), thrs=None), Accuracy(topk=(1, 5), thrs=None)
     for part in range(0, 500, 128):
-        narrow.add(logits[part:part + 128], labels[part:part + 128])
-        wide.add(logits[part:part + 128].float(), labels[part:part + 128])
+        narrow.add(logits[part : part + 128], labels[part : part + 128])
+        wide.add(logits[part : part + 128].float(), labels[part : part + 128])
     assert narrow.compute() == wide.compute()
     assert narrow.num_results == wide.num_results == 500
 

@@ -33,13 +33,18 @@ def _multi(rank: int, n: int) -> Dict[str, Any]:
     """Several arrays (one read-only, one not a multiple of 64 bytes), of sizes that differ per rank."""
     ro = np.arange(n // 2 + 1000 * rank, dtype=np.int32) + rank
     ro.flags.writeable = False
-    return {"rank": rank, "a": ro, "b": (np.arange(n // 3 + 5, dtype=np.int64) % 251).astype(np.uint8),
-            "c": np.full(n // 5 + 3, rank, dtype=np.float64)}
+    return {
+        "rank": rank,
+        "a": ro,
+        "b": (np.arange(n // 3 + 5, dtype=np.int64) % 251).astype(np.uint8),
+        "c": np.full(n // 5 + 3, rank, dtype=np.float64),
+    }
 
 
 def _same(a: Dict[str, Any], b: Dict[str, Any]) -> bool:
     return a.keys() == b.keys() and all(
-        np.array_equal(v, b[k]) if isinstance(v, np.ndarray) else v == b[k] for k, v in a.items())
+        np.array_equal(v, b[k]) if isinstance(v, np.ndarray) else v == b[k] for k, v in a.items()
+    )
 
 
 def _worker(rank: int, ws: int, port: int, out_dir: str) -> None:
@@ -50,8 +55,9 @@ def _worker(rank: int, ws: int, port: int, out_dir: str) -> None:
 
     backends.CHUNK_BYTES = 4096
     backends.CHUNKED_MIN = 8192
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ws,
-                            timeout=timedelta(seconds=60))
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ws, timeout=timedelta(seconds=60)
+    )
     b = TorchCPUDist(timeout=60)
     failures: List[str] = []
     try:
@@ -76,12 +82,18 @@ def _worker(rank: int, ws: int, port: int, out_dir: str) -> None:
                     failures.append(f"broadcast (several arrays) n={n} root={root}: wrong payload")
             for make in (_payload, _multi):
                 got = b.all_gather_object(make(rank, n))
-                failures += [f"all_gather {make.__name__} n={n}: rank {r}'s payload differs"
-                             for r, item in enumerate(got) if not _same(item, make(r, n))]
+                failures += [
+                    f"all_gather {make.__name__} n={n}: rank {r}'s payload differs"
+                    for r, item in enumerate(got)
+                    if not _same(item, make(r, n))
+                ]
             # one rank's frame chunked, the others small
             got = b.all_gather_object(_payload(rank, n if rank == 1 else 10 * rank))
-            failures += [f"all_gather mixed n={n}: rank {r}'s payload differs" for r, item in enumerate(got)
-                         if not _same(item, _payload(r, n if r == 1 else 10 * r))]
+            failures += [
+                f"all_gather mixed n={n}: rank {r}'s payload differs"
+                for r, item in enumerate(got)
+                if not _same(item, _payload(r, n if r == 1 else 10 * r))
+            ]
         # the primitives called directly with a Call, as the core does: a frame of one segment
         from mmeval.core.dist_backends.transport import Call
         from mmeval.core.wire import Frame
@@ -100,16 +112,20 @@ def _worker(rank: int, ws: int, port: int, out_dir: str) -> None:
         if rank == 0:
             assert blocks is not None
             failures += [f"one-segment frame: rank {r}" for r, blk in enumerate(blocks) if bytes(blk) != blob]
-        data = b._broadcast_bytes(call("broadcast_object", [len(blob) if r == 0 else 0 for r in range(ws)], 0,
-                                       frame if rank == 0 else None))
+        data = b._broadcast_bytes(
+            call("broadcast_object", [len(blob) if r == 0 else 0 for r in range(ws)], 0, frame if rank == 0 else None)
+        )
         if rank != 0 and (data is None or bytes(data) != blob):
             failures.append("one-segment frame broadcast")
         blocks = b._all_gather_bytes(call("all_gather_object", sizes))
         failures += [f"one-segment all-gather: rank {r}" for r, blk in enumerate(blocks) if bytes(blk) != blob]
         sizes = [len(blob) if r != 1 else 0 for r in range(ws)]  # a rank with nothing to send
         blocks = b._all_gather_bytes(call("all_gather_object", sizes, mine=frame if rank != 1 else empty))
-        failures += [f"one-segment all-gather, rank 1 empty: rank {r}" for r, blk in enumerate(blocks)
-                     if bytes(blk) != (blob if r != 1 else b"")]
+        failures += [
+            f"one-segment all-gather, rank 1 empty: rank {r}"
+            for r, blk in enumerate(blocks)
+            if bytes(blk) != (blob if r != 1 else b"")
+        ]
     except Exception as exc:  # reported to the parent, which fails the test
         failures.append(f"{type(exc).__name__}: {exc}")
     finally:

@@ -45,10 +45,13 @@ def test_rank_exits_before_the_collective(group: Any) -> None:
         _assert_comm_error(exc, kind, ["all_gather_object"], TIMEOUT + SLACK)
 
 
-@pytest.mark.parametrize("group,op", [
-    pytest.param(p.values[0], op, marks=p.marks, id=f"{p.id}-{op}")
-    for p, op in zip(group_params(world_sizes=(2, 4)), ["all_gather_object", "compute"] * 2)
-])
+@pytest.mark.parametrize(
+    "group,op",
+    [
+        pytest.param(p.values[0], op, marks=p.marks, id=f"{p.id}-{op}")
+        for p, op in zip(group_params(world_sizes=(2, 4)), ["all_gather_object", "compute"] * 2)
+    ],
+)
 def test_rank_exits_mid_collective(group: Any, op: str) -> None:
     kind, ws = group
     dying = ws - 1
@@ -62,10 +65,13 @@ def test_rank_exits_mid_collective(group: Any, op: str) -> None:
         _assert_comm_error(exc, kind, ops, TIMEOUT + SLACK)
 
 
-@pytest.mark.parametrize("group,op", [
-    pytest.param(p.values[0], op, marks=p.marks, id=f"{p.id}-{op}")
-    for p, op in zip(group_params(world_sizes=(2, 3)), ["all_gather_object", "broadcast_object"] * 2)
-])
+@pytest.mark.parametrize(
+    "group,op",
+    [
+        pytest.param(p.values[0], op, marks=p.marks, id=f"{p.id}-{op}")
+        for p, op in zip(group_params(world_sizes=(2, 3)), ["all_gather_object", "broadcast_object"] * 2)
+    ],
+)
 def test_rank_that_never_arrives_times_out(group: Any, op: str) -> None:
     kind, ws = group
     idle, timeout = 1, 3.0

@@ -15,8 +15,10 @@ GiB = 1 << 30
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("MMEVAL_TEST_HUGE") != "1",
-                    reason="set MMEVAL_TEST_HUGE=1 to move 2 GiB + 4 KiB between two processes (~7 GB of memory)")
+@pytest.mark.skipif(
+    os.environ.get("MMEVAL_TEST_HUGE") != "1",
+    reason="set MMEVAL_TEST_HUGE=1 to move 2 GiB + 4 KiB between two processes (~7 GB of memory)",
+)
 def test_broadcast_object_over_2gib() -> None:
     nbytes = 2 * GiB + 4097
     with Ranks(2, "torch_cpu") as ranks:

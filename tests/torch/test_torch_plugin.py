@@ -175,8 +175,26 @@ def test_split_blocks_over_4gib_offsets() -> None:
 
 
 def _dtypes() -> list:
-    names = ["float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",
-             "int64", "uint8", "uint16", "uint32", "uint64", "bool", "float8_e4m3fn", "float8_e5m2", "complex32"]
+    names = [
+        "float16",
+        "bfloat16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "bool",
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "complex32",
+    ]
     return [getattr(torch, n) for n in names if hasattr(torch, n)]
 
 
@@ -303,10 +321,13 @@ def test_cuda_tensor_roundtrip_lands_on_the_current_device() -> None:
     assert out.device == device and torch.equal(out, t)
 
 
-@pytest.mark.parametrize("raw,accepted", [("inf", False), ("1e308", False), ("1e10", False), ("0.0005", False),
-                                          ("1e9", True), ("0.001", True)])
-def test_timeout_edges_are_refused_at_construction_naming_the_variable(monkeypatch: Any, raw: str,
-                                                                       accepted: bool) -> None:
+@pytest.mark.parametrize(
+    "raw,accepted",
+    [("inf", False), ("1e308", False), ("1e10", False), ("0.0005", False), ("1e9", True), ("0.001", True)],
+)
+def test_timeout_edges_are_refused_at_construction_naming_the_variable(
+    monkeypatch: Any, raw: str, accepted: bool
+) -> None:
     # gloo/NCCL end an operation at the group's own timeout: 'no limit' cannot be honoured, nor > 1e9 s
     monkeypatch.setenv("MMEVAL_TORCH_CPU_TIMEOUT", raw)
     if accepted:

@@ -18,8 +18,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from .core import BaseMetric
     from .metrics import Accuracy, AveragePrecision, MeanIoU, MultiLabelMetric, SingleLabelMetric, VOCMeanAP
 
-__all__ = ["__version__", "core", "metrics", "BaseMetric", "Accuracy", "MeanIoU", "VOCMeanAP",
-           "SingleLabelMetric", "MultiLabelMetric", "AveragePrecision"]
+__all__ = [
+    "__version__",
+    "core",
+    "metrics",
+    "BaseMetric",
+    "Accuracy",
+    "MeanIoU",
+    "VOCMeanAP",
+    "SingleLabelMetric",
+    "MultiLabelMetric",
+    "AveragePrecision",
+]
 
 _LAZY = {
     "core": ("mmeval.core", None),

@@ -53,8 +53,9 @@ def _run_isolated(argv: List[str], timeout: float) -> Optional[Tuple[int, str, s
     The whole process group is killed when the child ends or times out, so a
     plugin that starts processes of its own leaves none behind.
     """
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=hasattr(os, "killpg"))
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=hasattr(os, "killpg")
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
         result: Optional[Tuple[int, str, str]] = (proc.returncode, out, err)
@@ -89,8 +90,13 @@ def _check(name: str, timeout: float) -> Dict[str, Any]:
     except (ValueError, IndexError):
         return {"check": "failed", "check_error": f"unexpected output: {stdout[-200:]!r}"}
     reason = out.get("unusable_reason")
-    return {"check": "ok", "loaded": out["class"], "detect": out["detect"], "usable": reason is None,
-            "unusable_reason": reason}
+    return {
+        "check": "ok",
+        "loaded": out["class"],
+        "detect": out["detect"],
+        "usable": reason is None,
+        "unusable_reason": reason,
+    }
 
 
 def _lacks_hardware(row: Dict[str, Any]) -> Optional[str]:
@@ -140,8 +146,10 @@ def _backends(args: argparse.Namespace) -> int:
                     row["status"] = "unusable" if hardware is None else "no-hardware"
                     row["error"] = (
                         f"installed and loadable, but cannot run on this machine: {row['unusable_reason']}"
-                        if hardware is None else f"needs {hardware}, which this machine lacks: "
-                        f"{row['unusable_reason']} (reported, not counted as a failure)")
+                        if hardware is None
+                        else f"needs {hardware}, which this machine lacks: "
+                        f"{row['unusable_reason']} (reported, not counted as a failure)"
+                    )
         rows.append(row)
     code = EXIT_OK
     note = None
@@ -152,11 +160,12 @@ def _backends(args: argparse.Namespace) -> int:
             code = EXIT_UNUSABLE
         checked = [r for r in rows if "check" in r]
         if checked and all(r["check"] == "timeout" for r in checked):
-            note = (f"every check timed out: --timeout {args.timeout:g} is likely too short to load a plugin "
-                    f"(the default is {_DEFAULT_TIMEOUT:g}s)")
+            note = (
+                f"every check timed out: --timeout {args.timeout:g} is likely too short to load a plugin "
+                f"(the default is {_DEFAULT_TIMEOUT:g}s)"
+            )
     if args.json:
-        print(json.dumps({"mmeval_core": __version__, "note": note,
-                          "backends": rows}, indent=2))
+        print(json.dumps({"mmeval_core": __version__, "note": note, "backends": rows}, indent=2))
         return code
     print(f"mmeval-core {__version__}; entry-point group mmeval.dist_backends")
     header = ("backend", "status") + (("usable here",) if args.check else ()) + ("distribution", "entry point")
@@ -191,23 +200,34 @@ def _backends(args: argparse.Namespace) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``mmeval`` console script (and of ``python -m mmeval``)."""
     parser = argparse.ArgumentParser(prog="mmeval", description="mmeval command-line tools")
-    parser.add_argument("--version", action="version", version=f"mmeval-core {__version__}",
-                        help="print the version of mmeval-core and exit")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"mmeval-core {__version__}",
+        help="print the version of mmeval-core and exit",
+    )
     sub = parser.add_subparsers(dest="command")
     p = sub.add_parser(
         "backends",
         help="list the installed distributed backends",
         description="List every discovered dist backend with its distribution, version, entry point, required "
-                    "mmeval-core range and status.",
+        "mmeval-core range and status.",
         epilog=f"exit codes with --check: {EXIT_OK} all usable here (a backend lacking only its hardware, such as "
-               f"torch_cuda without CUDA, is reported but not counted), {EXIT_BROKEN} some backend is broken, "
-               f"{EXIT_UNUSABLE} all load but some cannot run on this machine",
+        f"torch_cuda without CUDA, is reported but not counted), {EXIT_BROKEN} some backend is broken, "
+        f"{EXIT_UNUSABLE} all load but some cannot run on this machine",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--check", action="store_true",
-                   help="load each backend in a child process (with a timeout) and ask whether it can run here")
-    p.add_argument("--timeout", type=_positive_seconds, default=_DEFAULT_TIMEOUT,
-                   help="seconds allowed to load and ask each backend with --check (default: %(default)gs)")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="load each backend in a child process (with a timeout) and ask whether it can run here",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=_DEFAULT_TIMEOUT,
+        help="seconds allowed to load and ask each backend with --check (default: %(default)gs)",
+    )
     args = parser.parse_args(argv)
     if args.command == "backends":
         try:

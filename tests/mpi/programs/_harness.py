@@ -41,8 +41,9 @@ class Checker:
     def equal(self, name: str, got: Any, want: Any) -> bool:
         return self.check(name, got == want, f"got {got!r}, want {want!r}")
 
-    def raises(self, name: str, exc_type: Type[BaseException], fn: Callable[[], Any],
-               *contains: str) -> Optional[BaseException]:
+    def raises(
+        self, name: str, exc_type: Type[BaseException], fn: Callable[[], Any], *contains: str
+    ) -> Optional[BaseException]:
         """``fn()`` must raise ``exc_type`` whose message contains every string of ``contains``."""
         try:
             fn()

@@ -34,8 +34,11 @@ def same(a: Any, b: Any) -> bool:
     """Deep equality for the objects above (numpy arrays compared by dtype, shape and values)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return (
-            isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
-            and a.shape == b.shape and bool(np.array_equal(a, b))
+            isinstance(a, np.ndarray)
+            and isinstance(b, np.ndarray)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and bool(np.array_equal(a, b))
         )
     if isinstance(a, dict):
         return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
@@ -102,14 +105,20 @@ def main() -> None:
         n = 64 * MB
         mine = {"rank": r, "data": big_of(r, n)}
         got = b.all_gather_object(mine)
-        c.check("64MB all_gather", all(g["rank"] == i and np.array_equal(g["data"], big_of(i, n)) for i, g in enumerate(got)))
+        c.check(
+            "64MB all_gather",
+            all(g["rank"] == i and np.array_equal(g["data"], big_of(i, n)) for i, g in enumerate(got)),
+        )
         data = got[(r + 1) % ws]["data"]
         c.check("received arrays are views of the receive buffer", not data.flags.owndata)
         c.equal("received arrays are 64-byte aligned", data.ctypes.data % 64, 0)
         del got, data
         out = b.gather_object(mine, dst=0)
         if r == 0:
-            c.check("64MB gather", out is not None and all(np.array_equal(g["data"], big_of(i, n)) for i, g in enumerate(out)))
+            c.check(
+                "64MB gather",
+                out is not None and all(np.array_equal(g["data"], big_of(i, n)) for i, g in enumerate(out)),
+            )
         del out
         out = b.broadcast_object(mine if r == ws - 1 else None, src=ws - 1)
         c.check("64MB broadcast", np.array_equal(out["data"], big_of(ws - 1, n)))
@@ -130,20 +139,26 @@ def main() -> None:
             # gathers split the same way; rank 0 sends a small frame (its whole block fits in the first part)
             out = b.gather_object(value if r else "small", dst=ws - 1)
             if r == ws - 1:
-                c.check(f"split gather, {label}", out is not None and out[0] == "small"
-                        and all(same(g, value) for g in out[1:]))
+                c.check(
+                    f"split gather, {label}",
+                    out is not None and out[0] == "small" and all(same(g, value) for g in out[1:]),
+                )
         del out
         # Results still held must survive later collectives (buffers are reused only when free).
         held = b.all_gather_object({"data": big_of(r, 8 * MB)})
         held_b = b.broadcast_object(big_of(0, 4 * MB) if r == 0 else None, src=0)
         for k in range(3):
             again = b.all_gather_object({"data": big_of(r + 10 + k, 8 * MB)})
-            c.check(f"fresh result {k}", all(np.array_equal(g["data"], big_of(i + 10 + k, 8 * MB))
-                                             for i, g in enumerate(again)))
+            c.check(
+                f"fresh result {k}",
+                all(np.array_equal(g["data"], big_of(i + 10 + k, 8 * MB)) for i, g in enumerate(again)),
+            )
             b.broadcast_object(big_of(9, 4 * MB) if r == 0 else None, src=0)
             del again
-        c.check("held all_gather result intact", all(np.array_equal(g["data"], big_of(i, 8 * MB))
-                                                      for i, g in enumerate(held)))
+        c.check(
+            "held all_gather result intact",
+            all(np.array_equal(g["data"], big_of(i, 8 * MB)) for i, g in enumerate(held)),
+        )
         c.check("held broadcast result intact", np.array_equal(held_b, big_of(0, 4 * MB)))
         del held, held_b
         # uneven: rank 0 stays inline (small), the others grow
@@ -210,17 +225,42 @@ def main() -> None:
     def mismatch() -> None:
         # Different collectives on different ranks: every rank raises, and the group stays usable.
         if r == 0:
-            c.raises("mismatch", CollectiveMismatchError, lambda: b.broadcast_object("x", src=0),
-                     "mpi4py", "broadcast_object", "all_gather_object")
+            c.raises(
+                "mismatch",
+                CollectiveMismatchError,
+                lambda: b.broadcast_object("x", src=0),
+                "mpi4py",
+                "broadcast_object",
+                "all_gather_object",
+            )
         else:
-            c.raises("mismatch", CollectiveMismatchError, lambda: b.all_gather_object("x"),
-                     "mpi4py", "broadcast_object", "all_gather_object")
-        c.raises("dst mismatch", CollectiveMismatchError, lambda: b.gather_object(r, dst=0 if r == 0 else 1),
-                 "gather_object", "dst=0", "dst=1")
+            c.raises(
+                "mismatch",
+                CollectiveMismatchError,
+                lambda: b.all_gather_object("x"),
+                "mpi4py",
+                "broadcast_object",
+                "all_gather_object",
+            )
+        c.raises(
+            "dst mismatch",
+            CollectiveMismatchError,
+            lambda: b.gather_object(r, dst=0 if r == 0 else 1),
+            "gather_object",
+            "dst=0",
+            "dst=1",
+        )
         c.equal("usable after a mismatch", b.all_gather_object(r), list(range(ws)))
 
-    for name, fn in [("objects", objects), ("empty", empty), ("large", large), ("datatype", datatype_path),
-                     ("shared sequence", shared_sequence), ("split", split), ("mismatch", mismatch)]:
+    for name, fn in [
+        ("objects", objects),
+        ("empty", empty),
+        ("large", large),
+        ("datatype", datatype_path),
+        ("shared sequence", shared_sequence),
+        ("split", split),
+        ("mismatch", mismatch),
+    ]:
         c.guard(name, fn)
     if "--big" in sys.argv:
         c.guard("over 2 GiB", lambda: over_2gib(b, c, r, ws))

@@ -21,8 +21,9 @@ def main() -> None:
 
         rank_ = MPI.COMM_WORLD.Get_rank()
         backend = MPI4PyDist(timeout=120)
-        done = check_backend(backend, faults=True, fresh=lambda timeout: MPI4PyDist(MPI.COMM_WORLD.Dup(),
-                                                                                     timeout=timeout))
+        done = check_backend(
+            backend, faults=True, fresh=lambda timeout: MPI4PyDist(MPI.COMM_WORLD.Dup(), timeout=timeout)
+        )
         checker.info["checks"] = done
         checker.info["rank"] = rank_
         checker.check("conformance suite passed", bool(done))

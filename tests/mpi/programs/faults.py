@@ -62,9 +62,13 @@ def exits(c: Checker, during: bool) -> None:
 
         b._all_gather_bytes = die_in_payload  # type: ignore[method-assign]
     start = time.monotonic()
-    exc = c.raises("survivors raise", DistCommunicationError,
-                   lambda: b.all_gather_object({"rank": r, "data": np.ones(8 * 2**20, np.uint8)}),
-                   "mpi4py", "all_gather_object")
+    exc = c.raises(
+        "survivors raise",
+        DistCommunicationError,
+        lambda: b.all_gather_object({"rank": r, "data": np.ones(8 * 2**20, np.uint8)}),
+        "mpi4py",
+        "all_gather_object",
+    )
     elapsed = time.monotonic() - start
     c.info.update(error=f"{type(exc).__name__}: {exc}", seconds=elapsed, timeout=b.timeout)
     c.check("raised within the timeout", elapsed < b.timeout + 5, f"{elapsed:.1f}s for a {b.timeout:g}s timeout")
@@ -84,12 +88,23 @@ def unpicklable(c: Checker) -> None:
     def obj() -> Any:
         return {"lock": threading.Lock()} if r == bad else {"rank": r}
 
-    c.raises("all_gather", RemoteSerializationError, lambda: b.all_gather_object(obj()),
-             "mpi4py", "all_gather_object", f"rank {bad}", "lock")
-    c.raises("gather", RemoteSerializationError, lambda: b.gather_object(obj(), dst=0),
-             "gather_object", f"rank {bad}")
-    c.raises("broadcast", RemoteSerializationError, lambda: b.broadcast_object(obj(), src=bad),
-             "broadcast_object", f"rank {bad}")
+    c.raises(
+        "all_gather",
+        RemoteSerializationError,
+        lambda: b.all_gather_object(obj()),
+        "mpi4py",
+        "all_gather_object",
+        f"rank {bad}",
+        "lock",
+    )
+    c.raises("gather", RemoteSerializationError, lambda: b.gather_object(obj(), dst=0), "gather_object", f"rank {bad}")
+    c.raises(
+        "broadcast",
+        RemoteSerializationError,
+        lambda: b.broadcast_object(obj(), src=bad),
+        "broadcast_object",
+        f"rank {bad}",
+    )
     c.equal("usable afterwards", b.all_gather_object(r), list(range(ws)))
 
 
@@ -130,8 +145,14 @@ def mismatch(c: Checker) -> None:
     call = (lambda: b.barrier()) if r == 0 else (lambda: b.all_gather_object(np.ones(10**6)))
     c.raises("different collectives", CollectiveMismatchError, call, "mpi4py", "barrier", "all_gather_object")
     src = 0 if r == 0 else ws - 1
-    c.raises("different roots", CollectiveMismatchError, lambda: b.broadcast_object("x", src=src),
-             "broadcast_object", "src=0", f"src={ws - 1}")
+    c.raises(
+        "different roots",
+        CollectiveMismatchError,
+        lambda: b.broadcast_object("x", src=src),
+        "broadcast_object",
+        "src=0",
+        f"src={ws - 1}",
+    )
     c.equal("usable afterwards", b.all_gather_object(r), list(range(ws)))
 
 
@@ -148,12 +169,17 @@ def recycled(c: Checker) -> None:
         b = MPI4PyDist(comm, timeout=60)
         ws = b.world_size
         if round_ == 0:
+
             def boom(call: Any) -> Any:
                 raise MemoryError("no room for the payload here")  # every rank, before any transfer starts
 
             b._all_gather_bytes = boom  # type: ignore[method-assign]
-            c.raises("the first group fails", DistCommunicationError, functools.partial(b.all_gather_object,
-                     b"x" * 10_000), "no room")
+            c.raises(
+                "the first group fails",
+                DistCommunicationError,
+                functools.partial(b.all_gather_object, b"x" * 10_000),
+                "no room",
+            )
             c.check("and is poisoned", bool(b.poisoned), str(b.poisoned))
         else:
             c.check(f"round {round_}: born clean", b.poisoned is None, str(b.poisoned))

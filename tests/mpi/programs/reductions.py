@@ -34,8 +34,9 @@ def main() -> None:
         everyone = MPI.COMM_WORLD.allgather(got.tobytes())
         checker.check("same bits on every rank", all(b == everyone[0] for b in everyone))
         red = backend.reduce(np.full((300, 10), me, np.int64), op="min", dst=ws - 1)
-        checker.equal("reduce to the last rank", None if red is None else red.tolist(),
-                      [[0] * 10] * 300 if me == ws - 1 else None)
+        checker.equal(
+            "reduce to the last rank", None if red is None else red.tolist(), [[0] * 10] * 300 if me == ws - 1 else None
+        )
         sub = MPI4PyDist(MPI.COMM_WORLD.Split(me % 2, me), timeout=60)
         out = sub.all_reduce(np.full(1000, me, np.int32), op="max")
         checker.equal("a split communicator", int(out[0]), max(r for r in range(ws) if r % 2 == me % 2))

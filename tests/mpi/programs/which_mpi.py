@@ -45,11 +45,20 @@ def main() -> None:
     c.equal("launcher's world size is MPI's", info.world_size, size)
     c.equal("launched", info.launched, True)
     c.equal("detect() is world size > 1", detected, size > 1)
-    c.equal("the ranks agree on the library", comm.allgather(MPI.Get_library_version()),
-            [MPI.Get_library_version()] * size)
-    report(rank, c, source=info.source, world_size=info.world_size, size=size,
-           library=MPI.Get_library_version(), module=os.path.basename(MPI.__file__ or ""),
-           libmpi=mapped_libmpi(), prefix=os.path.realpath(sys.prefix))
+    c.equal(
+        "the ranks agree on the library", comm.allgather(MPI.Get_library_version()), [MPI.Get_library_version()] * size
+    )
+    report(
+        rank,
+        c,
+        source=info.source,
+        world_size=info.world_size,
+        size=size,
+        library=MPI.Get_library_version(),
+        module=os.path.basename(MPI.__file__ or ""),
+        libmpi=mapped_libmpi(),
+        prefix=os.path.realpath(sys.prefix),
+    )
 
 
 if __name__ == "__main__":

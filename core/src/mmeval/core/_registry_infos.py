@@ -19,8 +19,9 @@ def _provider(ep: Any) -> Tuple[str, str, str]:
     return _metadata.distribution_name(ep) or "<unknown distribution>", _metadata.distribution_version(ep), ep.value
 
 
-def build_infos(scan: _Scan, registered: Mapping[str, Type[BaseDistBackend]],
-                load_errors: Mapping[str, BaseException]) -> List[BackendInfo]:
+def build_infos(
+    scan: _Scan, registered: Mapping[str, Type[BaseDistBackend]], load_errors: Mapping[str, BaseException]
+) -> List[BackendInfo]:
     """A :class:`BackendInfo` for every name of ``scan`` and ``registered`` and the built-in ones, sorted by name."""
     disabled = _metadata.disabled_plugins()
 
@@ -33,9 +34,14 @@ def build_infos(scan: _Scan, registered: Mapping[str, Type[BaseDistBackend]],
         claimed = live(scan.shadowed.get(name, []))
         claims = "; ".join(f"{_metadata.distribution_label(ep)} ({name} = {ep.value})" for ep in claimed)
         infos[name] = BackendInfo(
-            name, "builtin", f"{cls.__module__}:{cls.__qualname__}", "mmeval-core", version,
+            name,
+            "builtin",
+            f"{cls.__module__}:{cls.__qualname__}",
+            "mmeval-core",
+            version,
             error=f"also claimed by {claims}: ignored, the built-in backend is used" if claimed else "",
-            providers=tuple(_provider(ep) for ep in claimed))
+            providers=tuple(_provider(ep) for ep in claimed),
+        )
     for name, all_eps in scan.by_name.items():
         eps = live(all_eps) or all_eps
         dist, dist_version, value = _provider(eps[0])
@@ -49,15 +55,31 @@ def build_infos(scan: _Scan, registered: Mapping[str, Type[BaseDistBackend]],
             status, error = "failed", str(load_errors[name])
         elif requirement and not _metadata.satisfies(version, requirement):
             status, error = "incompatible", f"needs {requirement}, mmeval-core {version} is installed"
-        infos[name] = BackendInfo(name, "entry_point", value, dist, dist_version, requirement, status, error,
-                                  tuple(_provider(ep) for ep in eps))
+        infos[name] = BackendInfo(
+            name,
+            "entry_point",
+            value,
+            dist,
+            dist_version,
+            requirement,
+            status,
+            error,
+            tuple(_provider(ep) for ep in eps),
+        )
     for name, ep in scan.invalid.items():
         is_live = bool(live([ep]))
         dist, dist_version, value = _provider(ep)
         infos[name] = BackendInfo(
-            name, "entry_point", value, dist, dist_version, status="invalid" if is_live else "disabled",
+            name,
+            "entry_point",
+            value,
+            dist,
+            dist_version,
+            status="invalid" if is_live else "disabled",
             error="entry point must be 'name = module:Class' with name matching [a-z][a-z0-9_]*"
-            if is_live else f"disabled by {DISABLE_ENV}")
+            if is_live
+            else f"disabled by {DISABLE_ENV}",
+        )
     for name, cls in registered.items():
         infos[name] = BackendInfo(name, "registered", f"{cls.__module__}:{cls.__qualname__}")
     return [infos[k] for k in sorted(infos)]

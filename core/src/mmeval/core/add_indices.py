@@ -50,8 +50,10 @@ def accepting_indices(add: Callable[..., None]) -> Callable[..., None]:
         if idx is not None and idx.shape[0] != added:
             kept.truncate(nb, nr)  # keep nothing of it
             kept.running = running
-            message = (f"{self.name}.add(): indices= has {idx.shape[0]} dataset indices for a batch of "
-                       f"{added} samples; pass one index per sample")
+            message = (
+                f"{self.name}.add(): indices= has {idx.shape[0]} dataset indices for a batch of "
+                f"{added} samples; pass one index per sample"
+            )
             kept.refusals.append(message)
             raise ValueError(message)
         if added:

@@ -49,8 +49,9 @@ def auto_select_timeout() -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{AUTO_TIMEOUT_ENV}={raw!r}: expected a finite number of seconds > 0 "
-                         f"(default {AUTO_TIMEOUT_DEFAULT:g})")
+        raise ValueError(
+            f"{AUTO_TIMEOUT_ENV}={raw!r}: expected a finite number of seconds > 0 (default {AUTO_TIMEOUT_DEFAULT:g})"
+        )
     return value
 
 
@@ -110,8 +111,13 @@ class AutoSelector:
                     continue
             priority = getattr(cls, "priority", 0)
             if isinstance(priority, bool) or not isinstance(priority, int):
-                self.note("prio:" + name, "warning", "mmeval: dist backend %r has a non-int priority %r; ranked as 0",
-                          name, priority)
+                self.note(
+                    "prio:" + name,
+                    "warning",
+                    "mmeval: dist backend %r has a non-int priority %r; ranked as 0",
+                    name,
+                    priority,
+                )
                 priority = 0
             ranked.append((priority, name, cls))
         ranked.sort(key=lambda item: (-item[0], item[1]))
@@ -145,18 +151,27 @@ class AutoSelector:
         if outcome == "ok":
             return value
         if outcome == "timeout":
-            reason = (f"{what} did not finish within {bound:g}s ({AUTO_TIMEOUT_ENV}; it goes on in a daemon thread, "
-                      "and the backend is skipped for the rest of this process)")
+            reason = (
+                f"{what} did not finish within {bound:g}s ({AUTO_TIMEOUT_ENV}; it goes on in a daemon thread, "
+                "and the backend is skipped for the rest of this process)"
+            )
             with self._lock:
                 self._skipped[name] = reason
             if what == "its import":  # naming it later must not wait on the import lock its thread holds
                 registry.fail(name, f"dist backend {name!r} ({registry.describe(name)}): {reason}")
         elif what == "its import":  # the registry's error already names the entry point and distribution
-            self.note("skip:" + name, "warning", "mmeval: skipping dist backend %r during auto-selection: %s",
-                      name, value)
+            self.note(
+                "skip:" + name, "warning", "mmeval: skipping dist backend %r during auto-selection: %s", name, value
+            )
             return None
         else:
             reason = f"{what} raised {type(value).__name__}: {value}"
-        self.note("skip:" + name, "warning", "mmeval: skipping dist backend %r (%s) during auto-selection: %s",
-                  name, registry.describe(name), reason)
+        self.note(
+            "skip:" + name,
+            "warning",
+            "mmeval: skipping dist backend %r (%s) during auto-selection: %s",
+            name,
+            registry.describe(name),
+            reason,
+        )
         return None

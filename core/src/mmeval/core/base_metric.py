@@ -30,7 +30,6 @@ from .state_sync import compute_state
 __all__ = ["BaseMetric", "ArrayResults", "MetricState", "RemoteMetricError", "ShardingWarning"]
 
 
-
 class BaseMetric(metaclass=ABCMeta):
     """Base class of metrics that can run distributed.
 
@@ -100,14 +99,18 @@ class BaseMetric(metaclass=ABCMeta):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         add = cls.__dict__.get("add")
-        if callable(add) and not getattr(add, "__isabstractmethod__", False) \
-                and not getattr(add, "_mmeval_indices", False):
+        if (
+            callable(add)
+            and not getattr(add, "__isabstractmethod__", False)
+            and not getattr(add, "_mmeval_indices", False)
+        ):
             cls.add = accepting_indices(add)  # type: ignore[method-assign]
 
     # -- state metrics ---------------------------------------------------------
 
-    def _declare_state(self, name: str, shape: Tuple[int, ...] = (), dtype: str = "int64",
-                       reduction: str = "sum") -> None:
+    def _declare_state(
+        self, name: str, shape: Tuple[int, ...] = (), dtype: str = "int64", reduction: str = "sum"
+    ) -> None:
         """Declare one sufficient statistic (call in ``__init__``): the metric becomes a state metric.
 
         ``shape`` is the per-sample (and reduced) shape, ``dtype`` ``'int64'``
@@ -217,8 +220,9 @@ class BaseMetric(metaclass=ABCMeta):
         positions = [pos for pos, _ in kept.pending]
         summaries = self._summarize([sample for _, sample in kept.pending])
         if len(summaries) != len(positions):
-            raise RuntimeError(f"{self.name}._summarize() returned {len(summaries)} summaries for "
-                               f"{len(positions)} samples")
+            raise RuntimeError(
+                f"{self.name}._summarize() returned {len(summaries)} summaries for {len(positions)} samples"
+            )
         for pos, summary in zip(positions, summaries):
             kept.objects[pos] = summary
         kept.pending = []
@@ -238,8 +242,9 @@ class BaseMetric(metaclass=ABCMeta):
         """
         return False
 
-    def _partition(self, results: List[Any], positions: np.ndarray, world_size: int,
-                   owners: Optional[np.ndarray] = None) -> List[Any]:
+    def _partition(
+        self, results: List[Any], positions: np.ndarray, world_size: int, owners: Optional[np.ndarray] = None
+    ) -> List[Any]:
         """This rank's counted results split into ``world_size`` parts, part ``r`` for rank ``r``.
 
         ``positions``: each result's place in dataset order among the world's
@@ -426,8 +431,9 @@ class BaseMetric(metaclass=ABCMeta):
             mine += (part_loads_of(self),)
         with asking(question):
             layout = backend.all_gather_object(mine)
-        keep, indices = kept_samples(backend, question, [tuple(x[:3]) for x in layout], indices,
-                                     self.dist_collect_mode, size, self.name)
+        keep, indices = kept_samples(
+            backend, question, [tuple(x[:3]) for x in layout], indices, self.dist_collect_mode, size, self.name
+        )
         if in_parts:
             owners = world_owners([x[3] if len(x) > 3 else None for x in layout], backend.world_size)
             return partitioned_compute(self, backend, question, [int(x[0]) for x in layout], keep, indices, owners)
@@ -437,8 +443,9 @@ class BaseMetric(metaclass=ABCMeta):
         """:meth:`compute` in one process: duplicates of an index dropped (results in index order), or ``size``."""
         self._summarize_pending()
         kept = self._kept
-        keep = kept_in_one_process(kept.num_results, kept.index_flag(), kept.indices(), self.dist_collect_mode,
-                                   size, self.name)
+        keep = kept_in_one_process(
+            kept.num_results, kept.index_flag(), kept.indices(), self.dist_collect_mode, size, self.name
+        )
         if self._is_state_metric:
             return self.compute_metric(self._reduce_state(self._local_rows(), keep))
         results = self._local_results()

@@ -172,7 +172,7 @@ def _columnarize(obj: Any, depth: int = 0) -> Any:
     if _CONTAINER_TYPES.isdisjoint(map(type, items)):  # scalars only: nothing to replace (the common case)
         return obj
     changed: Optional[Dict[Any, Any]] = None  # position or key -> replacement
-    for key, value in (obj.items() if t is dict else enumerate(obj)):
+    for key, value in obj.items() if t is dict else enumerate(obj):
         if type(value) in _CONTAINER_TYPES:
             new = _columnarize(value, depth + 1)
             if new is not value:

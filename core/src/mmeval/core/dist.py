@@ -86,15 +86,18 @@ __all__ = [
 #: Install hints only: which distribution (with its extra) provides each in-tree backend (read-only view of
 #: :data:`~mmeval.core.known_backends.KNOWN_BACKENDS`).
 KNOWN_DISTRIBUTIONS: Mapping[str, str] = MappingProxyType(
-    {name: r.requirement for name, r in KNOWN_BACKENDS.items() if r.requirement is not None})
+    {name: r.requirement for name, r in KNOWN_BACKENDS.items() if r.requirement is not None}
+)
 
 #: Where each distribution of :data:`KNOWN_DISTRIBUTIONS` lies in a checkout of this repository (read-only).
 SOURCE_CHECKOUT_PATHS: Mapping[str, str] = MappingProxyType(
-    {r.distribution: r.checkout for r in KNOWN_BACKENDS.values() if r.distribution and r.checkout})
+    {r.distribution: r.checkout for r in KNOWN_BACKENDS.values() if r.distribution and r.checkout}
+)
 
 #: Backends MMEval 0.2.1 had that mmeval does not provide, with the reason (read-only).
 UNSUPPORTED_BACKENDS: Mapping[str, str] = MappingProxyType(
-    {name: r.unsupported for name, r in KNOWN_BACKENDS.items() if r.unsupported is not None})
+    {name: r.unsupported for name, r in KNOWN_BACKENDS.items() if r.unsupported is not None}
+)
 
 #: The one registry behind every function of this module (tests swap in a fresh ``BackendRegistry()``).
 _registry = BackendRegistry()

@@ -31,8 +31,19 @@ if TYPE_CHECKING:
     from .base_metric import BaseMetric
 
 __all__ = [
-    "ArrayBatches", "MAX_SENT_BATCHES", "Placement", "answered_by_rank0", "assemble", "broadcast_failure", "collect",
-    "gather_and_compute", "pack_exception", "plain_data_only", "truncate", "unpack_exception", "warn_short",
+    "ArrayBatches",
+    "MAX_SENT_BATCHES",
+    "Placement",
+    "answered_by_rank0",
+    "assemble",
+    "broadcast_failure",
+    "collect",
+    "gather_and_compute",
+    "pack_exception",
+    "plain_data_only",
+    "truncate",
+    "unpack_exception",
+    "warn_short",
 ]
 
 logger = logging.getLogger("mmeval")
@@ -88,8 +99,9 @@ def _rows(piece: Mapping[str, np.ndarray]) -> int:
     return int(next(iter(piece.values())).shape[0])
 
 
-def _kept_spans(pieces: List[Mapping[str, np.ndarray]], keep: Optional[np.ndarray]
-                ) -> List[Tuple[Mapping[str, np.ndarray], Union[slice, np.ndarray]]]:
+def _kept_spans(
+    pieces: List[Mapping[str, np.ndarray]], keep: Optional[np.ndarray]
+) -> List[Tuple[Mapping[str, np.ndarray], Union[slice, np.ndarray]]]:
     """Each piece with the rows of it that are kept (a slice where they are contiguous), pieces without any left out.
 
     ``keep`` (a boolean mask or ascending positions over the pieces' rows
@@ -152,8 +164,9 @@ class Placement:
         return round_robin_spans(self.counts, rank, a, b)
 
 
-def assemble(parts: List[Any], own_keep: Optional[np.ndarray], by_index: Optional[List[np.ndarray]], mode: str,
-              name: str) -> Optional[ArrayResults]:
+def assemble(
+    parts: List[Any], own_keep: Optional[np.ndarray], by_index: Optional[List[np.ndarray]], mode: str, name: str
+) -> Optional[ArrayResults]:
     """Every rank's array results in dataset order, each column allocated once and filled in place.
 
     ``parts[r]`` is rank ``r``'s results: a dict / :class:`ArrayResults` (one
@@ -187,8 +200,10 @@ def assemble(parts: List[Any], own_keep: Optional[np.ndarray], by_index: Optiona
         arrays = [piece[k] for p in sources for piece in p]
         trailing = {a.shape[1:] for a in arrays}
         if len(trailing) > 1:
-            raise ValueError(f"{name}: column {k!r} has different per-sample shapes on different ranks "
-                             f"({sorted(trailing)}); every rank must keep the same shapes")
+            raise ValueError(
+                f"{name}: column {k!r} has different per-sample shapes on different ranks "
+                f"({sorted(trailing)}); every rank must keep the same shapes"
+            )
         out[k] = np.empty((total, *arrays[0].shape[1:]), dtype=np.result_type(*arrays))
     place = Placement(counts, mode, by_index)
     for r, rank_spans in enumerate(spans):
@@ -196,8 +211,7 @@ def assemble(parts: List[Any], own_keep: Optional[np.ndarray], by_index: Optiona
         for piece, sel in rank_spans:
             n = _span_rows(sel)
             for dest, part in place.spans(r, j, j + n):
-                src = sel[part] if isinstance(sel, np.ndarray) else slice(sel.start + part.start,
-                                                                          sel.start + part.stop)
+                src = sel[part] if isinstance(sel, np.ndarray) else slice(sel.start + part.start, sel.start + part.stop)
                 for k in keys:
                     out[k][dest] = piece[k][src]
             j += n
@@ -247,8 +261,14 @@ def collect(parts: Sequence[Any], mode: str, name: str) -> Union[List[Any], Arra
     return [flat[i] for i in round_robin_order([len(p) for p in parts])]
 
 
-def gather_and_compute(metric: "BaseMetric", backend: BaseDistBackend, question: Dict[str, Any], size: Optional[int],
-                       keep: Optional[np.ndarray], indices: Optional[np.ndarray]) -> Dict[str, Any]:
+def gather_and_compute(
+    metric: "BaseMetric",
+    backend: BaseDistBackend,
+    question: Dict[str, Any],
+    size: Optional[int],
+    keep: Optional[np.ndarray],
+    indices: Optional[np.ndarray],
+) -> Dict[str, Any]:
     """The per-sample path: what this rank keeps goes to rank 0, which computes and broadcasts the result."""
     computes = backend.rank == 0
     # the safe codec moves plain data only: array results travel as a plain dict, and an error
@@ -291,8 +311,9 @@ def gather_and_compute(metric: "BaseMetric", backend: BaseDistBackend, question:
     return answered_by_rank0(backend, metric.name, plain, compute)
 
 
-def answered_by_rank0(backend: BaseDistBackend, name: str, plain: bool, compute: Callable[[], Dict[str, Any]]
-                      ) -> Dict[str, Any]:
+def answered_by_rank0(
+    backend: BaseDistBackend, name: str, plain: bool, compute: Callable[[], Dict[str, Any]]
+) -> Dict[str, Any]:
     """Rank 0 runs ``compute()`` and sends its result, or the exception it raised, to every rank; all return it."""
     if backend.rank == 0:
         try:
@@ -308,8 +329,15 @@ def answered_by_rank0(backend: BaseDistBackend, name: str, plain: bool, compute:
     return value  # type: ignore[no-any-return]
 
 
-def _results_in_order(metric: "BaseMetric", box: List[List[Any]], own: bool, plain: bool, keep: Optional[np.ndarray],
-                      indices: Optional[np.ndarray], size: Optional[int]) -> Any:
+def _results_in_order(
+    metric: "BaseMetric",
+    box: List[List[Any]],
+    own: bool,
+    plain: bool,
+    keep: Optional[np.ndarray],
+    indices: Optional[np.ndarray],
+    size: Optional[int],
+) -> Any:
     """On rank 0: every rank's kept results, in dataset order (by index, else by ``dist_collect_mode``).
 
     ``box`` holds the gathered list, taken out of it here so that the received
@@ -384,7 +412,4 @@ def unpack_exception(packed: Mapping[str, Any], name: str, trusted: bool = True)
                 return exc
         except Exception:
             pass
-    return RemoteMetricError(
-        f"{packed['type']}: {packed['message']} ({note})", packed["type"], packed["message"]
-    )
-
+    return RemoteMetricError(f"{packed['type']}: {packed['message']} ({note})", packed["type"], packed["message"])

@@ -66,7 +66,10 @@ def _decide() -> bool:
                 except Exception as exc:  # a broken hook plugin must not break collectives
                     logging.getLogger("mmeval").warning(
                         "mmeval: hook plugin %r (entry point group %s) failed to load: %s: %s",
-                        ep.name, HOOK_GROUP, type(exc).__name__, exc,
+                        ep.name,
+                        HOOK_GROUP,
+                        type(exc).__name__,
+                        exc,
                     )
             _active = True
         else:

@@ -127,8 +127,10 @@ def as_indices(value: Any, what: str = "indices") -> np.ndarray:
     if arr.dtype.kind not in "iu":
         raise ValueError(f"{what} must be integer dataset indices, got dtype {arr.dtype}")
     if arr.size and arr.dtype.kind == "u" and arr.max() > INT64_MAX:
-        raise ValueError(f"{what} must be dataset indices in [0, 2**63 - 1], got {int(arr.max())} "
-                         f"(dtype {arr.dtype}): pass the dataset's own indices")
+        raise ValueError(
+            f"{what} must be dataset indices in [0, 2**63 - 1], got {int(arr.max())} "
+            f"(dtype {arr.dtype}): pass the dataset's own indices"
+        )
     if arr.size and arr.dtype.kind == "i" and arr.min() < 0:
         raise ValueError(f"{what} must be non-negative dataset indices, got {int(arr.min())}")
     return arr.astype(np.int64, copy=False)

@@ -15,8 +15,15 @@ import difflib
 from types import MappingProxyType
 from typing import Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
-__all__ = ["KnownBackend", "KNOWN_BACKENDS", "install_hint", "unsupported_message", "did_you_mean",
-           "normalize_backend_name", "not_found_message"]
+__all__ = [
+    "KnownBackend",
+    "KNOWN_BACKENDS",
+    "install_hint",
+    "unsupported_message",
+    "did_you_mean",
+    "normalize_backend_name",
+    "not_found_message",
+]
 
 
 class KnownBackend(NamedTuple):
@@ -58,34 +65,76 @@ _TORCH_INSTALL = "install torch (plugins/torch_backend/README.md says how to pic
 _HVD_INIT = "call hvd.init() before compute()"
 _HVD_INSTALL = "build Horovod for the framework (plugins/horovod_backend/README.md)"
 _HVD_NOTE = " (Horovod itself is built against the framework: see plugins/horovod_backend/README.md)"
-_ONEFLOW = ("the 'oneflow' package on PyPI is a placeholder without the OneFlow framework, so a OneFlow backend "
-            "can be neither built nor tested here")
+_ONEFLOW = (
+    "the 'oneflow' package on PyPI is a placeholder without the OneFlow framework, so a OneFlow backend "
+    "can be neither built nor tested here"
+)
 
 #: Every backend name the core knows of, in the order the launcher advice lists them.
-KNOWN_BACKENDS: Mapping[str, KnownBackend] = MappingProxyType({
-    "torch_cpu": KnownBackend("mmeval-torch", checkout="./plugins/torch_backend", legacy_class="TorchCPUDist",
-                              launchers=("torchrun", "slurm"), framework="torch", init_step=_TORCH_INIT,
-                              framework_install=_TORCH_INSTALL),
-    "torch_cuda": KnownBackend("mmeval-torch", checkout="./plugins/torch_backend", legacy_class="TorchCUDADist",
-                               launchers=("torchrun", "slurm"), framework="torch", init_step=_TORCH_INIT,
-                               framework_install=_TORCH_INSTALL, hardware="a CUDA GPU"),
-    "mpi4py": KnownBackend("mmeval-mpi4py", checkout="./plugins/mpi_backend", legacy_class="MPI4PyDist",
-                           launchers=("mpi", "slurm"), framework="mpi4py",
-                           init_step="MPI starts at the first collective (or where the script imports mpi4py.MPI)",
-                           framework_install="install mpi4py built for the MPI library of your mpiexec "
-                                             "(`pip install mpi4py mpich`, or your cluster's MPI)"),
-    "torch_horovod": KnownBackend("mmeval-horovod", "torch", "./plugins/horovod_backend", _HVD_NOTE,
-                                  "TorchHorovodDist", ("horovod",), "horovod", _HVD_INIT, _HVD_INSTALL),
-    "tf_horovod": KnownBackend("mmeval-horovod", "tensorflow", "./plugins/horovod_backend", _HVD_NOTE,
-                               "TFHorovodDist", ("horovod",), "horovod", _HVD_INIT, _HVD_INSTALL),
-    "paddle_dist": KnownBackend("mmeval-paddle", checkout="./plugins/paddle_backend", legacy_class="PaddleDist",
-                                framework="paddle"),
-    "jax": KnownBackend("mmeval-jax", checkout="./plugins/jax_backend", framework="jax"),
-    "oneflow_cpu": KnownBackend(legacy_class="OneFlowDist", unsupported=_ONEFLOW),
-    "oneflow_cuda": KnownBackend(unsupported=_ONEFLOW),
-    "npu": KnownBackend(unsupported="NPU collectives need Ascend hardware and its software stack, which mmeval "
-                                    "cannot test"),
-})
+KNOWN_BACKENDS: Mapping[str, KnownBackend] = MappingProxyType(
+    {
+        "torch_cpu": KnownBackend(
+            "mmeval-torch",
+            checkout="./plugins/torch_backend",
+            legacy_class="TorchCPUDist",
+            launchers=("torchrun", "slurm"),
+            framework="torch",
+            init_step=_TORCH_INIT,
+            framework_install=_TORCH_INSTALL,
+        ),
+        "torch_cuda": KnownBackend(
+            "mmeval-torch",
+            checkout="./plugins/torch_backend",
+            legacy_class="TorchCUDADist",
+            launchers=("torchrun", "slurm"),
+            framework="torch",
+            init_step=_TORCH_INIT,
+            framework_install=_TORCH_INSTALL,
+            hardware="a CUDA GPU",
+        ),
+        "mpi4py": KnownBackend(
+            "mmeval-mpi4py",
+            checkout="./plugins/mpi_backend",
+            legacy_class="MPI4PyDist",
+            launchers=("mpi", "slurm"),
+            framework="mpi4py",
+            init_step="MPI starts at the first collective (or where the script imports mpi4py.MPI)",
+            framework_install="install mpi4py built for the MPI library of your mpiexec "
+            "(`pip install mpi4py mpich`, or your cluster's MPI)",
+        ),
+        "torch_horovod": KnownBackend(
+            "mmeval-horovod",
+            "torch",
+            "./plugins/horovod_backend",
+            _HVD_NOTE,
+            "TorchHorovodDist",
+            ("horovod",),
+            "horovod",
+            _HVD_INIT,
+            _HVD_INSTALL,
+        ),
+        "tf_horovod": KnownBackend(
+            "mmeval-horovod",
+            "tensorflow",
+            "./plugins/horovod_backend",
+            _HVD_NOTE,
+            "TFHorovodDist",
+            ("horovod",),
+            "horovod",
+            _HVD_INIT,
+            _HVD_INSTALL,
+        ),
+        "paddle_dist": KnownBackend(
+            "mmeval-paddle", checkout="./plugins/paddle_backend", legacy_class="PaddleDist", framework="paddle"
+        ),
+        "jax": KnownBackend("mmeval-jax", checkout="./plugins/jax_backend", framework="jax"),
+        "oneflow_cpu": KnownBackend(legacy_class="OneFlowDist", unsupported=_ONEFLOW),
+        "oneflow_cuda": KnownBackend(unsupported=_ONEFLOW),
+        "npu": KnownBackend(
+            unsupported="NPU collectives need Ascend hardware and its software stack, which mmeval cannot test"
+        ),
+    }
+)
 
 
 def install_hint(name: str) -> Optional[str]:
@@ -150,10 +199,14 @@ def not_found_message(name: str, installed: List[str], why: str = "") -> str:
     msg = f"unknown dist backend {name!r}" + (f" ({why})" if why else "")
     hint = install_hint(name)
     if hint is not None:
-        msg += f": it is provided by the distribution {KNOWN_BACKENDS[name].requirement}, which is not installed; {hint}."
+        msg += (
+            f": it is provided by the distribution {KNOWN_BACKENDS[name].requirement}, which is not installed; {hint}."
+        )
     else:
-        msg += (": no installed distribution declares it in entry-point group 'mmeval.dist_backends' and it was not "
-                "registered with register_dist_backend()." + did_you_mean(name, installed))
+        msg += (
+            ": no installed distribution declares it in entry-point group 'mmeval.dist_backends' and it was not "
+            "registered with register_dist_backend()." + did_you_mean(name, installed)
+        )
     msg += f" Installed backends: {', '.join(installed)}."
     if hint is None:
         known = ", ".join(f"{k} ({r.requirement})" for k, r in KNOWN_BACKENDS.items() if r.requirement)

@@ -23,8 +23,14 @@ from .known_backends import KNOWN_BACKENDS, install_hint
 if TYPE_CHECKING:  # pragma: no cover
     from .registry import BackendRegistry
 
-__all__ = ["LAUNCHER_VARIABLES", "LAUNCHER_NOTES", "launcher_environment", "framework_state", "launch_message",
-           "warn_if_launched"]
+__all__ = [
+    "LAUNCHER_VARIABLES",
+    "LAUNCHER_NOTES",
+    "launcher_environment",
+    "framework_state",
+    "launch_message",
+    "warn_if_launched",
+]
 
 #: Environment variables by which launchers tell a process it is one of several:
 #: ``(variable, launcher, kind)``; a ``'size'`` variable above 1 or a ``'rank'``
@@ -96,11 +102,16 @@ def _runtime_state(name: str, detected: bool) -> str:
     fw = record.framework
     state = framework_state(fw)
     if state == "missing":
-        said = f"the {fw} module is not installed" + (f": {record.framework_install}" if record.framework_install else "")
+        said = f"the {fw} module is not installed" + (
+            f": {record.framework_install}" if record.framework_install else ""
+        )
         return f"{said}; then {step}" if step else said
     if state == "imported":
-        said = (f"the {fw} module is imported, but its runtime is not initialised" if detected
-                else f"the {fw} module is imported by this process")
+        said = (
+            f"the {fw} module is imported, but its runtime is not initialised"
+            if detected
+            else f"the {fw} module is imported by this process"
+        )
     else:
         said = f"the {fw} module is installed here (found, not imported by this process)"
     return f"{said}: {step}" if step else said
@@ -116,7 +127,9 @@ def launch_message(registry: "BackendRegistry", asked: Optional[str], seen: Dict
             launchers.append(launcher)
     installed = registry.names()
     active = registry.auto.active(registry)
-    how = "was asked for by name" if asked not in (None, AUTO) else "was auto-selected (no distributed runtime detected)"
+    how = (
+        "was asked for by name" if asked not in (None, AUTO) else "was auto-selected (no distributed runtime detected)"
+    )
     if asked is None and registry.explicit_default is None and os.environ.get(DEFAULT_ENV, "").strip() == "non_dist":
         how = f"is set by {DEFAULT_ENV}=non_dist"
     if active:
@@ -136,13 +149,16 @@ def launch_message(registry: "BackendRegistry", asked: Optional[str], seen: Dict
         if parts:
             lines.append(f"  - {launcher}: " + "; ".join(parts) + note)
     for name in active:
-        lines.append(f"  - {name}: its runtime is active in this process: name it (dist_backend={name!r}) or leave "
-                     "dist_backend unset to evaluate across the processes")
+        lines.append(
+            f"  - {name}: its runtime is active in this process: name it (dist_backend={name!r}) or leave "
+            "dist_backend unset to evaluate across the processes"
+        )
     variables = ", ".join(f"{k}={v}" for k, v in seen.items())
     return (
         f"mmeval: this process is one of several started by a launcher ({variables}), but the dist backend "
         f"'non_dist' {how}: every rank will compute the metric over its own shard only, and the results will "
-        f"differ from the whole dataset's. To evaluate across the processes:\n" + "\n".join(lines)
+        f"differ from the whole dataset's. To evaluate across the processes:\n"
+        + "\n".join(lines)
         + "\nIf per-rank results are what you want, silence this with warnings.filterwarnings('ignore', "
         "category=mmeval.core.dist.DistributedLaunchWarning)."
     )

@@ -19,9 +19,20 @@ from .errors import ShardingWarning
 from .inputs import warn_user
 
 __all__ = [
-    "DENSE_CLAIMS_SLACK", "check_layout", "dataset_positions", "first_occurrences", "kept_by_size", "kept_count",
-    "owned_positions", "kept_in_one_process", "kept_samples", "round_robin_order", "round_robin_positions", "round_robin_spans",
-    "warn_sharding", "warn_short",
+    "DENSE_CLAIMS_SLACK",
+    "check_layout",
+    "dataset_positions",
+    "first_occurrences",
+    "kept_by_size",
+    "kept_count",
+    "owned_positions",
+    "kept_in_one_process",
+    "kept_samples",
+    "round_robin_order",
+    "round_robin_positions",
+    "round_robin_spans",
+    "warn_sharding",
+    "warn_short",
 ]
 
 #: Dataset indices up to ``2 * samples + DENSE_CLAIMS_SLACK`` are deduplicated with one dense owner array
@@ -102,8 +113,9 @@ def first_occurrences(indices: np.ndarray) -> np.ndarray:
     return np.asarray(first, dtype=np.int64)
 
 
-def owned_positions(backend: BaseDistBackend, question: Dict[str, Any], indices: np.ndarray,
-                    layout: List[Tuple[int, str, int]]) -> np.ndarray:
+def owned_positions(
+    backend: BaseDistBackend, question: Dict[str, Any], indices: np.ndarray, layout: List[Tuple[int, str, int]]
+) -> np.ndarray:
     """Positions (ascending) of the samples this rank counts: its first occurrence of each index no lower rank has.
 
     One collective, the same on every rank (chosen from ``layout``: each
@@ -178,8 +190,9 @@ def warn_sharding(counts: Sequence[int], mode: str, size: Optional[int], name: s
         )
 
 
-def kept_in_one_process(n: int, flag: str, indices: np.ndarray, mode: str, size: Optional[int], name: str
-                        ) -> Optional[np.ndarray]:
+def kept_in_one_process(
+    n: int, flag: str, indices: np.ndarray, mode: str, size: Optional[int], name: str
+) -> Optional[np.ndarray]:
     """One process's samples to count, as positions in the order ``compute_metric`` sees them (``None``: all).
 
     With indices (``flag == 'all'``): the first occurrence of each, in index
@@ -201,9 +214,15 @@ def warn_short(name: str, size: int, n: int) -> None:
     warn_user(f"{name}.compute(size={size}): only {n} results were collected; computing on all {n}", RuntimeWarning)
 
 
-def kept_samples(backend: BaseDistBackend, question: Dict[str, Any], layout: List[Tuple[int, str, int]],
-                 indices: Optional[np.ndarray], mode: str, size: Optional[int], name: str
-                 ) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
+def kept_samples(
+    backend: BaseDistBackend,
+    question: Dict[str, Any],
+    layout: List[Tuple[int, str, int]],
+    indices: Optional[np.ndarray],
+    mode: str,
+    size: Optional[int],
+    name: str,
+) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
     """This rank's samples to count (``None``: all) and, when the ranks gave indices, its indices.
 
     ``layout`` is every rank's ``(count, index flag, largest index)``; with

@@ -16,7 +16,15 @@ from typing import Iterator, List, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["TRITS_PER_WORD", "PackedColumns", "pack_arrays", "trit_rows", "trits_to_words", "unpack_arrays", "words_to_trits"]
+__all__ = [
+    "TRITS_PER_WORD",
+    "PackedColumns",
+    "pack_arrays",
+    "trit_rows",
+    "trits_to_words",
+    "unpack_arrays",
+    "words_to_trits",
+]
 
 #: dtype codes of the header (one byte each); other dtypes are refused
 _DTYPES = ("?", "u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8", "f4", "f8")
@@ -113,14 +121,17 @@ class PackedColumns:
         if kinds.size == 1:  # one dtype: the blobs' bytes joined into one buffer, viewed (writable) as the column
             dtype = np.dtype(_DTYPES[int(kinds[0])])
             size = dtype.itemsize
-            joined = bytearray().join(memoryview(blob)[offset:offset + n * size]
-                                      for blob, n, offset in zip(self._blobs, lengths, offsets) if n)
+            joined = bytearray().join(
+                memoryview(blob)[offset : offset + n * size]
+                for blob, n, offset in zip(self._blobs, lengths, offsets)
+                if n
+            )
             return np.frombuffer(joined, dtype=dtype) if joined else np.zeros(0, dtype=dtype)
         out = np.empty(sum(lengths), dtype=np.result_type(*[_DTYPES[c] for c in kinds]))
         at = 0
         for blob, code, n, offset in zip(self._blobs, codes.tolist(), lengths, offsets):
             if n:
-                out[at:at + n] = np.frombuffer(blob, dtype=_DTYPES[code], count=n, offset=offset)
+                out[at : at + n] = np.frombuffer(blob, dtype=_DTYPES[code], count=n, offset=offset)
                 at += n
         return out
 
@@ -151,7 +162,7 @@ def trits_to_words(trits: np.ndarray) -> np.ndarray:
     words = -(-length // TRITS_PER_WORD)
     out = np.zeros((n, words), dtype=np.uint64)
     for w in range(words):
-        part = trits[:, w * TRITS_PER_WORD:(w + 1) * TRITS_PER_WORD].astype(np.uint64)
+        part = trits[:, w * TRITS_PER_WORD : (w + 1) * TRITS_PER_WORD].astype(np.uint64)
         weights = np.uint64(3) ** np.arange(part.shape[1], dtype=np.uint64)
         out[:, w] = (part * weights).sum(axis=1, dtype=np.uint64)
     return out.reshape(-1)

@@ -52,8 +52,14 @@ logger = logging.getLogger(__name__)
 __all__ = ["balanced_owners", "kept_positions", "part_loads_of", "partitioned_compute", "world_owners"]
 
 
-def kept_positions(backend: BaseDistBackend, question: Dict[str, Any], counts: Sequence[int],
-                   keep: Optional[np.ndarray], indices: Optional[np.ndarray], mode: str) -> np.ndarray:
+def kept_positions(
+    backend: BaseDistBackend,
+    question: Dict[str, Any],
+    counts: Sequence[int],
+    keep: Optional[np.ndarray],
+    indices: Optional[np.ndarray],
+    mode: str,
+) -> np.ndarray:
     """Each counted sample of this rank's place in dataset order among the world's counted samples.
 
     With ``indices`` (the rank's indices, ``keep`` the positions it counts) one
@@ -152,9 +158,15 @@ def _failed(step: str, rank: int, exc: BaseException) -> Tuple[str, Dict[str, An
     return "error", packed
 
 
-def partitioned_compute(metric: "BaseMetric", backend: BaseDistBackend, question: Dict[str, Any],
-                        counts: Sequence[int], keep: Optional[np.ndarray], indices: Optional[np.ndarray],
-                        owners: Optional[np.ndarray] = None) -> Dict[str, Any]:
+def partitioned_compute(
+    metric: "BaseMetric",
+    backend: BaseDistBackend,
+    question: Dict[str, Any],
+    counts: Sequence[int],
+    keep: Optional[np.ndarray],
+    indices: Optional[np.ndarray],
+    owners: Optional[np.ndarray] = None,
+) -> Dict[str, Any]:
     """The partitioned path (see the module docstring); every rank returns the same result or raises.
 
     ``owners``: each key's rank (:func:`world_owners`), given to ``_partition`` by keyword when not ``None``.
@@ -167,8 +179,11 @@ def partitioned_compute(metric: "BaseMetric", backend: BaseDistBackend, question
     try:
         results = metric._local_results()
         local = list(results if keep is None else select(results, keep))
-        parts = list(metric._partition(local, positions, ws) if owners is None else
-                     metric._partition(local, positions, ws, owners=owners))
+        parts = list(
+            metric._partition(local, positions, ws)
+            if owners is None
+            else metric._partition(local, positions, ws, owners=owners)
+        )
         if len(parts) != ws:
             raise RuntimeError(f"{metric.name}._partition() returned {len(parts)} parts for {ws} ranks")
         del local, results
@@ -186,8 +201,10 @@ def partitioned_compute(metric: "BaseMetric", backend: BaseDistBackend, question
             failure = failure or _failed("receiving the parts sent to it by the other ranks", rank, exc)
             got = None
         if dst == rank and got is not None:
-            received = [(status, parts[rank] if r == rank and status == "ok" else value)
-                        for r, (status, value) in enumerate(got)]
+            received = [
+                (status, parts[rank] if r == rank and status == "ok" else value)
+                for r, (status, value) in enumerate(got)
+            ]
         if dst != rank:
             parts[dst] = None  # sent: its memory goes now (no name below may hold it)
         del payload, got

@@ -46,8 +46,11 @@ def _unexpected_arguments(cls: type, unexpected: Dict[str, Any]) -> str:
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
         if init is not None and klass is not object:
-            known += [p.name for p in inspect.signature(init).parameters.values()
-                      if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"]
+            known += [
+                p.name
+                for p in inspect.signature(init).parameters.values()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"
+            ]
     lines = []
     for key in unexpected:
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
@@ -65,8 +68,10 @@ def refusal(metric: "BaseMetric", size: Any, backend: BaseDistBackend) -> Option
         return f"{name}.add() was refused since reset(): {kept.refusals[0]}"
     origin = kept.origin
     if origin is not None and backend.is_initialized and origin != (backend.rank, backend.world_size):
-        return (f"{name} holds results added on rank {origin[0]} of {origin[1]}, restored from a pickle "
-                f"here (rank {backend.rank} of {backend.world_size}): they would count twice; reset() first")
+        return (
+            f"{name} holds results added on rank {origin[0]} of {origin[1]}, restored from a pickle "
+            f"here (rank {backend.rank} of {backend.world_size}): they would count twice; reset() first"
+        )
     return None
 
 

@@ -91,8 +91,10 @@ def _scan_entry_points() -> _Scan:
 
 
 def _where(name: str, ep: Any) -> str:
-    return (f"entry point '{name} = {ep.value}' in group {ENTRY_POINT_GROUP!r}, distribution "
-            f"{_metadata.distribution_label(ep)}")
+    return (
+        f"entry point '{name} = {ep.value}' in group {ENTRY_POINT_GROUP!r}, distribution "
+        f"{_metadata.distribution_label(ep)}"
+    )
 
 
 def _conflict_message(name: str, eps: List[Any]) -> str:
@@ -124,8 +126,13 @@ def _load_entry_point(name: str, ep: Any) -> Type[BaseDistBackend]:
         )
     req = _metadata.core_requirement(ep)
     if req and not _metadata.satisfies(_metadata.core_version(), req):
-        logger().warning("dist backend %r (%s) requires %s but mmeval-core %s is installed; it may not work",
-                         name, dist, req, _metadata.core_version())
+        logger().warning(
+            "dist backend %r (%s) requires %s but mmeval-core %s is installed; it may not work",
+            name,
+            dist,
+            req,
+            _metadata.core_version(),
+        )
     return obj
 
 
@@ -192,8 +199,10 @@ class BackendRegistry:
     def validate(self, name: str) -> None:
         """Raise unless ``name`` is a usable backend name; reads metadata only (imports no plugin)."""
         if not isinstance(name, str) or not NAME_RE.match(name):
-            raise InvalidBackendNameError(f"invalid dist backend name {name!r}: names match [a-z][a-z0-9_]*."
-                                          + (did_you_mean(name, self.names()) if isinstance(name, str) else ""))
+            raise InvalidBackendNameError(
+                f"invalid dist backend name {name!r}: names match [a-z][a-z0-9_]*."
+                + (did_you_mean(name, self.names()) if isinstance(name, str) else "")
+            )
         if name in BUILTINS or name in self._registered:
             return
         all_eps, eps = self.live_entry_points(name)
@@ -211,15 +220,23 @@ class BackendRegistry:
         if not isinstance(name, str) or not NAME_RE.match(name):
             self.validate(name)  # raises InvalidBackendNameError
         if not (isinstance(cls, type) and issubclass(cls, BaseDistBackend)):
-            raise BackendTypeError(f"register_dist_backend({name!r}, ...): {cls!r} is not a subclass of "
-                                   "mmeval.core.dist_backends.BaseDistBackend")
+            raise BackendTypeError(
+                f"register_dist_backend({name!r}, ...): {cls!r} is not a subclass of "
+                "mmeval.core.dist_backends.BaseDistBackend"
+            )
         with self._lock:
             installed = self.scan().by_name.get(name)
             if not override and (name in BUILTINS or name in self._registered or installed):
-                where = "built in" if name in BUILTINS else "registered" if name in self._registered else (
-                    f"installed by {', '.join(_metadata.distribution_name(ep) or '?' for ep in installed or ())}")
+                where = (
+                    "built in"
+                    if name in BUILTINS
+                    else "registered"
+                    if name in self._registered
+                    else (f"installed by {', '.join(_metadata.distribution_name(ep) or '?' for ep in installed or ())}")
+                )
                 raise BackendAlreadyRegisteredError(
-                    f"dist backend {name!r} is already {where}; pass override=True to replace it")
+                    f"dist backend {name!r} is already {where}; pass override=True to replace it"
+                )
             self._registered[name] = cls
             for table in (self._classes, self._instances, self._load_errors):
                 table.pop(name, None)
@@ -269,7 +286,8 @@ class BackendRegistry:
                 raise BackendLoadError(
                     f"dist backend {name!r}: the entry point '{invalid.name} = {invalid.value}' of "
                     f"{_metadata.distribution_name(invalid)} is malformed; entry points of group "
-                    f"{ENTRY_POINT_GROUP} must read 'name = module:Class'")
+                    f"{ENTRY_POINT_GROUP} must read 'name = module:Class'"
+                )
             raise self.not_found(name)
         if len(eps) > 1:
             raise BackendConflictError(_conflict_message(name, eps))
@@ -317,16 +335,20 @@ class BackendRegistry:
         cls = self.get_class(resolved)
         reason = cls.availability()
         if reason is not None:
-            raise BackendLoadError(f"dist backend {resolved!r} ({cls.__module__}.{cls.__qualname__}) is installed "
-                                   f"but cannot run on this machine: {reason}")
+            raise BackendLoadError(
+                f"dist backend {resolved!r} ({cls.__module__}.{cls.__qualname__}) is installed "
+                f"but cannot run on this machine: {reason}"
+            )
         with self._lock:
             inst = self._instances.get(resolved)
             if inst is None:
                 try:
                     inst = cls()
                 except Exception as exc:
-                    raise BackendLoadError(f"dist backend {resolved!r}: {cls.__module__}.{cls.__qualname__}() "
-                                           f"failed: {type(exc).__name__}: {exc}") from exc
+                    raise BackendLoadError(
+                        f"dist backend {resolved!r}: {cls.__module__}.{cls.__qualname__}() "
+                        f"failed: {type(exc).__name__}: {exc}"
+                    ) from exc
                 self._instances[resolved] = inst
             return inst
 

@@ -89,8 +89,13 @@ class RankResults:
             return sum(_rows(b) for b in self.batches)
         return len(self.objects)
 
-    def add_batch(self, columns: Dict[str, Any], name: str, specs: Sequence[StateSpec],
-                  reduce: Callable[[ArrayResults], MetricState]) -> None:
+    def add_batch(
+        self,
+        columns: Dict[str, Any],
+        name: str,
+        specs: Sequence[StateSpec],
+        reduce: Callable[[ArrayResults], MetricState],
+    ) -> None:
         """Keep one batch of array results (first axis: the sample), folding a state metric's state in.
 
         Every column must have the same length, and the same names and
@@ -112,8 +117,9 @@ class RankResults:
                 raise ValueError(f"{name}: batch columns {sorted(arrays)} differ from earlier {sorted(first)}")
             for k, a in arrays.items():
                 if a.shape[1:] != first[k].shape[1:]:
-                    raise ValueError(f"{name}: column {k!r} has per-sample shape {a.shape[1:]}, earlier batches "
-                                     f"{first[k].shape[1:]}")
+                    raise ValueError(
+                        f"{name}: column {k!r} has per-sample shape {a.shape[1:]}, earlier batches {first[k].shape[1:]}"
+                    )
         if specs:
             batch_state = reduce(ArrayResults(arrays))
             self.running = batch_state if self.running is None else combine(specs, self.running, batch_state)

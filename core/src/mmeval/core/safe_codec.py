@@ -268,7 +268,9 @@ def _dec(r: _Reader, depth: int) -> Any:
         for n in shape:
             size *= n
         if size * dt.itemsize != buf.nbytes:
-            raise FrameDecodeError(f"safe codec: array of shape {shape} and {dt} does not match its {buf.nbytes}-byte buffer")
+            raise FrameDecodeError(
+                f"safe codec: array of shape {shape} and {dt} does not match its {buf.nbytes}-byte buffer"
+            )
         np = _np()
         try:  # numpy refuses more than 64 dimensions, and empty shapes whose other sizes overflow
             return np.frombuffer(buf, dtype=dt).reshape(shape) if size else np.empty(shape, dtype=dt)

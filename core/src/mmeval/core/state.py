@@ -24,7 +24,17 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-__all__ = ["REDUCTIONS", "MetricState", "StateSpec", "check_rows", "combine", "declared", "pack", "reduce_rows", "unpack"]
+__all__ = [
+    "REDUCTIONS",
+    "MetricState",
+    "StateSpec",
+    "check_rows",
+    "combine",
+    "declared",
+    "pack",
+    "reduce_rows",
+    "unpack",
+]
 
 #: The reductions a statistic may declare (the backends' ``all_reduce`` ops).
 REDUCTIONS = ("sum", "min", "max")
@@ -78,8 +88,9 @@ class MetricState(Dict[str, np.ndarray]):
         return self.num_samples
 
 
-def declared(specs: Iterable[StateSpec], name: str, shape: Tuple[int, ...], dtype: str, reduction: str,
-             metric: str) -> StateSpec:
+def declared(
+    specs: Iterable[StateSpec], name: str, shape: Tuple[int, ...], dtype: str, reduction: str, metric: str
+) -> StateSpec:
     """A new statistic's spec, refused when ``specs`` already declare ``name`` (or its fields are invalid)."""
     if any(s.name == name for s in specs):
         raise ValueError(f"{metric}: state {name!r} is declared twice")
@@ -90,15 +101,19 @@ def check_rows(specs: Iterable[StateSpec], rows: Mapping[str, Any], metric: str)
     """Refuse per-sample ``rows`` that are not exactly the declared statistics, each of its declared shape."""
     by_name = {s.name: s for s in specs}
     if set(rows) != set(by_name):
-        raise ValueError(f"{metric}._add_rows() needs exactly the declared states {sorted(by_name)}, got {sorted(rows)}")
+        raise ValueError(
+            f"{metric}._add_rows() needs exactly the declared states {sorted(by_name)}, got {sorted(rows)}"
+        )
     for k, v in rows.items():
         if np.shape(v)[1:] != by_name[k].shape:
-            raise ValueError(f"{metric}: rows of state {k!r} have per-sample shape {np.shape(v)[1:]}, "
-                             f"declared {by_name[k].shape}")
+            raise ValueError(
+                f"{metric}: rows of state {k!r} have per-sample shape {np.shape(v)[1:]}, declared {by_name[k].shape}"
+            )
 
 
-def reduce_rows(specs: Iterable[StateSpec], rows: Optional[Mapping[str, np.ndarray]],
-                keep: Optional[np.ndarray] = None) -> MetricState:
+def reduce_rows(
+    specs: Iterable[StateSpec], rows: Optional[Mapping[str, np.ndarray]], keep: Optional[np.ndarray] = None
+) -> MetricState:
     """Reduce per-sample ``rows`` (name -> array of shape (n, *spec.shape)) over the samples, locally.
 
     ``keep`` (a boolean mask or an index array over the n samples) selects the

@@ -28,8 +28,15 @@ FLAGS = ("empty", "none", "all", "mixed")
 TAIL_BUDGET = 2048
 
 
-def compute_state(metric: "BaseMetric", backend: BaseDistBackend, question: Dict[str, Any], size: Optional[int],
-                  flag: str, indices: Optional[np.ndarray], top: int) -> Dict[str, Any]:
+def compute_state(
+    metric: "BaseMetric",
+    backend: BaseDistBackend,
+    question: Dict[str, Any],
+    size: Optional[int],
+    flag: str,
+    indices: Optional[np.ndarray],
+    top: int,
+) -> Dict[str, Any]:
     """The state path: normally one int64 ``all_reduce`` carrying the layout, the state and the last rows.
 
     The first reduction carries every rank's count, index flag and largest
@@ -55,8 +62,9 @@ def compute_state(metric: "BaseMetric", backend: BaseDistBackend, question: Dict
         m = min(tail, n)
         if m:
             rows_m = metric._kept.last_rows(m)
-            last[rank, tail - m:] = [pack(specs, metric._reduce_state(rows_m, np.array([i])))[("int64", "sum")]
-                                      for i in range(m)]
+            last[rank, tail - m :] = [
+                pack(specs, metric._reduce_state(rows_m, np.array([i])))[("int64", "sum")] for i in range(m)
+            ]
         parts.append(last.ravel())
     with asking(question):
         first = backend.all_reduce(np.concatenate(parts), op="sum")
@@ -80,4 +88,3 @@ def compute_state(metric: "BaseMetric", backend: BaseDistBackend, question: Dict
     with asking(question):
         packed = {key: backend.all_reduce(flat, op=key[1]) for key, flat in pack(specs, state).items()}
     return metric.compute_metric(unpack(specs, packed))
-

@@ -51,9 +51,17 @@ from .ssim import StructuralSimilarity as StructuralSimilarity
 from .voc_map import VOCMeanAP as VOCMeanAP
 from .word_accuracy import WordAccuracy as WordAccuracy
 
-_CLASSIFICATION = ["Accuracy", "AccuracyWarning", "DefaultThresholdWarning", "TopkWithLabelsWarning",
-                   "SingleLabelMetric", "SingleLabelPrecisionRecallF1score", "MultiLabelMetric",
-                   "MultiLabelPrecisionRecallF1score", "AveragePrecision"]
+_CLASSIFICATION = [
+    "Accuracy",
+    "AccuracyWarning",
+    "DefaultThresholdWarning",
+    "TopkWithLabelsWarning",
+    "SingleLabelMetric",
+    "SingleLabelPrecisionRecallF1score",
+    "MultiLabelMetric",
+    "MultiLabelPrecisionRecallF1score",
+    "AveragePrecision",
+]
 _SEGMENTATION = ["MeanIoU"]
 _DETECTION = ["VOCMeanAP"]
 
@@ -67,13 +75,29 @@ _VOC_FAMILY: List[str] = ["OIDMeanAP", "DOTAMeanAP"]
 _MATCHING: List[str] = ["AVAMeanAP", "ProposalRecall", "HmeanIoU"]
 
 # -- image quality, matting, optical flow -----------------------------------------------------------
-_IMAGE: List[str] = ["MeanAbsoluteError", "MeanSquaredError", "PeakSignalNoiseRatio", "SignalNoiseRatio",
-                     "StructuralSimilarity", "MattingMeanSquaredError", "SumAbsoluteDifferences", "GradientError",
-                     "ConnectivityError", "EndPointError", "NaturalImageQualityEvaluator"]
+_IMAGE: List[str] = [
+    "MeanAbsoluteError",
+    "MeanSquaredError",
+    "PeakSignalNoiseRatio",
+    "SignalNoiseRatio",
+    "StructuralSimilarity",
+    "MattingMeanSquaredError",
+    "SumAbsoluteDifferences",
+    "GradientError",
+    "ConnectivityError",
+    "EndPointError",
+    "NaturalImageQualityEvaluator",
+]
 
 # -- pose -----------------------------------------------------------------------------------------
-_POSE: List[str] = ["PCKAccuracy", "MpiiPCKAccuracy", "JhmdbPCKAccuracy", "KeypointAUC", "KeypointEndPointError",
-                    "KeypointNME"]
+_POSE: List[str] = [
+    "PCKAccuracy",
+    "MpiiPCKAccuracy",
+    "JhmdbPCKAccuracy",
+    "KeypointAUC",
+    "KeypointEndPointError",
+    "KeypointNME",
+]
 
 # -- text, OCR, language models -------------------------------------------------------------------
 _TEXT: List[str] = ["BLEU", "ROUGE", "Perplexity", "F1Score", "CharRecallPrecision", "WordAccuracy"]
@@ -111,10 +135,14 @@ def __getattr__(name: str) -> Any:
         )
     from ..core.inputs import warn_user
 
-    warn_user(f"`{name}` is MMEval 0.2.1's deprecated alias of `{new}`: use `{new}` (mmeval.metrics.{new}) "
-              f"instead; the alias resolves to it", DeprecationWarning)
+    warn_user(
+        f"`{name}` is MMEval 0.2.1's deprecated alias of `{new}`: use `{new}` (mmeval.metrics.{new}) "
+        f"instead; the alias resolves to it",
+        DeprecationWarning,
+    )
     return globals()[new]
 
 
-__all__ = (_CLASSIFICATION + _SEGMENTATION + _DETECTION + _COCO + _VOC_FAMILY + _MATCHING + _IMAGE + _POSE + _TEXT
-           + _COMPAT)
+__all__ = (
+    _CLASSIFICATION + _SEGMENTATION + _DETECTION + _COCO + _VOC_FAMILY + _MATCHING + _IMAGE + _POSE + _TEXT + _COMPAT
+)

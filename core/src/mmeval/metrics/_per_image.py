@@ -19,8 +19,18 @@ from ..core.inputs import to_numpy
 from ..core.state import MetricState
 from .utils.image_transforms import CHANNEL_ORDERS, INPUT_ORDERS, reorder_and_crop
 
-__all__ = ["ComparedImages", "MaskedImageErrors", "MeanOfImageScores", "alpha_triples", "check_positive", "image_list",
-           "masked_image_error", "same_length", "same_shape", "scores_with_masks"]
+__all__ = [
+    "ComparedImages",
+    "MaskedImageErrors",
+    "MeanOfImageScores",
+    "alpha_triples",
+    "check_positive",
+    "image_list",
+    "masked_image_error",
+    "same_length",
+    "same_shape",
+    "scores_with_masks",
+]
 
 
 def image_list(value: Any, what: str) -> List[np.ndarray]:
@@ -29,8 +39,9 @@ def image_list(value: Any, what: str) -> List[np.ndarray]:
         return [to_numpy(v, f"{what}[{i}]") for i, v in enumerate(value)]
     arr = to_numpy(value, what)
     if arr.ndim == 0:
-        raise MetricArgumentError(f"{what} must be a sequence of images (or an array whose first axis is the image), "
-                                  f"got a scalar")
+        raise MetricArgumentError(
+            f"{what} must be a sequence of images (or an array whose first axis is the image), got a scalar"
+        )
     return list(arr)
 
 
@@ -67,15 +78,21 @@ def masked_image_error(name: str, err: np.ndarray, mask: Optional[np.ndarray], s
     try:
         weighted = err * np.broadcast_to(mask, err.shape)
     except ValueError:
-        raise MetricArgumentError(f"{name}.add(): a mask of shape {mask.shape} does not broadcast to its image's "
-                                  f"shape {err.shape}") from None
+        raise MetricArgumentError(
+            f"{name}.add(): a mask of shape {mask.shape} does not broadcast to its image's shape {err.shape}"
+        ) from None
     if scaled:
         return float(weighted.sum() / (mask.sum() * (err.size / mask.size) + 1e-12))
     return float(weighted.sum() / mask.sum())
 
 
-def scores_with_masks(name: str, predictions: Any, groundtruths: Any, masks: Any,
-                      score: Callable[[np.ndarray, np.ndarray, Optional[np.ndarray]], float]) -> List[float]:
+def scores_with_masks(
+    name: str,
+    predictions: Any,
+    groundtruths: Any,
+    masks: Any,
+    score: Callable[[np.ndarray, np.ndarray, Optional[np.ndarray]], float],
+) -> List[float]:
     """Each image's ``score(pred, gt, mask)``; a 4-D+ image with a mask: the mean over its frames."""
     preds, gts = image_list(predictions, "predictions"), image_list(groundtruths, "groundtruths")
     same_length(name, predictions=preds, groundtruths=gts)
@@ -93,8 +110,9 @@ def scores_with_masks(name: str, predictions: Any, groundtruths: Any, masks: Any
         else:
             mask = mask_list[i]
             if mask.shape[0] != pred.shape[0]:
-                raise MetricArgumentError(f"{name}.add(): video {i} has {pred.shape[0]} frames but its mask "
-                                          f"{mask.shape[0]}")
+                raise MetricArgumentError(
+                    f"{name}.add(): video {i} has {pred.shape[0]} frames but its mask {mask.shape[0]}"
+                )
             out.append(float(np.mean([score(pred[t], gt[t], mask[t]) for t in range(pred.shape[0])])))
     return out
 
@@ -172,8 +190,14 @@ class ComparedImages(MeanOfImageScores):
     image's score is the mean of its frames' scores.
     """
 
-    def __init__(self, crop_border: int = 0, input_order: str = "CHW", convert_to: Optional[str] = None,
-                 channel_order: str = "rgb", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        crop_border: int = 0,
+        input_order: str = "CHW",
+        convert_to: Optional[str] = None,
+        channel_order: str = "rgb",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if isinstance(crop_border, bool) or not isinstance(crop_border, numbers.Integral) or crop_border < 0:
             raise MetricArgumentError(f"{self.name}: crop_border must be a non-negative int, got {crop_border!r}")
@@ -206,12 +230,15 @@ class ComparedImages(MeanOfImageScores):
 
     def _ready(self, img: np.ndarray, order: str, i: int) -> np.ndarray:
         if img.ndim not in (2, 3, 4):
-            raise MetricArgumentError(f"{self.name}.add(): image {i} must be (H, W), 3-D or a 4-D video, got shape "
-                                      f"{img.shape}")
+            raise MetricArgumentError(
+                f"{self.name}.add(): image {i} must be (H, W), 3-D or a 4-D video, got shape {img.shape}"
+            )
         out = reorder_and_crop(img, self.crop_border, self.input_order, self.convert_to, order)
         if out.shape[-3] == 0 or out.shape[-2] == 0:
-            raise MetricArgumentError(f"{self.name}: crop_border={self.crop_border} leaves nothing of image {i} "
-                                      f"(shape {img.shape}, input_order {self.input_order!r})")
+            raise MetricArgumentError(
+                f"{self.name}: crop_border={self.crop_border} leaves nothing of image {i} "
+                f"(shape {img.shape}, input_order {self.input_order!r})"
+            )
         return out
 
     def _frame_score(self, pred: np.ndarray, gt: np.ndarray) -> float:

@@ -89,8 +89,9 @@ class Accuracy(BaseMetric):
     ) -> None:
         super().__init__(**kwargs)
         topk_t: Tuple[Any, ...] = (topk,) if isinstance(topk, numbers.Integral) else tuple(topk)  # type: ignore[arg-type]
-        if not topk_t or not all(isinstance(k, numbers.Integral) and not isinstance(k, bool) and int(k) >= 1
-                                 for k in topk_t):
+        if not topk_t or not all(
+            isinstance(k, numbers.Integral) and not isinstance(k, bool) and int(k) >= 1 for k in topk_t
+        ):
             raise MetricArgumentError(f"topk must be a positive int or a non-empty tuple of them, got {topk!r}")
         self.topk: Tuple[int, ...] = tuple(int(k) for k in topk_t)
         thrs_t: Tuple[Any, ...] = (
@@ -146,8 +147,12 @@ class Accuracy(BaseMetric):
         shape = (n, len(self.topk), len(self.thrs))
         if preds.ndim == 1:
             hit = preds == labs
-            return {"correct": np.broadcast_to(hit[:, None, None], shape).copy(), "scored": np.zeros(n, bool),
-                    "hit_max_k": hit, "lost_to_default_thr": np.zeros(n, bool)}
+            return {
+                "correct": np.broadcast_to(hit[:, None, None], shape).copy(),
+                "scored": np.zeros(n, bool),
+                "hit_max_k": hit,
+                "lost_to_default_thr": np.zeros(n, bool),
+            }
         rank = _label_rank(preds, labs)
         true_score = preds[np.arange(n), labs]
         correct = np.empty(shape, dtype=bool)
@@ -155,8 +160,12 @@ class Accuracy(BaseMetric):
             for j, thr in enumerate(self.thrs):
                 correct[:, i, j] = rank < k if thr is None else (rank < k) & (true_score > thr)
         hit_max = rank < max(self.topk)
-        return {"correct": correct, "scored": np.ones(n, bool), "hit_max_k": hit_max,
-                "lost_to_default_thr": hit_max & ~(true_score > 0)}
+        return {
+            "correct": correct,
+            "scored": np.ones(n, bool),
+            "hit_max_k": hit_max,
+            "lost_to_default_thr": hit_max & ~(true_score > 0),
+        }
 
     def _checked(self, preds: np.ndarray, labs: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Validate one batch; return it with class indices as int64 (label predictions included)."""

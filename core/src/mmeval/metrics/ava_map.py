@@ -38,8 +38,12 @@ _MAX_CLASS_ID = 2**30 - 1
 class _GroundTruth:
     """What every rank reads from the AVA files: the classes, the boxes per frame, the counts per class."""
 
-    def __init__(self, categories: List[Dict[str, Any]], frames: Dict[_Frame, Tuple[np.ndarray, np.ndarray]],
-                 excluded: Set[_Frame]) -> None:
+    def __init__(
+        self,
+        categories: List[Dict[str, Any]],
+        frames: Dict[_Frame, Tuple[np.ndarray, np.ndarray]],
+        excluded: Set[_Frame],
+    ) -> None:
         self.categories = categories
         self.class_ids = sorted({int(c["id"]) for c in categories})
         self.frames = frames
@@ -78,19 +82,23 @@ def read_label(label_file: str) -> Tuple[List[Dict[str, Any]], Set[int]]:
                 try:
                     class_id = int(line.strip().split(" ")[-1])
                 except ValueError:
-                    raise ValueError(f"AVAMeanAP: {label_file}, line {number}: a class id must be an int, got "
-                                     f"{line.strip()!r}") from None
+                    raise ValueError(
+                        f"AVAMeanAP: {label_file}, line {number}: a class id must be an int, got {line.strip()!r}"
+                    ) from None
                 if not 1 <= class_id <= _MAX_CLASS_ID:
-                    raise ValueError(f"AVAMeanAP: {label_file}, line {number}: class ids must lie in "
-                                     f"[1, {_MAX_CLASS_ID}] (AVA's are 1-based), got {class_id}")
+                    raise ValueError(
+                        f"AVAMeanAP: {label_file}, line {number}: class ids must lie in "
+                        f"[1, {_MAX_CLASS_ID}] (AVA's are 1-based), got {class_id}"
+                    )
                 categories.append({"id": class_id, "name": name})
     if not categories:
         raise ValueError(f"AVAMeanAP: {label_file} holds no class (no '  id: N' or '  label_id: N' line)")
     return categories, {int(c["id"]) for c in categories}
 
 
-def read_csv(csv_file: str, class_whitelist: Optional[Set[int]] = None
-             ) -> Dict[_Frame, List[Tuple[float, int, float, float, float, float]]]:
+def read_csv(
+    csv_file: str, class_whitelist: Optional[Set[int]] = None
+) -> Dict[_Frame, List[Tuple[float, int, float, float, float, float]]]:
     """The rows of an AVA CSV (``video_id, timestamp, x1, y1, x2, y2, action_id[, score]``) per frame.
 
     Rows whose action is not in ``class_whitelist`` (when given and not empty) are skipped; a row
@@ -101,8 +109,10 @@ def read_csv(csv_file: str, class_whitelist: Optional[Set[int]] = None
     with open(csv_file, newline="") as f:
         for number, row in enumerate(csv.reader(f), 1):
             if len(row) not in (7, 8):
-                raise ValueError(f"AVAMeanAP: {csv_file}, line {number}: an AVA row has 7 or 8 columns (video_id, "
-                                 f"timestamp, x1, y1, x2, y2, action_id[, score]), got {row!r}")
+                raise ValueError(
+                    f"AVAMeanAP: {csv_file}, line {number}: an AVA row has 7 or 8 columns (video_id, "
+                    f"timestamp, x1, y1, x2, y2, action_id[, score]), got {row!r}"
+                )
             try:
                 key = _frame_key(row[0], row[1], f"{csv_file}, line {number}")
                 x1, y1, x2, y2 = (float(v) for v in row[2:6])
@@ -122,8 +132,10 @@ def read_exclusions(exclude_file: str) -> Set[_Frame]:
     with open(exclude_file, newline="") as f:
         for number, row in enumerate(csv.reader(f), 1):
             if len(row) != 2:
-                raise ValueError(f"AVAMeanAP: {exclude_file}, line {number}: an exclusion row has 2 columns "
-                                 f"(video_id, timestamp), got {row!r}")
+                raise ValueError(
+                    f"AVAMeanAP: {exclude_file}, line {number}: an exclusion row has 2 columns "
+                    f"(video_id, timestamp), got {row!r}"
+                )
             excluded.add(_frame_key(row[0], row[1], f"{exclude_file}, line {number}"))
     return excluded
 
@@ -173,8 +185,16 @@ class AVAMeanAP(BaseMetric):
     Units: ``mAP@0.5IOU`` is a fraction in [0, 1], as MMEval 0.2.1's.
     """
 
-    def __init__(self, ann_file: str, label_file: str, exclude_file: Optional[str] = None, num_classes: int = 81,
-                 custom_classes: Optional[List[int]] = None, verbose: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        ann_file: str,
+        label_file: str,
+        exclude_file: Optional[str] = None,
+        num_classes: int = 81,
+        custom_classes: Optional[List[int]] = None,
+        verbose: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         for name, path in (("ann_file", ann_file), ("label_file", label_file), ("exclude_file", exclude_file)):
             if not isinstance(path, str) and not (name == "exclude_file" and path is None):
@@ -182,10 +202,14 @@ class AVAMeanAP(BaseMetric):
         if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral) or num_classes < 1:
             raise MetricArgumentError(f"AVAMeanAP: num_classes must be a positive int, got {num_classes!r}")
         if custom_classes is not None and not (
-                isinstance(custom_classes, (list, tuple)) and custom_classes
-                and all(isinstance(c, numbers.Integral) and not isinstance(c, bool) for c in custom_classes)):
-            raise MetricArgumentError(f"AVAMeanAP: custom_classes must be None or a non-empty list of class ids "
-                                      f"(ints), got {custom_classes!r}")
+            isinstance(custom_classes, (list, tuple))
+            and custom_classes
+            and all(isinstance(c, numbers.Integral) and not isinstance(c, bool) for c in custom_classes)
+        ):
+            raise MetricArgumentError(
+                f"AVAMeanAP: custom_classes must be None or a non-empty list of class ids "
+                f"(ints), got {custom_classes!r}"
+            )
         if not isinstance(verbose, (bool, np.bool_)):
             raise MetricArgumentError(f"AVAMeanAP: verbose must be True or False, got {verbose!r}")
         self.ann_file: str = ann_file
@@ -193,8 +217,9 @@ class AVAMeanAP(BaseMetric):
         self.exclude_file: Optional[str] = exclude_file
         self.num_classes = int(num_classes)
         #: as MMEval keeps it: ``[0] + custom_classes`` (entry ``j + 1`` is ``outputs[j]``'s class), or None
-        self.custom_classes: Optional[List[int]] = None if custom_classes is None else [0] + [
-            int(c) for c in custom_classes]
+        self.custom_classes: Optional[List[int]] = (
+            None if custom_classes is None else [0] + [int(c) for c in custom_classes]
+        )
         self.verbose: bool = bool(verbose)
         self._gt: Optional[_GroundTruth] = None
 
@@ -206,8 +231,10 @@ class AVAMeanAP(BaseMetric):
                 custom = self.custom_classes[1:]
                 unknown = sorted(set(custom) - whitelist)
                 if unknown:
-                    raise MetricArgumentError(f"AVAMeanAP: custom_classes {unknown} are not in {self.label_file} "
-                                              f"(its ids: {sorted(whitelist)})")
+                    raise MetricArgumentError(
+                        f"AVAMeanAP: custom_classes {unknown} are not in {self.label_file} "
+                        f"(its ids: {sorted(whitelist)})"
+                    )
                 whitelist = set(custom)
                 categories = [c for c in categories if c["id"] in whitelist]
             excluded = read_exclusions(self.exclude_file) if self.exclude_file is not None else set()
@@ -235,24 +262,30 @@ class AVAMeanAP(BaseMetric):
     def _frame_summary(self, i: int, pred: Any, gt: _GroundTruth, whitelist: Set[int]) -> bytes:
         what = f"AVAMeanAP.add: predictions[{i}]"
         if not isinstance(pred, dict) or not {"video_id", "timestamp", "outputs"} <= set(pred):
-            raise ValueError(f"{what} must be a dict with 'video_id', 'timestamp' and 'outputs', got "
-                             f"{sorted(pred) if isinstance(pred, dict) else type(pred).__name__}")
+            raise ValueError(
+                f"{what} must be a dict with 'video_id', 'timestamp' and 'outputs', got "
+                f"{sorted(pred) if isinstance(pred, dict) else type(pred).__name__}"
+            )
         key = _frame_key(pred["video_id"], pred["timestamp"], what)
         outputs = pred["outputs"]
         if not isinstance(outputs, (list, tuple)):
-            raise ValueError(f"{what}['outputs'] must be a list of (n, 5) arrays, one per class, got "
-                             f"{type(outputs).__name__}")
+            raise ValueError(
+                f"{what}['outputs'] must be a list of (n, 5) arrays, one per class, got {type(outputs).__name__}"
+            )
         if self.custom_classes is not None and len(outputs) > len(self.custom_classes) - 1:
-            raise ValueError(f"{what}['outputs'] holds {len(outputs)} classes but custom_classes only "
-                             f"{len(self.custom_classes) - 1}")
+            raise ValueError(
+                f"{what}['outputs'] holds {len(outputs)} classes but custom_classes only {len(self.custom_classes) - 1}"
+            )
         rows, classes = [], []
         for j, out in enumerate(outputs):
             arr = to_numpy(out, f"{what}['outputs'][{j}]")
             if arr.size == 0:
                 continue
             if arr.ndim != 2 or arr.shape[1] != 5 or arr.dtype.kind not in "iuf":
-                raise ValueError(f"{what}['outputs'][{j}] must be numbers of shape (n, 5) (x1, y1, x2, y2, score), "
-                                 f"got shape {arr.shape}, dtype {arr.dtype}")
+                raise ValueError(
+                    f"{what}['outputs'][{j}] must be numbers of shape (n, 5) (x1, y1, x2, y2, score), "
+                    f"got shape {arr.shape}, dtype {arr.dtype}"
+                )
             if not np.isfinite(arr).all():
                 raise ValueError(f"{what}['outputs'][{j}] holds NaN or infinite values")
             cls = self.custom_classes[j + 1] if self.custom_classes is not None else j + 1
@@ -296,8 +329,10 @@ class AVAMeanAP(BaseMetric):
         uniq, counts = np.unique(annotated, return_counts=True)
         if (counts > 1).any():
             key = gt.frame_keys[int(uniq[counts > 1][0])]
-            raise ValueError(f"AVAMeanAP: frame {key} was added {int(counts[counts > 1][0])} times: add each frame "
-                             f"once (a sampler's padding: compute(size=len(dataset)) or add(..., indices=))")
+            raise ValueError(
+                f"AVAMeanAP: frame {key} was added {int(counts[counts > 1][0])} times: add each frame "
+                f"once (a sampler's padding: compute(size=len(dataset)) or add(..., indices=))"
+            )
         classes, tps = codes // 2, codes % 2
         aps = np.full(len(gt.class_ids), np.nan)  # NaN: a class without ground truth, left out of the mean
         for k, c in enumerate(gt.class_ids):

@@ -91,8 +91,9 @@ class AveragePrecision(OnehotFlags, BaseMetric):
     scales, kept as they are for compatibility with MMEval: one result dict may mix fractions and percentages.
     """
 
-    def __init__(self, average: Optional[str] = "macro", *, label_is_onehot: Optional[bool] = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, average: Optional[str] = "macro", *, label_is_onehot: Optional[bool] = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         if average not in ("macro", None):
             raise MetricArgumentError(

@@ -55,8 +55,14 @@ class BLEU(BaseMetric):
     {'bleu': 0.5226045319355426}
     """
 
-    def __init__(self, n_gram: int = 4, smooth: bool = False, ngram_weights: Optional[Sequence[float]] = None,
-                 tokenizer_fn: Union[Callable[[str], List[str]], str, None] = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        n_gram: int = 4,
+        smooth: bool = False,
+        ngram_weights: Optional[Sequence[float]] = None,
+        tokenizer_fn: Union[Callable[[str], List[str]], str, None] = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if not isinstance(n_gram, numbers.Integral) or isinstance(n_gram, bool) or n_gram < 1:
             raise MetricArgumentError(f"BLEU: n_gram must be a positive int, got {n_gram!r}")
@@ -65,11 +71,16 @@ class BLEU(BaseMetric):
         if ngram_weights is None:
             weights = [1.0 / self.n_gram] * self.n_gram
         else:
-            if isinstance(ngram_weights, str) or not isinstance(ngram_weights, Sequence) \
-                    or len(ngram_weights) != self.n_gram \
-                    or not all(isinstance(w, numbers.Real) and math.isfinite(w) for w in ngram_weights):
-                raise MetricArgumentError(f"BLEU: ngram_weights must be n_gram={self.n_gram} finite numbers (one "
-                                          f"weight per order) or None, got {ngram_weights!r}")
+            if (
+                isinstance(ngram_weights, str)
+                or not isinstance(ngram_weights, Sequence)
+                or len(ngram_weights) != self.n_gram
+                or not all(isinstance(w, numbers.Real) and math.isfinite(w) for w in ngram_weights)
+            ):
+                raise MetricArgumentError(
+                    f"BLEU: ngram_weights must be n_gram={self.n_gram} finite numbers (one "
+                    f"weight per order) or None, got {ngram_weights!r}"
+                )
             weights = [float(w) for w in ngram_weights]
         self.ngram_weights: List[float] = weights
         self.tokenizer_fn: Optional[Tokenizer] = tokenizer_argument(tokenizer_fn, "tokenizer_fn", "BLEU")

@@ -22,13 +22,15 @@ LETTER_CASES = ("unchanged", "upper", "lower")
 def compile_symbols(metric: str, invalid_symbol: Any) -> "re.Pattern[str]":
     """``invalid_symbol`` (a regular expression of the characters to drop) compiled, or a MetricArgumentError."""
     if not isinstance(invalid_symbol, str):
-        raise MetricArgumentError(f"{metric}: invalid_symbol must be a regular expression (a str), "
-                                  f"got {invalid_symbol!r}")
+        raise MetricArgumentError(
+            f"{metric}: invalid_symbol must be a regular expression (a str), got {invalid_symbol!r}"
+        )
     try:
         return re.compile(invalid_symbol)
     except re.error as exc:
-        raise MetricArgumentError(f"{metric}: invalid_symbol={invalid_symbol!r} is not a regular expression "
-                                  f"({exc})") from None
+        raise MetricArgumentError(
+            f"{metric}: invalid_symbol={invalid_symbol!r} is not a regular expression ({exc})"
+        ) from None
 
 
 class CharRecallPrecision(BaseMetric):
@@ -60,12 +62,14 @@ class CharRecallPrecision(BaseMetric):
     {'recall': 0.6, 'precision': 0.8571428571428571}
     """
 
-    def __init__(self, letter_case: str = "unchanged", invalid_symbol: str = DEFAULT_INVALID_SYMBOL,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, letter_case: str = "unchanged", invalid_symbol: str = DEFAULT_INVALID_SYMBOL, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         if letter_case not in LETTER_CASES:
-            raise MetricArgumentError(f"CharRecallPrecision: letter_case must be one of {list(LETTER_CASES)}, "
-                                      f"got {letter_case!r}")
+            raise MetricArgumentError(
+                f"CharRecallPrecision: letter_case must be one of {list(LETTER_CASES)}, got {letter_case!r}"
+            )
         self.letter_case = letter_case
         self.invalid_symbol = compile_symbols("CharRecallPrecision", invalid_symbol)
         self._declare_state("gt_chars")
@@ -95,5 +99,7 @@ class CharRecallPrecision(BaseMetric):
         if not results.num_samples:
             raise ValueError("CharRecallPrecision.compute_metric: no results to compute on (nothing was added)")
         correct = int(results["correct_chars"])
-        return {"recall": correct / max(int(results["gt_chars"]), 1),
-                "precision": correct / max(int(results["pred_chars"]), 1)}
+        return {
+            "recall": correct / max(int(results["gt_chars"]), 1),
+            "precision": correct / max(int(results["pred_chars"]), 1),
+        }

@@ -38,14 +38,23 @@ import numpy as np
 
 from ..core.packed import TRITS_PER_WORD, trit_rows
 
-__all__ = ["AREA_LABELS", "AREA_RANGES", "REC_THRS", "accumulate", "combine_partials", "precision_columns", "ranked",
-           "runs", "summarize_sums"]
+__all__ = [
+    "AREA_LABELS",
+    "AREA_RANGES",
+    "REC_THRS",
+    "accumulate",
+    "combine_partials",
+    "precision_columns",
+    "ranked",
+    "runs",
+    "summarize_sums",
+]
 
 #: pycocotools' area ranges (all, small, medium, large): an object is outside when area < lo or area > hi
-AREA_RANGES = ((0 ** 2, 1e5 ** 2), (0 ** 2, 32 ** 2), (32 ** 2, 96 ** 2), (96 ** 2, 1e5 ** 2))
+AREA_RANGES = ((0**2, 1e5**2), (0**2, 32**2), (32**2, 96**2), (96**2, 1e5**2))
 AREA_LABELS = ("all", "small", "medium", "large")
 #: the 101 recall points of the interpolated precision (pycocotools' expression, for the same floats)
-REC_THRS = np.linspace(.0, 1.00, int(np.round((1.00 - .0) / .01)) + 1, endpoint=True)
+REC_THRS = np.linspace(0.0, 1.00, int(np.round((1.00 - 0.0) / 0.01)) + 1, endpoint=True)
 #: (row, detection) flags one :func:`_interpolated` call takes at most: ~10 bytes each of working memory
 #: (8 per true or false positive, a few times), and a call costs ~30 numpy operations
 INTERPOLATE_CELLS = 1 << 15
@@ -69,8 +78,9 @@ def precision_columns(max_dets: Sequence[int]) -> List[int]:
     return sorted(wanted)
 
 
-def ranked(scores: np.ndarray, cat: np.ndarray, det_lens: np.ndarray, k_all: int
-            ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def ranked(
+    scores: np.ndarray, cat: np.ndarray, det_lens: np.ndarray, k_all: int
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ranking order, each detection's place in its (image, category), and the categories' bounds in the order.
 
     Ranked by category, then score (highest first), ties by place in the
@@ -86,14 +96,14 @@ def ranked(scores: np.ndarray, cat: np.ndarray, det_lens: np.ndarray, k_all: int
     order = np.empty(n, dtype=np.int32)
     fill = bounds[:-1].copy()  # each category's next free place in the order
     for lo in range(0, n, RANK_CHUNK):
-        c = cat[lo:lo + RANK_CHUNK]
+        c = cat[lo : lo + RANK_CHUNK]
         o = np.argsort(c, kind="stable")
         cs = c[o]
         order[fill[cs] + np.arange(cs.shape[0]) - np.searchsorted(cs, cs, side="left")] = o + lo
         fill += np.bincount(c, minlength=k_all)[:k_all]
         del o, cs
     for k in np.flatnonzero(np.diff(bounds) > 1):
-        run = order[bounds[k]:bounds[k + 1]]
+        run = order[bounds[k] : bounds[k + 1]]
         run[:] = run[np.argsort(-scores[run], kind="stable")]
     # each detection's place in its (image, category) run: its distance from the run's first detection
     within = np.empty(n, dtype=np.int32)
@@ -102,9 +112,9 @@ def ranked(scores: np.ndarray, cat: np.ndarray, det_lens: np.ndarray, k_all: int
     for lo in range(0, n, RANK_CHUNK):
         hi = min(lo + RANK_CHUNK, n)
         first = np.zeros(hi - lo, dtype=bool)
-        first[1:] = cat[lo + 1:hi] != cat[lo:hi - 1]
+        first[1:] = cat[lo + 1 : hi] != cat[lo : hi - 1]
         first[0] = lo == 0 or cat[lo] != cat[lo - 1]
-        first[img_start[np.searchsorted(img_start, lo):np.searchsorted(img_start, hi)] - lo] = True
+        first[img_start[np.searchsorted(img_start, lo) : np.searchsorted(img_start, hi)] - lo] = True
         idx = np.arange(lo, hi, dtype=np.int64)
         last = np.maximum.accumulate(np.where(first, idx, carry))
         within[lo:hi] = idx - last
@@ -143,8 +153,9 @@ def _tp_counts(tp: np.ndarray, col_start: np.ndarray) -> np.ndarray:
     return np.diff(_tp_runs(tp, col_start)[2])
 
 
-def _interpolated(tp: np.ndarray, fp: np.ndarray, col_start: np.ndarray, c_min: np.ndarray
-                  ) -> Tuple[np.ndarray, np.ndarray]:
+def _interpolated(
+    tp: np.ndarray, fp: np.ndarray, col_start: np.ndarray, c_min: np.ndarray
+) -> Tuple[np.ndarray, np.ndarray]:
     """(rows * C, R): pycocotools' interpolated precision ``q`` of each (row, category) run of ranked flags,
     and (rows * C,) each run's true positives.
 
@@ -207,9 +218,14 @@ def runs(counts: Sequence[int], most: int, items: Optional[int] = None) -> List[
     return out
 
 
-def accumulate(ranking: Tuple[np.ndarray, np.ndarray, np.ndarray], states: np.ndarray, npig: np.ndarray,
-               thrs: np.ndarray, max_dets: Sequence[int], classwise: bool = False
-               ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def accumulate(
+    ranking: Tuple[np.ndarray, np.ndarray, np.ndarray],
+    states: np.ndarray,
+    npig: np.ndarray,
+    thrs: np.ndarray,
+    max_dets: Sequence[int],
+    classwise: bool = False,
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """pycocotools' ``accumulate``, reduced to what ``summarize`` reads: precision sums, true positives, classwise AP.
 
     * the interpolated precision summed over the 101 recall points, (T, K, A,
@@ -249,8 +265,8 @@ def accumulate(ranking: Tuple[np.ndarray, np.ndarray, np.ndarray], states: np.nd
         if not live.any():
             continue
         nc = k1 - k0
-        ranked = order[bounds[k0]:bounds[k1]]
-        col_start = bounds[k0:k1 + 1] - bounds[k0]
+        ranked = order[bounds[k0] : bounds[k1]]
+        col_start = bounds[k0 : k1 + 1] - bounds[k0]
         group_words = states[ranked]  # (detections of the group, words): ranked, category after category
         rk = within[ranked]
         kept = []  # per maxDet: the ranked detections it keeps (None: all) and where each category starts then
@@ -285,7 +301,7 @@ def accumulate(ranking: Tuple[np.ndarray, np.ndarray, np.ndarray], states: np.nd
                 q = q.reshape(j - i, nc, n_rec)
                 sums[cols.index(m), i:j] = q.sum(axis=2)
                 if q_all is not None and m == n_m - 1 and i < n_thr:
-                    q_all[i:min(j, n_thr)] = q[:min(j, n_thr) - i]
+                    q_all[i : min(j, n_thr)] = q[: min(j, n_thr) - i]
                 del q, tp
         # (T, C, A) per maxDet: true positives, and the precision summed over the recall points
         for m in range(n_m):
@@ -299,8 +315,9 @@ def accumulate(ranking: Tuple[np.ndarray, np.ndarray, np.ndarray], states: np.nd
     return psum, tps, ap
 
 
-def combine_partials(partials: Sequence[Dict[str, Any]], j: int, k_eff: int, proposal: bool = False
-                     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def combine_partials(
+    partials: Sequence[Dict[str, Any]], j: int, k_eff: int, proposal: bool = False
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Metric ``j``'s precision sums (T, K, A, M'), true positives (T, K, A, M; -1 without ground truth), the
     ground truths that count (K, A) and the classwise AP (K,), over every rank.
 
@@ -327,8 +344,9 @@ def combine_partials(partials: Sequence[Dict[str, Any]], j: int, k_eff: int, pro
     return psum, tps, npig_all, classwise
 
 
-def summarize_sums(psum: np.ndarray, tps: np.ndarray, npig: np.ndarray, thrs: np.ndarray, max_dets: Sequence[int]
-                   ) -> np.ndarray:
+def summarize_sums(
+    psum: np.ndarray, tps: np.ndarray, npig: np.ndarray, thrs: np.ndarray, max_dets: Sequence[int]
+) -> np.ndarray:
     """pycocotools' ``summarize`` for detections: the 12 stats (maxDets sorted, as ``evaluate`` sorts them).
 
     ``psum``: the precision summed over the recall points (T, K, A, M' of
@@ -361,11 +379,19 @@ def summarize_sums(psum: np.ndarray, tps: np.ndarray, npig: np.ndarray, thrs: np
         return -1.0 if n == 0 else float(s[counted].sum() / n)
 
     m = max_dets
-    return np.array([
-        one(True), one(True, .5, max_det=m[2]), one(True, .75, max_det=m[2]),
-        one(True, area="small", max_det=m[2]), one(True, area="medium", max_det=m[2]),
-        one(True, area="large", max_det=m[2]),
-        one(False, max_det=m[0]), one(False, max_det=m[1]), one(False, max_det=m[2]),
-        one(False, area="small", max_det=m[2]), one(False, area="medium", max_det=m[2]),
-        one(False, area="large", max_det=m[2]),
-    ])
+    return np.array(
+        [
+            one(True),
+            one(True, 0.5, max_det=m[2]),
+            one(True, 0.75, max_det=m[2]),
+            one(True, area="small", max_det=m[2]),
+            one(True, area="medium", max_det=m[2]),
+            one(True, area="large", max_det=m[2]),
+            one(False, max_det=m[0]),
+            one(False, max_det=m[1]),
+            one(False, max_det=m[2]),
+            one(False, area="small", max_det=m[2]),
+            one(False, area="medium", max_det=m[2]),
+            one(False, area="large", max_det=m[2]),
+        ]
+    )

@@ -48,7 +48,7 @@ MATCH_SLICE = 2_048
 
 
 def _default_iou_thrs() -> np.ndarray:
-    return np.linspace(.5, 0.95, int(np.round((0.95 - .5) / .05)) + 1, endpoint=True)
+    return np.linspace(0.5, 0.95, int(np.round((0.95 - 0.5) / 0.05)) + 1, endpoint=True)
 
 
 class COCODetection(BaseMetric):
@@ -124,34 +124,49 @@ class COCODetection(BaseMetric):
         metrics = list(metric) if isinstance(metric, (list, tuple)) else [metric]
         for m in metrics:
             if m not in _METRICS:
-                raise MetricArgumentKeyError(f"COCODetection: metric should be one of {list(_METRICS)} or a list of them, "
-                                        f"got {m!r}")
+                raise MetricArgumentKeyError(
+                    f"COCODetection: metric should be one of {list(_METRICS)} or a list of them, got {m!r}"
+                )
         if not metrics:
             raise MetricArgumentError("COCODetection: metric is an empty list; give 'bbox', 'segm' or 'proposal'")
         if iou_thrs is None:
             thrs = _default_iou_thrs()
         elif isinstance(iou_thrs, float):
             thrs = np.array([iou_thrs])
-        elif isinstance(iou_thrs, (list, tuple, np.ndarray)) and len(iou_thrs) and all(
-                isinstance(t, (float, np.floating)) for t in iou_thrs):
+        elif (
+            isinstance(iou_thrs, (list, tuple, np.ndarray))
+            and len(iou_thrs)
+            and all(isinstance(t, (float, np.floating)) for t in iou_thrs)
+        ):
             thrs = np.array(iou_thrs, dtype=np.float64)
         else:
-            raise MetricArgumentTypeError(f"COCODetection: iou_thrs should be None, a float or a non-empty list of floats, "
-                                     f"got {iou_thrs!r}")
+            raise MetricArgumentTypeError(
+                f"COCODetection: iou_thrs should be None, a float or a non-empty list of floats, got {iou_thrs!r}"
+            )
         if not np.all((thrs >= 0) & (thrs <= 1)):
             raise MetricArgumentError(f"COCODetection: iou_thrs must lie in [0, 1], got {thrs.tolist()}")
         nums = list(proposal_nums) if isinstance(proposal_nums, (list, tuple, np.ndarray)) else None
-        if nums is None or len(nums) != 3 or not all(
-                isinstance(n, numbers.Integral) and not isinstance(n, bool) and int(n) >= 1 for n in nums):
-            raise MetricArgumentError(f"COCODetection: proposal_nums must be three positive ints (the maxDets), "
-                                      f"got {proposal_nums!r}")
-        for flag_name, flag in (("classwise", classwise), ("format_only", format_only),
-                                ("gt_mask_area", gt_mask_area), ("print_results", print_results)):
+        if (
+            nums is None
+            or len(nums) != 3
+            or not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) and int(n) >= 1 for n in nums)
+        ):
+            raise MetricArgumentError(
+                f"COCODetection: proposal_nums must be three positive ints (the maxDets), got {proposal_nums!r}"
+            )
+        for flag_name, flag in (
+            ("classwise", classwise),
+            ("format_only", format_only),
+            ("gt_mask_area", gt_mask_area),
+            ("print_results", print_results),
+        ):
             if not isinstance(flag, (bool, np.bool_)):
                 raise MetricArgumentError(f"COCODetection: {flag_name} must be True or False, got {flag!r}")
         if format_only and outfile_prefix is None:
-            raise MetricArgumentError("COCODetection: format_only=True needs outfile_prefix (where the result "
-                                      "files go); got outfile_prefix=None")
+            raise MetricArgumentError(
+                "COCODetection: format_only=True needs outfile_prefix (where the result "
+                "files go); got outfile_prefix=None"
+            )
         self.metrics: List[str] = metrics
         self.classwise = bool(classwise)
         self.proposal_nums: List[int] = [int(n) for n in nums]
@@ -161,8 +176,9 @@ class COCODetection(BaseMetric):
             known = self._item_names()
             bad = [i for i in items if i not in known]
             if bad:
-                raise MetricArgumentKeyError(f"COCODetection: metric item(s) {bad} are not supported; use some of "
-                                        f"{list(known)}")
+                raise MetricArgumentKeyError(
+                    f"COCODetection: metric item(s) {bad} are not supported; use some of {list(known)}"
+                )
         self.metric_items: Optional[List[str]] = items
         self.format_only = bool(format_only)
         self.outfile_prefix = outfile_prefix
@@ -185,8 +201,20 @@ class COCODetection(BaseMetric):
     def _item_names(self) -> Dict[str, int]:
         """MMEval's item name -> index into pycocotools' 12 stats (AR names from ``proposal_nums`` as given)."""
         n = self.proposal_nums
-        return {"mAP": 0, "mAP_50": 1, "mAP_75": 2, "mAP_s": 3, "mAP_m": 4, "mAP_l": 5, f"AR@{n[0]}": 6,
-                f"AR@{n[1]}": 7, f"AR@{n[2]}": 8, f"AR_s@{n[2]}": 9, f"AR_m@{n[2]}": 10, f"AR_l@{n[2]}": 11}
+        return {
+            "mAP": 0,
+            "mAP_50": 1,
+            "mAP_75": 2,
+            "mAP_s": 3,
+            "mAP_m": 4,
+            "mAP_l": 5,
+            f"AR@{n[0]}": 6,
+            f"AR@{n[1]}": 7,
+            f"AR@{n[2]}": 8,
+            f"AR_s@{n[2]}": 9,
+            f"AR_m@{n[2]}": 10,
+            f"AR_l@{n[2]}": 11,
+        }
 
     @property
     def classes(self) -> List[str]:
@@ -194,8 +222,10 @@ class COCODetection(BaseMetric):
         meta = self.dataset_meta or {}
         classes = meta.get("classes", meta.get("CLASSES"))
         if classes is None:
-            raise MetricArgumentError(f"COCODetection: dataset_meta={self.dataset_meta!r} has no 'classes'; pass "
-                                      f"dataset_meta={{'classes': (...)}}")
+            raise MetricArgumentError(
+                f"COCODetection: dataset_meta={self.dataset_meta!r} has no 'classes'; pass "
+                f"dataset_meta={{'classes': (...)}}"
+            )
         return list(classes)
 
     def _categories(self) -> "_Categories":
@@ -225,21 +255,40 @@ class COCODetection(BaseMetric):
 
     def add(self, predictions: Sequence[Dict[str, Any]], groundtruths: Sequence[Dict[str, Any]]) -> None:
         """Add one prediction dict and one ground-truth dict per image (see the class docstring)."""
-        if isinstance(predictions, dict) or isinstance(groundtruths, dict) or not isinstance(
-                predictions, Sequence) or not isinstance(groundtruths, Sequence):
-            raise MetricArgumentError(f"COCODetection.add(): predictions and groundtruths must be sequences of dicts "
-                                      f"(one per image), got {type(predictions).__name__} and "
-                                      f"{type(groundtruths).__name__}")
+        if (
+            isinstance(predictions, dict)
+            or isinstance(groundtruths, dict)
+            or not isinstance(predictions, Sequence)
+            or not isinstance(groundtruths, Sequence)
+        ):
+            raise MetricArgumentError(
+                f"COCODetection.add(): predictions and groundtruths must be sequences of dicts "
+                f"(one per image), got {type(predictions).__name__} and "
+                f"{type(groundtruths).__name__}"
+            )
         if len(predictions) != len(groundtruths):
-            raise MetricArgumentError(f"COCODetection.add(): {len(predictions)} predictions but {len(groundtruths)} "
-                                      f"groundtruths; give one of each per image")
+            raise MetricArgumentError(
+                f"COCODetection.add(): {len(predictions)} predictions but {len(groundtruths)} "
+                f"groundtruths; give one of each per image"
+            )
         cats = self._categories()
         # each mask's RLE dict lives until its batch is matched: unpaused, the collector walks a framework's
         # ~10^5 objects again and again meanwhile (segm: a third of add() with torch imported); no cycles here
         with gc_paused():
-            images = [read_image(p, g, i, cats, self.metrics, self._ann, self.ann_file, self.gt_mask_area,
-                                 keep_records=self.outfile_prefix is not None)
-                      for i, (p, g) in enumerate(zip(predictions, groundtruths))]
+            images = [
+                read_image(
+                    p,
+                    g,
+                    i,
+                    cats,
+                    self.metrics,
+                    self._ann,
+                    self.ann_file,
+                    self.gt_mask_area,
+                    keep_records=self.outfile_prefix is not None,
+                )
+                for i, (p, g) in enumerate(zip(predictions, groundtruths))
+            ]
             self._keep_to_summarize(images)
             self._pending_dets += sum(im.det_labels.shape[0] for im in images)
             labels = [im.det_labels for im in images if im.det_labels.shape[0]]
@@ -308,8 +357,9 @@ class COCODetection(BaseMetric):
             return np.ones(len(self._categories().sorted_ids), dtype=np.int64)
         return self._cat_dets + 1
 
-    def _partition(self, results: List[Any], positions: np.ndarray, world_size: int,
-                   owners: Optional[np.ndarray] = None) -> List[Any]:
+    def _partition(
+        self, results: List[Any], positions: np.ndarray, world_size: int, owners: Optional[np.ndarray] = None
+    ) -> List[Any]:
         """This rank's image summaries split by category owner (see :func:`.coco_parts.split_summaries`).
 
         The columns are read one at a time (each detection column split, then dropped)."""
@@ -321,17 +371,32 @@ class COCODetection(BaseMetric):
         def proposal_cats(j: int) -> np.ndarray:
             return np.zeros(int(packed.lengths[:, 2 + 3 * j].sum()), dtype=np.uint8)
 
-        det_cols = [(packed.lengths[:, 1 + 3 * j], partial(packed.column, 1 + 3 * j),
-                     packed.column(2 + 3 * j) if metric != "proposal" else proposal_cats(j),
-                     partial(packed.column, 3 + 3 * j)) for j, metric in enumerate(self.metrics)]
+        det_cols = [
+            (
+                packed.lengths[:, 1 + 3 * j],
+                partial(packed.column, 1 + 3 * j),
+                packed.column(2 + 3 * j) if metric != "proposal" else proposal_cats(j),
+                partial(packed.column, 3 + 3 * j),
+            )
+            for j, metric in enumerate(self.metrics)
+        ]
         if self._ann is None:
             gt_cat, gt_ig = packed.column(packed.lengths.shape[1] - 2), packed.column(packed.lengths.shape[1] - 1)
         else:
             gt_cat, gt_ig = np.zeros(0, np.uint8), np.zeros(0, np.uint8)
         del results
-        return split_summaries(np.asarray(positions, dtype=np.int64), meta[:, 0], meta[:, 1] != 0, det_cols,
-                               gt_cat, gt_ig, len(cats.sorted_ids), world_size, owners,
-                               [metric == "proposal" for metric in self.metrics])
+        return split_summaries(
+            np.asarray(positions, dtype=np.int64),
+            meta[:, 0],
+            meta[:, 1] != 0,
+            det_cols,
+            gt_cat,
+            gt_ig,
+            len(cats.sorted_ids),
+            world_size,
+            owners,
+            [metric == "proposal" for metric in self.metrics],
+        )
 
     def _compute_part(self, parts: List[Any]) -> Any:
         """Accumulate this rank's categories from the parts every rank sent it."""
@@ -340,8 +405,10 @@ class COCODetection(BaseMetric):
         part = join_parts(parts, len(self.metrics))
         parts.clear()  # the received arrays: joined now, their memory goes
         if part.duplicate_ids:
-            logger.warning("COCODetection: several images share an img_id; each is evaluated as its own image "
-                           "(pycocotools would merge them). Pass indices= to add() to count an image once.")
+            logger.warning(
+                "COCODetection: several images share an img_id; each is evaluated as its own image "
+                "(pycocotools would merge them). Pass indices= to add() to count an image once."
+            )
         return part.accumulate(self.metrics, npig, self.iou_thrs, sorted(self.proposal_nums), self.classwise)
 
     def _combine_parts(self, partials: List[Any]) -> Dict[str, Any]:
@@ -360,7 +427,8 @@ class COCODetection(BaseMetric):
             stats = summarize_sums(psum, tps, npig, thrs, nums)
             if metric == "proposal":
                 items = self.metric_items or [f"AR@{n}" for n in self.proposal_nums] + [
-                    f"AR_{s}@{self.proposal_nums[2]}" for s in "sml"]
+                    f"AR_{s}@{self.proposal_nums[2]}" for s in "sml"
+                ]
                 for item in items:
                     out[item] = float(stats[names[item]])
             else:
@@ -370,8 +438,9 @@ class COCODetection(BaseMetric):
                 if self.classwise:
                     for idx, cat_id in enumerate(cats.sorted_ids):
                         out[f"{metric}_{cats.names[cat_id]}_precision"] = float(classwise[idx])
-            table.append(f"{metric}: " + ", ".join(f"{key}={val:.4f}" for key, val in out.items()
-                                                   if not isinstance(val, str)))
+            table.append(
+                f"{metric}: " + ", ".join(f"{key}={val:.4f}" for key, val in out.items() if not isinstance(val, str))
+            )
         if self.print_results:
             (self.logger or logger).info("COCODetection results:\n%s", "\n".join(table))
         return out
@@ -412,8 +481,15 @@ class COCODetection(BaseMetric):
                 ms = (seg_scores if seg_scores is not None else scores).tolist()
                 for b, s, lab, r in zip(xywh.tolist(), ms, labels.tolist(), rles):
                     counts = r["counts"].decode() if isinstance(r["counts"], bytes) else r["counts"]
-                    segm.append({"image_id": image_id, "bbox": b, "score": s, "category_id": cats.ids[lab],
-                                 "segmentation": {"size": list(r["size"]), "counts": counts}})
+                    segm.append(
+                        {
+                            "image_id": image_id,
+                            "bbox": b,
+                            "score": s,
+                            "category_id": cats.ids[lab],
+                            "segmentation": {"size": list(r["size"]), "counts": counts},
+                        }
+                    )
         prefix = str(self.outfile_prefix)
         with open(f"{prefix}.bbox.json", "w") as f:
             json.dump(bbox, f)

@@ -38,8 +38,15 @@ class _GroundTruths:
 
     __slots__ = ("xywh", "labels", "area", "crowd", "idnz", "rles")
 
-    def __init__(self, xywh: np.ndarray, labels: np.ndarray, area: np.ndarray, crowd: np.ndarray, idnz: np.ndarray,
-                 rles: Optional[List[Any]]) -> None:
+    def __init__(
+        self,
+        xywh: np.ndarray,
+        labels: np.ndarray,
+        area: np.ndarray,
+        crowd: np.ndarray,
+        idnz: np.ndarray,
+        rles: Optional[List[Any]],
+    ) -> None:
         self.xywh, self.labels, self.area, self.crowd, self.idnz, self.rles = xywh, labels, area, crowd, idnz, rles
 
 
@@ -48,9 +55,17 @@ class _Image:
 
     __slots__ = ("img_id", "xywh", "scores", "det_labels", "seg_scores", "det_rles", "gts", "records")
 
-    def __init__(self, img_id: Optional[int], xywh: np.ndarray, scores: np.ndarray, labels: np.ndarray,
-                 seg_scores: Optional[np.ndarray], det_rles: Optional[List[Any]], gts: _GroundTruths,
-                 records: Any) -> None:
+    def __init__(
+        self,
+        img_id: Optional[int],
+        xywh: np.ndarray,
+        scores: np.ndarray,
+        labels: np.ndarray,
+        seg_scores: Optional[np.ndarray],
+        det_rles: Optional[List[Any]],
+        gts: _GroundTruths,
+        records: Any,
+    ) -> None:
         self.img_id, self.xywh, self.scores, self.det_labels = img_id, xywh, scores, labels
         self.seg_scores, self.det_rles, self.gts, self.records = seg_scores, det_rles, gts, records
 
@@ -95,8 +110,10 @@ class _Annotations:
             pos = {c: i for i, c in enumerate(cats.sorted_ids)}
             anns = [a for img_id in self.images for a in self.by_image.get(img_id, []) if a["category_id"] in pos]
             k = np.array([pos[a["category_id"]] for a in anns], dtype=np.int64)
-            bits = _ignore_bits(np.array([float(a["area"]) for a in anns], dtype=np.float64),
-                                np.array([bool(a.get("iscrowd", 0)) for a in anns], dtype=bool))
+            bits = _ignore_bits(
+                np.array([float(a["area"]) for a in anns], dtype=np.float64),
+                np.array([bool(a.get("iscrowd", 0)) for a in anns], dtype=bool),
+            )
             out = np.zeros((len(cats.sorted_ids), len(AREA_RANGES)), dtype=np.int64)
             for r in range(len(AREA_RANGES)):
                 np.add.at(out[:, r], k[(bits >> r) & 1 == 0], 1)
@@ -144,8 +161,9 @@ def _numbers(value: Any, what: str, n: Optional[int], width: Optional[int]) -> n
     shape_ok = arr.ndim == 1 and arr.shape[0] == n if width is None else arr.ndim == 2 and arr.shape[1] == width
     if not shape_ok or (arr.size and arr.dtype.kind not in "biuf"):
         want = f"{n} numbers (one per box)" if width is None else f"numbers of shape (n, {width}) (x1, y1, x2, y2)"
-        raise MetricArgumentError(f"COCODetection.add(): {what} must hold {want}, got shape {arr.shape} "
-                                  f"dtype {arr.dtype}")
+        raise MetricArgumentError(
+            f"COCODetection.add(): {what} must hold {want}, got shape {arr.shape} dtype {arr.dtype}"
+        )
     out = arr.astype(np.float64)
     if not np.isfinite(out).all():
         raise MetricArgumentError(f"COCODetection.add(): {what} holds NaN or infinite values")
@@ -164,16 +182,20 @@ def _labels(value: Any, what: str, n: int, c: int) -> np.ndarray:
     arr = _vector(value, what, n)
     bad = (arr != np.floor(arr)) | (arr < 0) | (arr >= c)
     if bad.any():
-        raise MetricArgumentError(f"COCODetection.add(): {what} holds {arr[bad][0]:g}; labels must be ints in "
-                                  f"[0, {c - 1}] (indices into dataset_meta['classes'] that are evaluated)")
+        raise MetricArgumentError(
+            f"COCODetection.add(): {what} holds {arr[bad][0]:g}; labels must be ints in "
+            f"[0, {c - 1}] (indices into dataset_meta['classes'] that are evaluated)"
+        )
     return arr.astype(np.int64)
 
 
 def _masks(value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]) -> List[Any]:
     """``n`` masks as compressed RLE dicts (RLE dicts, polygon lists with ``hw``, or binary (H, W) arrays)."""
     if not isinstance(value, (list, tuple)) or len(value) != n:
-        raise MetricArgumentError(f"COCODetection.add(): {what} must be a list of {n} masks (one per box), got "
-                                  f"{type(value).__name__} of {len(value) if hasattr(value, '__len__') else '?'}")
+        raise MetricArgumentError(
+            f"COCODetection.add(): {what} must be a list of {n} masks (one per box), got "
+            f"{type(value).__name__} of {len(value) if hasattr(value, '__len__') else '?'}"
+        )
     mask = import_extra("pycocotools.mask", "COCODetection")
     out = []
     for j, m in enumerate(value):
@@ -186,14 +208,18 @@ def _masks(value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]) -> List
                 out.append({"size": [h, w], "counts": counts})
         elif isinstance(m, list):
             if hw is None or hw[0] is None or hw[1] is None:
-                raise MetricArgumentError(f"COCODetection.add(): {what}[{j}] is a polygon, which needs the image's "
-                                          f"'height' and 'width' in the same dict")
+                raise MetricArgumentError(
+                    f"COCODetection.add(): {what}[{j}] is a polygon, which needs the image's "
+                    f"'height' and 'width' in the same dict"
+                )
             out.append(mask.merge(mask.frPyObjects(m, int(hw[0]), int(hw[1]))))
         else:
             arr = np.asarray(m)
             if arr.ndim != 2:
-                raise MetricArgumentError(f"COCODetection.add(): {what}[{j}] must be an RLE dict, a polygon list or a "
-                                          f"binary (H, W) array, got {type(m).__name__}")
+                raise MetricArgumentError(
+                    f"COCODetection.add(): {what}[{j}] must be an RLE dict, a polygon list or a "
+                    f"binary (H, W) array, got {type(m).__name__}"
+                )
             out.append(mask.encode(np.asfortranarray(arr.astype(np.uint8))))
     return out
 
@@ -203,21 +229,34 @@ def _xywh(boxes: np.ndarray) -> np.ndarray:
     return np.stack([boxes[:, 0], boxes[:, 1], boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]], axis=1)
 
 
-def read_image(pred: Any, gt: Any, i: int, cats: _Categories, metrics: Sequence[str], ann: Optional[_Annotations],
-               ann_file: Any, gt_mask_area: bool, keep_records: bool) -> _Image:
+def read_image(
+    pred: Any,
+    gt: Any,
+    i: int,
+    cats: _Categories,
+    metrics: Sequence[str],
+    ann: Optional[_Annotations],
+    ann_file: Any,
+    gt_mask_area: bool,
+    keep_records: bool,
+) -> _Image:
     """Image ``i`` of an ``add()``: its prediction and ground truths, checked and converted (nothing kept yet).
 
     The ground truths come from ``ann`` (the ``ann_file``, named in errors) when given, else from ``gt``;
     ``keep_records``: keep what the result files need.
     """
     if not isinstance(pred, dict) or not isinstance(gt, dict):
-        raise MetricArgumentError(f"COCODetection.add(): predictions[{i}] and groundtruths[{i}] must be dicts, "
-                                  f"got {type(pred).__name__} and {type(gt).__name__}")
+        raise MetricArgumentError(
+            f"COCODetection.add(): predictions[{i}] and groundtruths[{i}] must be dicts, "
+            f"got {type(pred).__name__} and {type(gt).__name__}"
+        )
     what = f"predictions[{i}]"
     for key in ("bboxes", "scores", "labels"):
         if key not in pred:
-            raise MetricArgumentKeyError(f"COCODetection.add(): {what} has no {key!r}; it needs 'bboxes', 'scores', "
-                                         f"'labels' (and 'masks' for segm)")
+            raise MetricArgumentKeyError(
+                f"COCODetection.add(): {what} has no {key!r}; it needs 'bboxes', 'scores', "
+                f"'labels' (and 'masks' for segm)"
+            )
     boxes = _boxes(pred["bboxes"], f"{what}['bboxes']")
     k = boxes.shape[0]
     scores = _vector(pred["scores"], f"{what}['scores']", k)
@@ -233,18 +272,23 @@ def read_image(pred: Any, gt: Any, i: int, cats: _Categories, metrics: Sequence[
             seg_scores = _vector(pred["mask_scores"], f"{what}['mask_scores']", k)
     if ann is not None:
         if img_id is None:
-            raise MetricArgumentError(f"COCODetection.add(): with ann_file every prediction needs 'img_id' (the "
-                                      f"image's id in the ann_file); {what} has none")
+            raise MetricArgumentError(
+                f"COCODetection.add(): with ann_file every prediction needs 'img_id' (the "
+                f"image's id in the ann_file); {what} has none"
+            )
         if img_id not in ann.images and k:  # (an image without detections adds nothing: accepted)
-            raise MetricArgumentError(f"COCODetection.add(): {what}['img_id']={img_id} is not an image of "
-                                      f"ann_file {ann_file!r}")
+            raise MetricArgumentError(
+                f"COCODetection.add(): {what}['img_id']={img_id} is not an image of ann_file {ann_file!r}"
+            )
         gts = ann.image_gts(img_id, cats, "segm" in metrics)
     else:
         gts = _read_gts(gt, f"groundtruths[{i}]", cats, "segm" in metrics, gt_mask_area)
         gid = _img_id(gt.get("img_id"), f"groundtruths[{i}]['img_id']")
         if img_id is not None and gid is not None and gid != img_id:
-            raise MetricArgumentError(f"COCODetection.add(): predictions[{i}]['img_id']={img_id} but "
-                                      f"groundtruths[{i}]['img_id']={gid}: one image, one id")
+            raise MetricArgumentError(
+                f"COCODetection.add(): predictions[{i}]['img_id']={img_id} but "
+                f"groundtruths[{i}]['img_id']={gid}: one image, one id"
+            )
         img_id = gid if gid is not None else img_id
     xywh = _xywh(boxes)
     records = (xywh, scores, labels, seg_scores, det_rles) if keep_records else None
@@ -255,13 +299,18 @@ def _read_gts(gt: Dict[str, Any], what: str, cats: _Categories, segm: bool, gt_m
     """An image's ground truths given to ``add()`` (no ``ann_file``); ``segm``: masks are required."""
     for key in ("bboxes", "labels"):
         if key not in gt:
-            raise MetricArgumentKeyError(f"COCODetection.add(): {what} has no {key!r}; without ann_file each ground "
-                                         f"truth needs 'bboxes' and 'labels' (and 'masks' for segm)")
+            raise MetricArgumentKeyError(
+                f"COCODetection.add(): {what} has no {key!r}; without ann_file each ground "
+                f"truth needs 'bboxes' and 'labels' (and 'masks' for segm)"
+            )
     boxes = _boxes(gt["bboxes"], f"{what}['bboxes']")
     m = boxes.shape[0]
     labels = _labels(gt["labels"], f"{what}['labels']", m, len(cats.ids))
-    crowd = (_vector(gt["ignore_flags"], f"{what}['ignore_flags']", m) != 0
-             if "ignore_flags" in gt else np.zeros(m, dtype=bool))
+    crowd = (
+        _vector(gt["ignore_flags"], f"{what}['ignore_flags']", m) != 0
+        if "ignore_flags" in gt
+        else np.zeros(m, dtype=bool)
+    )
     xywh = _xywh(boxes)
     area = xywh[:, 2] * xywh[:, 3]
     rles = None
@@ -280,7 +329,7 @@ def _ignore_bits(area: np.ndarray, crowd: np.ndarray) -> np.ndarray:
     """Per ground truth, bit r set when it is ignored in area range r (crowd, or its area outside the range)."""
     bits = np.zeros(area.shape[0], dtype=np.uint8)
     for r, (lo, hi) in enumerate(AREA_RANGES):
-        bits |= ((crowd | (area < lo) | (area > hi)).astype(np.uint8) << r)
+        bits |= (crowd | (area < lo) | (area > hi)).astype(np.uint8) << r
     return bits
 
 

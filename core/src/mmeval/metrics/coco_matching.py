@@ -26,8 +26,9 @@ def _box_iou_pairs(d: np.ndarray, g: np.ndarray, crowd: np.ndarray) -> np.ndarra
     return np.where((w > 0) & (h > 0), o, 0.0)
 
 
-def _match_images(images: List[_Image], metric: str, cats: _Categories, thrs: np.ndarray, max_det: int
-                  ) -> List[List[np.ndarray]]:
+def _match_images(
+    images: List[_Image], metric: str, cats: _Categories, thrs: np.ndarray, max_det: int
+) -> List[List[np.ndarray]]:
     """Match ``images`` for one metric; per image ``[scores, categories, state words]`` in summary order.
 
     Detections are kept per (image, category) -- per image for ``'proposal'`` --
@@ -95,8 +96,7 @@ def _match_images(images: List[_Image], metric: str, cats: _Categories, thrs: np
             iou = _mask_iou_pairs(images, kept, p_det, p_gt, n_det, n_gt)
         else:
             iou = _box_iou_pairs(d_box[kept[p_det]], g_box[p_gt], g_crowd[p_gt])
-        _greedy(iou, p_det, p_slot, p_gt, cnt, d_key_k, g_area, g_crowd, g_idnz, thrs,
-                matched, to_ignored, to_zero_id)
+        _greedy(iou, p_det, p_slot, p_gt, cnt, d_key_k, g_area, g_crowd, g_idnz, thrs, matched, to_ignored, to_zero_id)
     # (n, A, T) states: trit index a * T + t
     matched, to_ignored, to_zero_id = (x.transpose(0, 2, 1) for x in (matched, to_ignored, to_zero_id))
     effective = matched & ~to_zero_id
@@ -107,19 +107,23 @@ def _match_images(images: List[_Image], metric: str, cats: _Categories, thrs: np
     words = trits_to_words(state.reshape(kept.shape[0], n_rng * n_thr))
     small = len(cats.ids) <= 255
     d_cat = (cats.kpos[d_lab[kept]] if use_cats else np.zeros(kept.shape[0], np.int64)).astype(
-        np.uint8 if small else np.uint16)
+        np.uint8 if small else np.uint16
+    )
     scores = d_score[kept]
     if scores.size and np.array_equal(scores.astype(np.float32).astype(np.float64), scores):
         scores = scores.astype(np.float32)  # exact: 4 bytes a detection instead of 8
     # back to images: kept detections are in image order already (the group key starts with the image)
     per_img = np.bincount(d_img[kept], minlength=n_img)
     bounds = np.r_[0, np.cumsum(per_img)]
-    return [[scores[bounds[i]:bounds[i + 1]], d_cat[bounds[i]:bounds[i + 1]], words[bounds[i]:bounds[i + 1]]]
-            for i in range(n_img)]
+    return [
+        [scores[bounds[i] : bounds[i + 1]], d_cat[bounds[i] : bounds[i + 1]], words[bounds[i] : bounds[i + 1]]]
+        for i in range(n_img)
+    ]
 
 
-def _mask_iou_pairs(images: List[_Image], kept: np.ndarray, p_det: np.ndarray, p_gt: np.ndarray,
-                    n_det: np.ndarray, n_gt: np.ndarray) -> np.ndarray:
+def _mask_iou_pairs(
+    images: List[_Image], kept: np.ndarray, p_det: np.ndarray, p_gt: np.ndarray, n_det: np.ndarray, n_gt: np.ndarray
+) -> np.ndarray:
     """pycocotools' mask IoU (crowd rule included) of each (detection, ground truth) pair, one call per image."""
     mask = import_extra("pycocotools.mask", "COCODetection")
     det_start = np.cumsum(n_det) - n_det
@@ -138,15 +142,26 @@ def _mask_iou_pairs(images: List[_Image], kept: np.ndarray, p_det: np.ndarray, p
         gl = p_gt[sel] - gt_start[i]
         ud, dinv = np.unique(dl, return_inverse=True)
         ug, ginv = np.unique(gl, return_inverse=True)
-        m = mask.iou([im.det_rles[j] for j in ud], [im.gts.rles[j] for j in ug],
-                     [int(im.gts.crowd[j]) for j in ug])
+        m = mask.iou([im.det_rles[j] for j in ud], [im.gts.rles[j] for j in ug], [int(im.gts.crowd[j]) for j in ug])
         out[sel] = np.asarray(m, dtype=np.float64).reshape(len(ud), len(ug))[dinv, ginv]
     return out
 
 
-def _greedy(iou: np.ndarray, p_det: np.ndarray, p_slot: np.ndarray, p_gt: np.ndarray, cnt: np.ndarray,
-            d_key: np.ndarray, g_area: np.ndarray, g_crowd: np.ndarray, g_idnz: np.ndarray,
-            thrs: np.ndarray, matched: np.ndarray, to_ignored: np.ndarray, to_zero_id: np.ndarray) -> None:
+def _greedy(
+    iou: np.ndarray,
+    p_det: np.ndarray,
+    p_slot: np.ndarray,
+    p_gt: np.ndarray,
+    cnt: np.ndarray,
+    d_key: np.ndarray,
+    g_area: np.ndarray,
+    g_crowd: np.ndarray,
+    g_idnz: np.ndarray,
+    thrs: np.ndarray,
+    matched: np.ndarray,
+    to_ignored: np.ndarray,
+    to_zero_id: np.ndarray,
+) -> None:
     """pycocotools' greedy matching, every (threshold, area range) at once, over groups bucketed by size.
 
     A detection (by score) takes, among the ground truths of its group not yet
@@ -186,9 +201,9 @@ def _greedy(iou: np.ndarray, p_det: np.ndarray, p_slot: np.ndarray, p_gt: np.nda
         table = np.full((nb, steps, width), -1.0)
         sel = np.isin(group_of, order)
         dsel = dets[sel]
-        for_pairs = np.repeat(first_pair[dsel], cnt[dsel]) + (np.arange(cnt[dsel].sum())
-                                                              - np.repeat(np.cumsum(cnt[dsel]) - cnt[dsel],
-                                                                          cnt[dsel]))
+        for_pairs = np.repeat(first_pair[dsel], cnt[dsel]) + (
+            np.arange(cnt[dsel].sum()) - np.repeat(np.cumsum(cnt[dsel]) - cnt[dsel], cnt[dsel])
+        )
         rows = slot[group_of[sel]]
         table[np.repeat(rows, cnt[dsel]), np.repeat(step_of[sel], cnt[dsel]), p_slot[for_pairs]] = iou[for_pairs]
         # ground truths of each group (the first detection's pairs list them all, in order)

@@ -31,14 +31,28 @@ class JoinedPart:
     ``own``: the categories this rank accumulates, rising.
     """
 
-    def __init__(self, rank: int, own: np.ndarray, dets_of: List[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
-                 npig_own: np.ndarray, npig_all: np.ndarray, dets: np.ndarray, duplicate_ids: bool) -> None:
+    def __init__(
+        self,
+        rank: int,
+        own: np.ndarray,
+        dets_of: List[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+        npig_own: np.ndarray,
+        npig_all: np.ndarray,
+        dets: np.ndarray,
+        duplicate_ids: bool,
+    ) -> None:
         self.rank, self.own = rank, own
         self.dets_of = dets_of
         self.npig_own, self.npig_all, self.dets, self.duplicate_ids = npig_own, npig_all, dets, duplicate_ids
 
-    def accumulate(self, metrics: Sequence[str], npig_file: Optional[np.ndarray], thrs: np.ndarray,
-                   max_dets: Sequence[int], classwise: bool) -> Dict[str, Any]:
+    def accumulate(
+        self,
+        metrics: Sequence[str],
+        npig_file: Optional[np.ndarray],
+        thrs: np.ndarray,
+        max_dets: Sequence[int],
+        classwise: bool,
+    ) -> Dict[str, Any]:
         """Per metric, this rank's categories' precision summed over recall points, recall and classwise AP.
 
         A metric's categories here are :attr:`own` (``'proposal'`` has one,
@@ -70,16 +84,30 @@ class JoinedPart:
             # categories without objects in an area range would otherwise send
             live = npig > 0
             count_type = np.uint16 if not tps.size or int(tps.max()) < 65535 else np.int32
-            out.append({"npig": npig.astype(np.int64), "psum": psum[:, live],
-                        "tp": tps[:, live].astype(count_type), "classwise": cw})
+            out.append(
+                {
+                    "npig": npig.astype(np.int64),
+                    "psum": psum[:, live],
+                    "tp": tps[:, live].astype(count_type),
+                    "classwise": cw,
+                }
+            )
         cat_type = np.uint16 if not own.size or int(own[-1]) < 65535 else np.int64
         return {"cats": own.astype(cat_type), "dets": [int(d) for d in self.dets], "metrics": out}
 
 
-def split_summaries(positions: np.ndarray, img_ids: np.ndarray, has_id: np.ndarray,
-                    dets: Sequence[Tuple[np.ndarray, Callable[[], np.ndarray], np.ndarray, Callable[[], np.ndarray]]],
-                    gt_cat: np.ndarray, gt_ig: np.ndarray, k_all: int, world_size: int,
-                    owners: Optional[np.ndarray] = None, proposal: Sequence[bool] = ()) -> List[List[np.ndarray]]:
+def split_summaries(
+    positions: np.ndarray,
+    img_ids: np.ndarray,
+    has_id: np.ndarray,
+    dets: Sequence[Tuple[np.ndarray, Callable[[], np.ndarray], np.ndarray, Callable[[], np.ndarray]]],
+    gt_cat: np.ndarray,
+    gt_ig: np.ndarray,
+    k_all: int,
+    world_size: int,
+    owners: Optional[np.ndarray] = None,
+    proposal: Sequence[bool] = (),
+) -> List[List[np.ndarray]]:
     """One part (a list of arrays) per rank of this rank's image summaries: rank ``r`` gets the categories
     ``owners[k] == r`` (``owners`` None: ``k % world_size == r``).
 
@@ -127,13 +155,20 @@ def split_summaries(positions: np.ndarray, img_ids: np.ndarray, has_id: np.ndarr
             order = np.argsort(det_owner, kind="stable")
             del det_owner
             bounds = [0, *np.cumsum(counts.sum(axis=1)).tolist()]  # each rank's run in the order
-            per_rank = [(order[bounds[r]:bounds[r + 1]], counts[r]) for r in range(world_size)]
+            per_rank = [(order[bounds[r] : bounds[r + 1]], counts[r]) for r in range(world_size)]
         for r, (_, counts_r) in enumerate(per_rank):
             inc[r] |= counts_r > 0
         chosen.append(per_rank)
-    parts: List[List[np.ndarray]] = [[np.array([r, world_size], dtype=np.int64), own_of[r], positions[inc[r]],
-                                      img_ids[inc[r]].astype(np.int64), has_id[inc[r]].astype(np.uint8)]
-                                     for r in range(world_size)]
+    parts: List[List[np.ndarray]] = [
+        [
+            np.array([r, world_size], dtype=np.int64),
+            own_of[r],
+            positions[inc[r]],
+            img_ids[inc[r]].astype(np.int64),
+            has_id[inc[r]].astype(np.uint8),
+        ]
+        for r in range(world_size)
+    ]
 
     def split(column: np.ndarray, per_rank: List[Tuple[Optional[np.ndarray], np.ndarray]]) -> List[np.ndarray]:
         return [(column if places is None else column[places]).reshape(-1) for places, _ in per_rank]
@@ -148,8 +183,12 @@ def split_summaries(positions: np.ndarray, img_ids: np.ndarray, has_id: np.ndarr
             parts[r] += [counts[inc[r]].astype(np.uint32), scores[r], cat_part, states[r]]
         del scores, states
     for r in range(world_size):
-        parts[r] += [npig[own_of[r]].reshape(-1), npig.sum(axis=0), totals,
-                     eff if r == 0 else np.zeros(0, dtype=np.int64)]
+        parts[r] += [
+            npig[own_of[r]].reshape(-1),
+            npig.sum(axis=0),
+            totals,
+            eff if r == 0 else np.zeros(0, dtype=np.int64),
+        ]
     return parts
 
 
@@ -161,8 +200,10 @@ def join_parts(parts: Sequence[List[Any]], n_metrics: int) -> JoinedPart:
     """
     count = 2 + 3 + 4 * n_metrics + 4
     if any(len(p) != count for p in parts):
-        raise ValueError(f"COCODetection: a part holds {[len(p) for p in parts]} arrays, not {count} "
-                         "(ranks running different versions of mmeval?)")
+        raise ValueError(
+            f"COCODetection: a part holds {[len(p) for p in parts]} arrays, not {count} "
+            "(ranks running different versions of mmeval?)"
+        )
 
     def joined(i: int) -> np.ndarray:
         return np.concatenate([np.asarray(p[i]) for p in parts]) if len(parts) > 1 else np.asarray(parts[0][i])
@@ -170,8 +211,10 @@ def join_parts(parts: Sequence[List[Any]], n_metrics: int) -> JoinedPart:
     head = joined(0).reshape(-1, 2)
     own_cats = np.asarray(parts[0][1], dtype=np.int64)
     if any(not np.array_equal(np.asarray(p[1], dtype=np.int64), own_cats) for p in parts[1:]):
-        raise ValueError("COCODetection: the ranks sent parts for different categories (they dealt the categories "
-                         "differently: ranks running different versions of mmeval?)")
+        raise ValueError(
+            "COCODetection: the ranks sent parts for different categories (they dealt the categories "
+            "differently: ranks running different versions of mmeval?)"
+        )
     pos, ids, has_id = joined(2), joined(3), joined(4).astype(bool)
     # images in sorted image-id order, ties in dataset order: what pycocotools' stable sorts rank by
     order: Optional[np.ndarray] = np.lexsort((pos, np.where(has_id, ids, pos)))
@@ -196,16 +239,16 @@ def join_parts(parts: Sequence[List[Any]], n_metrics: int) -> JoinedPart:
             states = np.empty((total, words), dtype=np.uint64)
             first = 0
             for p, n_img in zip(parts, n_imgs):
-                own = lens[first:first + n_img]
+                own = lens[first : first + n_img]
                 src = (np.asarray(p[c + 1]), np.asarray(p[c + 2]), np.asarray(p[c + 3]).reshape(-1, words))
                 at = 0  # a run of images at a time: the places computed take 24 bytes a detection of the run
                 for lo, hi in runs(own.tolist(), JOIN_DETECTIONS):
                     n = int(own[lo:hi].sum())
                     run_lens = own[lo:hi]
-                    dest = np.repeat(start[first + lo:first + hi] - (np.cumsum(run_lens) - run_lens), run_lens)
+                    dest = np.repeat(start[first + lo : first + hi] - (np.cumsum(run_lens) - run_lens), run_lens)
                     dest += np.arange(n, dtype=np.int64)
                     for to, column in zip((scores, cats, states), src):
-                        to[dest] = column[at:at + n]
+                        to[dest] = column[at : at + n]
                     at += n
                 del src
                 if isinstance(p, list):

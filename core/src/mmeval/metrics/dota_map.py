@@ -60,9 +60,17 @@ class DOTAMeanAP(VOCMeanAP):
         classwise: bool = False,
         **kwargs: Any,
     ) -> None:
-        super().__init__(iou_thrs=iou_thrs, scale_ranges=scale_ranges, num_classes=num_classes,
-                         eval_mode=eval_mode, use_legacy_coordinate=False, nproc=nproc,
-                         drop_class_ap=drop_class_ap, classwise=classwise, **kwargs)
+        super().__init__(
+            iou_thrs=iou_thrs,
+            scale_ranges=scale_ranges,
+            num_classes=num_classes,
+            eval_mode=eval_mode,
+            use_legacy_coordinate=False,
+            nproc=nproc,
+            drop_class_ap=drop_class_ap,
+            classwise=classwise,
+            **kwargs,
+        )
 
     def add(self, predictions: Sequence[Dict[str, Any]], groundtruths: Sequence[Dict[str, Any]]) -> None:
         """Add one dict of rotated-box predictions and one of ground truths per image (see the class docstring)."""
@@ -87,11 +95,14 @@ class DOTAMeanAP(VOCMeanAP):
 def check_image_lists(predictions: Any, groundtruths: Any, who: str) -> None:
     """``add()``'s two arguments are lists of as many per-image dicts (MMEval: an ``AssertionError`` otherwise)."""
     if isinstance(predictions, dict) or isinstance(groundtruths, dict):
-        raise MetricArgumentError(f"{who}.add: predictions and groundtruths must be sequences of dicts "
-                                  f"(one per image), got a dict; wrap one image's dicts in lists")
+        raise MetricArgumentError(
+            f"{who}.add: predictions and groundtruths must be sequences of dicts "
+            f"(one per image), got a dict; wrap one image's dicts in lists"
+        )
     if len(predictions) != len(groundtruths):
         raise MetricArgumentError(
-            f"predictions and groundtruths have different lengths: {len(predictions)} and {len(groundtruths)}")
+            f"predictions and groundtruths have different lengths: {len(predictions)} and {len(groundtruths)}"
+        )
 
 
 def _rotated_fields(
@@ -108,8 +119,10 @@ def _rotated_fields(
         arr = to_numpy(item[key], f"{what}[{key!r}]")
         arr = arr.reshape(0, 5) if arr.size == 0 else arr
         if arr.ndim != 2 or arr.shape[1] not in (5, 8):
-            raise MetricArgumentError(f"{what}[{key!r}] must have shape (n, 5) (cx, cy, w, h, angle) or (n, 8) "
-                                      f"(x1, y1, ..., x4, y4), got {arr.shape}")
+            raise MetricArgumentError(
+                f"{what}[{key!r}] must have shape (n, 5) (cx, cy, w, h, angle) or (n, 8) "
+                f"(x1, y1, ..., x4, y4), got {arr.shape}"
+            )
         if arr.dtype.kind not in "iuf" and arr.size:
             raise MetricArgumentError(f"{what}[{key!r}] must hold numbers, got dtype {arr.dtype}")
         values = arr.astype(np.float64)
@@ -123,4 +136,3 @@ def _rotated_fields(
     if "bboxes_ignore" not in boxes:
         out["bboxes_ignore"] = np.zeros((0, 5))
     return out
-

@@ -55,11 +55,14 @@ class EndPointError(BaseMetric):
         for i, (pred, lab) in enumerate(zip(preds, labs)):
             same_shape(self.name, i, predictions=pred, labels=lab)
             if pred.ndim == 0 or pred.shape[-1] != 2:
-                raise MetricArgumentError(f"EndPointError.add(): flow map {i} must have a last axis of 2 (u, v), got "
-                                          f"shape {pred.shape}")
+                raise MetricArgumentError(
+                    f"EndPointError.add(): flow map {i} must have a last axis of 2 (u, v), got shape {pred.shape}"
+                )
             if masks is not None and masks[i].size != pred[..., 0].size:
-                raise MetricArgumentError(f"EndPointError.add(): valid_masks[{i}] has shape {masks[i].shape}, its "
-                                          f"flow map {pred.shape}: one mask value per pixel")
+                raise MetricArgumentError(
+                    f"EndPointError.add(): valid_masks[{i}] has shape {masks[i].shape}, its "
+                    f"flow map {pred.shape}: one mask value per pixel"
+                )
             sums[i], counts[i] = self._map_sum(pred, lab, None if masks is None else masks[i])
         self._add_rows(epe_sum=sums, valid_pixels=counts)
 

@@ -36,5 +36,6 @@ def import_extra(module: str, user: str) -> ModuleType:
     except ImportError as exc:
         extra, dist = EXTRAS.get(top, (None, top))
         how = f"pip install 'mmeval-core[{extra}]'" if extra else f"pip install {dist}"
-        raise MissingExtraError(f"{user} needs {module!r} (distribution {dist!r}), which cannot be imported "
-                                f"here ({exc}); install it: {how}") from exc
+        raise MissingExtraError(
+            f"{user} needs {module!r} (distribution {dist!r}), which cannot be imported here ({exc}); install it: {how}"
+        ) from exc

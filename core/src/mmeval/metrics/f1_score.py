@@ -57,8 +57,14 @@ class F1Score(BaseMetric):
     {'macro_f1': 0.4, 'micro_f1': 0.6666666666666666}
     """
 
-    def __init__(self, num_classes: int, mode: Union[str, Sequence[str]] = "micro",
-                 cared_classes: Sequence[int] = (), ignored_classes: Sequence[int] = (), **kwargs: Any) -> None:
+    def __init__(
+        self,
+        num_classes: int,
+        mode: Union[str, Sequence[str]] = "micro",
+        cared_classes: Sequence[int] = (),
+        ignored_classes: Sequence[int] = (),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if not _is_int(num_classes) or num_classes < 1:
             raise MetricArgumentError(f"F1Score: num_classes must be a positive int, got {num_classes!r}")
@@ -67,11 +73,14 @@ class F1Score(BaseMetric):
             raise MetricArgumentError(f"F1Score: mode must be 'micro', 'macro' or a list of them, got {mode!r}")
         for name, given in (("cared_classes", cared_classes), ("ignored_classes", ignored_classes)):
             if not isinstance(given, (list, tuple)) or not all(_is_int(c) and 0 <= c < num_classes for c in given):
-                raise MetricArgumentError(f"F1Score: {name} must be a list of classes in [0, {num_classes - 1}], "
-                                          f"got {given!r}")
+                raise MetricArgumentError(
+                    f"F1Score: {name} must be a list of classes in [0, {num_classes - 1}], got {given!r}"
+                )
         if len(cared_classes) and len(ignored_classes):
-            raise MetricArgumentError(f"F1Score: give cared_classes or ignored_classes, not both (got "
-                                      f"cared_classes={cared_classes!r}, ignored_classes={ignored_classes!r})")
+            raise MetricArgumentError(
+                f"F1Score: give cared_classes or ignored_classes, not both (got "
+                f"cared_classes={cared_classes!r}, ignored_classes={ignored_classes!r})"
+            )
         self.num_classes = int(num_classes)
         self.mode = list(modes)
         if len(cared_classes):
@@ -90,12 +99,15 @@ class F1Score(BaseMetric):
         """Add a batch: a label sequence predicted for each sample, and its true label sequence."""
         preds, labs = self._sequences(predictions, "predictions"), self._sequences(labels, "labels")
         if len(preds) != len(labs):
-            raise MetricArgumentError(f"F1Score: {len(preds)} predictions and {len(labs)} labels: pass one "
-                                      f"sequence of each per sample")
+            raise MetricArgumentError(
+                f"F1Score: {len(preds)} predictions and {len(labs)} labels: pass one sequence of each per sample"
+            )
         for i, (p, lab) in enumerate(zip(preds, labs)):
             if p.shape != lab.shape:
-                raise MetricArgumentError(f"F1Score: predictions[{i}] has {p.size} labels and labels[{i}] "
-                                          f"{lab.size}: each prediction needs as many labels as its label sequence")
+                raise MetricArgumentError(
+                    f"F1Score: predictions[{i}] has {p.size} labels and labels[{i}] "
+                    f"{lab.size}: each prediction needs as many labels as its label sequence"
+                )
         if not preds:
             return
         # class index -> position among the cared classes (-1: not counted)
@@ -115,8 +127,9 @@ class F1Score(BaseMetric):
     def _sequences(self, value: Any, what: str) -> List[np.ndarray]:
         """Each sample's labels as a 1-D int64 array (checked: integers below ``num_classes``)."""
         if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
-            raise MetricArgumentError(f"F1Score: {what} must be a sequence with one label sequence per sample, "
-                                      f"got {type(value).__name__}")
+            raise MetricArgumentError(
+                f"F1Score: {what} must be a sequence with one label sequence per sample, got {type(value).__name__}"
+            )
         out = []
         for i in range(len(value)):
             try:
@@ -126,14 +139,18 @@ class F1Score(BaseMetric):
             if arr.dtype.kind == "f":
                 bad = ~np.isfinite(arr) | (np.floor(arr) != arr)
                 if bad.any():
-                    raise MetricArgumentError(f"F1Score: {what}[{i}] must hold integer class indices, got "
-                                              f"{float(arr[bad][0])!r}")
+                    raise MetricArgumentError(
+                        f"F1Score: {what}[{i}] must hold integer class indices, got {float(arr[bad][0])!r}"
+                    )
             elif arr.dtype.kind not in "iu":
-                raise MetricArgumentError(f"F1Score: {what}[{i}] must hold integer class indices, got dtype "
-                                          f"{arr.dtype}")
+                raise MetricArgumentError(
+                    f"F1Score: {what}[{i}] must hold integer class indices, got dtype {arr.dtype}"
+                )
             if arr.size and arr.max() >= self.num_classes:
-                raise MetricArgumentError(f"F1Score: {what}[{i}] holds the class {arr.max().item()!r}, not below "
-                                          f"num_classes={self.num_classes}")
+                raise MetricArgumentError(
+                    f"F1Score: {what}[{i}] holds the class {arr.max().item()!r}, not below "
+                    f"num_classes={self.num_classes}"
+                )
             out.append(arr.astype(np.int64))
         return out
 

@@ -94,7 +94,8 @@ class GradientError(MeanOfImageScores):
                 raise MetricArgumentError(
                     f"GradientError.add(): matte {i} must be 2-D (H, W), got shape {pred.shape}: an array is read "
                     f"as a batch along its first axis, so one (H, W) matte is H one-row mattes; to add one matte, "
-                    f"pass lists: add([pred_alpha], [gt_alpha], [trimap])")
+                    f"pass lists: add([pred_alpha], [gt_alpha], [trimap])"
+                )
             diff = gauss_gradient(_min_max(gt), float(self.sigma)) - gauss_gradient(_min_max(pred), float(self.sigma))
             scores.append(float((diff * diff * unknown).sum()) / float(self.norm_const))
         self._add_scores(scores)

@@ -24,8 +24,9 @@ __all__ = ["HmeanIoU", "compute_hmean"]
 _STRATEGIES = ("max_matching", "vanilla")
 
 
-def compute_hmean(accum_hit_recall: Union[int, float], accum_hit_prec: Union[int, float], gt_num: int,
-                  pred_num: int) -> Tuple[float, float, float]:
+def compute_hmean(
+    accum_hit_recall: Union[int, float], accum_hit_prec: Union[int, float], gt_num: int, pred_num: int
+) -> Tuple[float, float, float]:
     """``(recall, precision, hmean)`` of ``accum_hit_recall`` hits over ``gt_num`` ground truths and
     ``accum_hit_prec`` hits over ``pred_num`` predictions.
 
@@ -34,9 +35,12 @@ def compute_hmean(accum_hit_recall: Union[int, float], accum_hit_prec: Union[int
     non-negative numbers and the counts non-negative ints, else
     :class:`~mmeval.core.errors.MetricArgumentError` (an ``AssertionError`` too, as MMEval's).
     """
-    for name, value, kinds in (("accum_hit_recall", accum_hit_recall, numbers.Real),
-                               ("accum_hit_prec", accum_hit_prec, numbers.Real),
-                               ("gt_num", gt_num, numbers.Integral), ("pred_num", pred_num, numbers.Integral)):
+    for name, value, kinds in (
+        ("accum_hit_recall", accum_hit_recall, numbers.Real),
+        ("accum_hit_prec", accum_hit_prec, numbers.Real),
+        ("gt_num", gt_num, numbers.Integral),
+        ("pred_num", pred_num, numbers.Integral),
+    ):
         if not isinstance(value, kinds) or value < 0:
             kind = "int" if kinds is numbers.Integral else "number"
             raise MetricArgumentError(f"compute_hmean: {name} must be a non-negative {kind}, got {value!r}")
@@ -89,25 +93,35 @@ class HmeanIoU(BaseMetric):
     Units: ``precision``, ``recall``, ``hmean`` are fractions in [0, 1], as MMEval 0.2.1's.
     """
 
-    def __init__(self, match_iou_thr: float = 0.5, ignore_precision_thr: float = 0.5,
-                 pred_score_thrs: Dict[str, float] = dict(start=0.3, stop=0.9, step=0.1),  # noqa: B006 (MMEval's)
-                 strategy: str = "vanilla", **kwargs: Any) -> None:
+    def __init__(
+        self,
+        match_iou_thr: float = 0.5,
+        ignore_precision_thr: float = 0.5,
+        pred_score_thrs: Dict[str, float] = dict(start=0.3, stop=0.9, step=0.1),  # noqa: B006 (MMEval's)
+        strategy: str = "vanilla",
+        **kwargs: Any,
+    ) -> None:
         import_extra("shapely.geometry", "HmeanIoU")
         super().__init__(**kwargs)
         for name, value in (("match_iou_thr", match_iou_thr), ("ignore_precision_thr", ignore_precision_thr)):
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
                 raise MetricArgumentError(f"HmeanIoU: {name} must be a number, got {value!r}")
         if not isinstance(pred_score_thrs, dict) or not set(pred_score_thrs) <= {"start", "stop", "step"}:
-            raise MetricArgumentError(f"HmeanIoU: pred_score_thrs must be a dict of numpy.arange's start, stop and "
-                                      f"step, got {pred_score_thrs!r}")
+            raise MetricArgumentError(
+                f"HmeanIoU: pred_score_thrs must be a dict of numpy.arange's start, stop and "
+                f"step, got {pred_score_thrs!r}"
+            )
         try:
             thrs = np.arange(**pred_score_thrs)  # type: ignore[call-overload]
         except (TypeError, ValueError, ZeroDivisionError) as exc:
-            raise MetricArgumentError(f"HmeanIoU: pred_score_thrs={pred_score_thrs!r} is not numpy.arange's "
-                                      f"arguments ({exc})") from None
+            raise MetricArgumentError(
+                f"HmeanIoU: pred_score_thrs={pred_score_thrs!r} is not numpy.arange's arguments ({exc})"
+            ) from None
         if thrs.ndim != 1 or not thrs.size or thrs.dtype.kind not in "iuf" or not np.isfinite(thrs).all():
-            raise MetricArgumentError(f"HmeanIoU: pred_score_thrs={pred_score_thrs!r} gives no score threshold "
-                                      f"(numpy.arange -> {thrs!r}); give start < stop and a positive step")
+            raise MetricArgumentError(
+                f"HmeanIoU: pred_score_thrs={pred_score_thrs!r} gives no score threshold "
+                f"(numpy.arange -> {thrs!r}); give start < stop and a positive step"
+            )
         if strategy not in _STRATEGIES:
             raise MetricArgumentError(f"HmeanIoU: strategy must be one of {list(_STRATEGIES)}, got {strategy!r}")
         self.match_iou_thr = float(match_iou_thr)
@@ -119,43 +133,56 @@ class HmeanIoU(BaseMetric):
         self._declare_state("preds", (t,), "int64", "sum")
         self._declare_state("gts", (), "int64", "sum")
 
-    def add(self, batch_pred_polygons: Sequence[Sequence[Any]], batch_pred_scores: Sequence[Any],
-            batch_gt_polygons: Sequence[Sequence[Any]], batch_gt_ignore_flags: Sequence[Any]) -> None:
+    def add(
+        self,
+        batch_pred_polygons: Sequence[Sequence[Any]],
+        batch_pred_scores: Sequence[Any],
+        batch_gt_polygons: Sequence[Sequence[Any]],
+        batch_gt_ignore_flags: Sequence[Any],
+    ) -> None:
         """Match each image's polygons here and keep its counts (see the class docstring)."""
-        lengths = [len(batch_pred_polygons), len(batch_pred_scores), len(batch_gt_polygons),
-                   len(batch_gt_ignore_flags)]
+        lengths = [len(batch_pred_polygons), len(batch_pred_scores), len(batch_gt_polygons), len(batch_gt_ignore_flags)]
         if len(set(lengths)) != 1:
-            raise ValueError(f"HmeanIoU.add: the four batch arguments must hold one entry per image, got lengths "
-                             f"{lengths} (pred polygons, pred scores, gt polygons, gt ignore flags)")
+            raise ValueError(
+                f"HmeanIoU.add: the four batch arguments must hold one entry per image, got lengths "
+                f"{lengths} (pred polygons, pred scores, gt polygons, gt ignore flags)"
+            )
         rows: Dict[str, List[Any]] = {"hits": [], "preds": [], "gts": []}
-        for i, image in enumerate(zip(batch_pred_polygons, batch_pred_scores, batch_gt_polygons,
-                                      batch_gt_ignore_flags)):
+        for i, image in enumerate(
+            zip(batch_pred_polygons, batch_pred_scores, batch_gt_polygons, batch_gt_ignore_flags)
+        ):
             hits, preds, gts = self._image_counts(i, *image)
             rows["hits"].append(hits)
             rows["preds"].append(preds)
             rows["gts"].append(gts)
         if lengths[0]:
-            self._add_rows(hits=np.stack(rows["hits"]), preds=np.stack(rows["preds"]),
-                           gts=np.asarray(rows["gts"], dtype=np.int64))
+            self._add_rows(
+                hits=np.stack(rows["hits"]), preds=np.stack(rows["preds"]), gts=np.asarray(rows["gts"], dtype=np.int64)
+            )
 
-    def _image_counts(self, i: int, pred_polygons: Sequence[Any], pred_scores: Any, gt_polygons: Sequence[Any],
-                      gt_ignore_flags: Any) -> Tuple[np.ndarray, np.ndarray, int]:
+    def _image_counts(
+        self, i: int, pred_polygons: Sequence[Any], pred_scores: Any, gt_polygons: Sequence[Any], gt_ignore_flags: Any
+    ) -> Tuple[np.ndarray, np.ndarray, int]:
         """One image's hits and counted predictions per threshold, and its counted ground truths."""
         preds = polys2shapely(pred_polygons)
         gts = polys2shapely(gt_polygons)
         scores = to_numpy(pred_scores, f"batch_pred_scores[{i}]").astype(np.float32).reshape(-1)
         ignored_gt = to_numpy(gt_ignore_flags, f"batch_gt_ignore_flags[{i}]").astype(np.bool_).reshape(-1)
         if scores.size != len(preds) or ignored_gt.size != len(gts):
-            raise ValueError(f"HmeanIoU.add: image {i} has {len(preds)} predicted polygons and {scores.size} scores, "
-                             f"{len(gts)} ground-truth polygons and {ignored_gt.size} ignore flags: give one "
-                             f"score per prediction and one flag per ground truth")
+            raise ValueError(
+                f"HmeanIoU.add: image {i} has {len(preds)} predicted polygons and {scores.size} scores, "
+                f"{len(gts)} ground-truth polygons and {ignored_gt.size} ignore flags: give one "
+                f"score per prediction and one flag per ground truth"
+            )
         if not np.isfinite(scores).all():
             raise ValueError(f"HmeanIoU.add: batch_pred_scores[{i}] holds NaN or infinite scores")
         kept = scores >= self.pred_score_thrs.min()
         for p in np.flatnonzero(kept):
             area = preds[p].area + 1e-5
-            if any(poly_intersection(gts[g], preds[p]) / area > self.ignore_precision_thr
-                   for g in np.flatnonzero(ignored_gt)):
+            if any(
+                poly_intersection(gts[g], preds[p]) / area > self.ignore_precision_thr
+                for g in np.flatnonzero(ignored_gt)
+            ):
                 kept[p] = False
         counted_gt = np.flatnonzero(~ignored_gt)
         kept_pred = np.flatnonzero(kept)

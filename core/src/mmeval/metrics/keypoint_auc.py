@@ -12,7 +12,15 @@ import numpy as np
 
 from ..core.errors import MetricArgumentError
 from ..core.state import MetricState
-from .utils.keypoint import KeypointInstances, KeypointMetric, calc_distances, check_count, check_real, pck_from_counts, pck_hits
+from .utils.keypoint import (
+    KeypointInstances,
+    KeypointMetric,
+    calc_distances,
+    check_count,
+    check_real,
+    pck_from_counts,
+    pck_hits,
+)
 
 __all__ = ["KeypointAUC", "keypoint_auc_accuracy"]
 
@@ -35,8 +43,9 @@ def _auc(hits: np.ndarray, valid: np.ndarray, num_thrs: int) -> float:
     return auc
 
 
-def keypoint_auc_accuracy(prediction: np.ndarray, groundtruth: np.ndarray, mask: np.ndarray, norm_factor: float,
-                          num_thrs: int = 20) -> float:
+def keypoint_auc_accuracy(
+    prediction: np.ndarray, groundtruth: np.ndarray, mask: np.ndarray, norm_factor: float, num_thrs: int = 20
+) -> float:
     """The area under the PCK curve (MMEval 0.2.1's function): the mean of the PCK at thresholds ``i / num_thrs``.
 
     ``prediction``, ``groundtruth`` (N, K, D), ``mask`` (N, K); every distance
@@ -70,13 +79,16 @@ class KeypointAUC(KeypointMetric):
     Units: ``AUC@{num_thrs}`` is a fraction in [0, 1], as MMEval 0.2.1's.
     """
 
-    def __init__(self, norm_factor: float = 30, num_thrs: int = 20, num_keypoints: Optional[int] = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, norm_factor: float = 30, num_thrs: int = 20, num_keypoints: Optional[int] = None, **kwargs: Any
+    ) -> None:
         super().__init__(num_keypoints=num_keypoints, **kwargs)
         self.norm_factor = check_real(norm_factor, "norm_factor", self.name, "a positive number (pixels)")
         if not float(norm_factor) > 0:
             # MMEval 0.2.1 gave meaningless numbers here: a size <= 0 becomes 1e6 in place after the first threshold
-            raise MetricArgumentError(f"{self.name}: norm_factor must be a positive number (pixels), got {norm_factor!r}")
+            raise MetricArgumentError(
+                f"{self.name}: norm_factor must be a positive number (pixels), got {norm_factor!r}"
+            )
         self.num_thrs = int(check_count(num_thrs, "num_thrs", self.name) or 0)
         self._declare()
 

@@ -17,8 +17,9 @@ from .utils.keypoint import KeypointInstances, KeypointMetric, MetricArgumentKey
 __all__ = ["KeypointNME", "keypoint_nme_accuracy"]
 
 
-def keypoint_nme_accuracy(prediction: np.ndarray, groundtruth: np.ndarray, mask: np.ndarray,
-                          norm_factor: np.ndarray) -> float:
+def keypoint_nme_accuracy(
+    prediction: np.ndarray, groundtruth: np.ndarray, mask: np.ndarray, norm_factor: np.ndarray
+) -> float:
     """The normalised mean error (MMEval 0.2.1's function): the mean over visible keypoints of the distance
     divided by its instance's ``norm_factor`` ((N, 2) or (N, 1)); instances with a zero factor are left out."""
     sums, counts = distance_sums(calc_distances(prediction, groundtruth, mask, norm_factor).T)
@@ -67,8 +68,13 @@ class KeypointNME(KeypointMetric):
 
     _needs_k = False
 
-    def __init__(self, norm_mode: str, norm_item: Optional[str] = None,
-                 keypoint_indices: Optional[Sequence[int]] = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        norm_mode: str,
+        norm_item: Optional[str] = None,
+        keypoint_indices: Optional[Sequence[int]] = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if norm_mode not in ("use_norm_item", "keypoint_distance"):
             raise MetricArgumentKeyError(
@@ -81,12 +87,17 @@ class KeypointNME(KeypointMetric):
                 f"truth key of each instance's size, e.g. 'box_size'), got {norm_item!r}."
             )
         if norm_item is not None and not isinstance(norm_item, str):
-            raise MetricArgumentError(f"KeypointNME: norm_item must be a ground-truth key (str) or None, got {norm_item!r}")
+            raise MetricArgumentError(
+                f"KeypointNME: norm_item must be a ground-truth key (str) or None, got {norm_item!r}"
+            )
         self.norm_item = norm_item
         if keypoint_indices is not None:
             pair = list(keypoint_indices) if isinstance(keypoint_indices, (list, tuple)) else None
-            if pair is None or len(pair) != 2 or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool)
-                                                         and int(i) >= 0 for i in pair):
+            if (
+                pair is None
+                or len(pair) != 2
+                or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) and int(i) >= 0 for i in pair)
+            ):
                 raise MetricArgumentError(
                     f"KeypointNME: The keypoint indices used for normalization should be a pair (two non-negative "
                     f"keypoint indices), got {keypoint_indices!r}."

@@ -37,8 +37,9 @@ class MeanAbsoluteError(MaskedImageErrors):
     @staticmethod
     def compute_mae(prediction: np.ndarray, groundtruth: np.ndarray, mask: Optional[np.ndarray] = None) -> float:
         """MAE of two images with values in [0, 255], on the [0, 1] scale (mask-weighted with ``mask``)."""
-        err = np.abs(np.asarray(groundtruth, dtype=np.float64) / 255.0 - np.asarray(prediction, dtype=np.float64)
-                     / 255.0)
+        err = np.abs(
+            np.asarray(groundtruth, dtype=np.float64) / 255.0 - np.asarray(prediction, dtype=np.float64) / 255.0
+        )
         return masked_image_error("MeanAbsoluteError", err, None if mask is None else np.asarray(mask), True)
 
     _image_error = compute_mae

@@ -79,9 +79,13 @@ class MeanIoU(BaseMetric):
     ) -> None:
         super().__init__(**kwargs)
         if num_classes is not None and not (_is_int(num_classes) and int(num_classes) >= 1):
-            raise MetricArgumentError(f"num_classes must be a positive int or None (from dataset_meta), got {num_classes!r}")
+            raise MetricArgumentError(
+                f"num_classes must be a positive int or None (from dataset_meta), got {num_classes!r}"
+            )
         if not _is_int(ignore_index):
-            raise MetricArgumentError(f"ignore_index must be an int (the label value to leave out), got {ignore_index!r}")
+            raise MetricArgumentError(
+                f"ignore_index must be an int (the label value to leave out), got {ignore_index!r}"
+            )
         if nan_to_num is not None and not (isinstance(nan_to_num, numbers.Real) and not isinstance(nan_to_num, bool)):
             raise MetricArgumentError(f"nan_to_num must be a number or None, got {nan_to_num!r}")
         if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not (0 < float(beta) < float("inf")):
@@ -93,8 +97,11 @@ class MeanIoU(BaseMetric):
         self.nan_to_num: Optional[float] = nan_to_num
         self.beta: float = beta
         self.classwise_results: bool = bool(classwise_results)
-        if num_classes is not None or "num_classes" in (self.dataset_meta or {}) \
-                or "classes" in (self.dataset_meta or {}):
+        if (
+            num_classes is not None
+            or "num_classes" in (self.dataset_meta or {})
+            or "classes" in (self.dataset_meta or {})
+        ):
             self._declare_counts()
 
     def _declare_counts(self) -> None:
@@ -169,8 +176,9 @@ class MeanIoU(BaseMetric):
 
     # -- compute -------------------------------------------------------------
 
-    def compute_metric(self, results: Union[MetricState, ArrayResults, Sequence[Tuple[Any, Any, Any]]]
-                       ) -> Dict[str, Any]:
+    def compute_metric(
+        self, results: Union[MetricState, ArrayResults, Sequence[Tuple[Any, Any, Any]]]
+    ) -> Dict[str, Any]:
         """The metric of ``results``: the reduced :class:`~mmeval.core.state.MetricState` (``tp``, ``gt``,
         ``pred`` summed over the images), an :class:`ArrayResults` with those columns (per image, (N, C)
         int64), or a sequence of per-image ``(tp, gt, pred)`` vectors (MMEval's form).
@@ -217,8 +225,14 @@ class MeanIoU(BaseMetric):
         if self.classwise_results:
             out["classwise_results"] = {
                 name: [float(v) for v in values]
-                for name, values in (("IoU", iou), ("Acc", acc), ("Dice", dice), ("Precision", precision),
-                                     ("Recall", recall), ("Fscore", fscore))
+                for name, values in (
+                    ("IoU", iou),
+                    ("Acc", acc),
+                    ("Dice", dice),
+                    ("Precision", precision),
+                    ("Recall", recall),
+                    ("Fscore", fscore),
+                )
             }
         return out
 
@@ -273,8 +287,11 @@ def _indices(
         with np.errstate(invalid="ignore"):
             arr = np.where(np.isfinite(arr) & (np.abs(arr) < 2.0**62), arr, -1).astype(np.int64)
     else:
-        arr = arr.astype(np.int64, copy=False) if kind != "u" or arr.dtype.itemsize < 8 else \
-            np.minimum(arr, np.uint64(2**62)).astype(np.int64)
+        arr = (
+            arr.astype(np.int64, copy=False)
+            if kind != "u" or arr.dtype.itemsize < 8
+            else np.minimum(arr, np.uint64(2**62)).astype(np.int64)
+        )
     bad = (arr < 0) | (arr >= num_classes)
     if ignore_index is not None:
         bad &= arr != ignore_index
@@ -284,5 +301,7 @@ def _indices(
         pos = tuple(int(x) for x in np.argwhere(bad)[0])
         valid = f"integers in [0, {num_classes - 1}]"
         valid += f" or ignore_index={ignore_index}" if ignore_index is not None else " where the label is not ignored"
-        raise MetricArgumentError(f"{what} out of range: got {orig[pos].item()!r} at pixel {pos}; values must be {valid}")
+        raise MetricArgumentError(
+            f"{what} out of range: got {orig[pos].item()!r} at pixel {pos}; values must be {valid}"
+        )
     return arr

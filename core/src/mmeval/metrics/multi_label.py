@@ -73,9 +73,7 @@ def dense_rows(
     for i, row in enumerate(rows):
         name = f"{what}[{i}]"
         if row.dtype.kind not in "iubf":
-            raise MetricArgumentError(
-                f"{name} must hold numbers (scores, 0/1 or class indices), got dtype {row.dtype}"
-            )
+            raise MetricArgumentError(f"{name} must hold numbers (scores, 0/1 or class indices), got dtype {row.dtype}")
         dense = row.ndim == 1 and row.shape[0] == num_classes
         if is_onehot and not dense:
             kind = "scores" if scores else "one-hot values (0 or 1)"
@@ -247,11 +245,13 @@ class MultiLabelMetric(OnehotFlags, BaseMetric):
             raise MetricArgumentError(
                 f"{name}: num_classes must be a positive int (the number of labels), got {num_classes!r}"
             )
-        if thr is not None and (isinstance(thr, bool) or not isinstance(thr, numbers.Real)
-                                or not np.isfinite(float(thr))):
+        if thr is not None and (
+            isinstance(thr, bool) or not isinstance(thr, numbers.Real) or not np.isfinite(float(thr))
+        ):
             raise MetricArgumentError(f"{name}: thr must be a finite number or None, got {thr!r}")
-        if topk is not None and (isinstance(topk, bool) or not isinstance(topk, numbers.Integral)
-                                 or not 1 <= topk <= num_classes):
+        if topk is not None and (
+            isinstance(topk, bool) or not isinstance(topk, numbers.Integral) or not 1 <= topk <= num_classes
+        ):
             raise MetricArgumentError(
                 f"{name}: topk must be None or an int in [1, num_classes={num_classes}], got {topk!r}"
             )
@@ -282,8 +282,7 @@ class MultiLabelMetric(OnehotFlags, BaseMetric):
 
     def _dense(self, predictions: Any, labels: Any) -> Tuple[np.ndarray, np.ndarray]:
         """Predictions as float64 (N, C) scores and labels as bool (N, C), read as the flags say."""
-        scores = dense_rows(predictions, "predictions", self.num_classes, True, self._pred_is_onehot,
-                            "pred_is_onehot")
+        scores = dense_rows(predictions, "predictions", self.num_classes, True, self._pred_is_onehot, "pred_is_onehot")
         gt = dense_rows(labels, "labels", self.num_classes, False, self._label_is_onehot, "label_is_onehot")
         if scores.shape[0] != gt.shape[0]:
             raise MetricArgumentError(

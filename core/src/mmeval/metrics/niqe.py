@@ -62,7 +62,8 @@ def load_pris_params(source: Union[str, "os.PathLike[str]", Mapping[str, Any], N
                 "NaturalImageQualityEvaluator needs NIQE's pristine-model parameters (niqe_pris_params.npz: "
                 "mu_pris_param, cov_pris_param, gaussian_window), which mmeval-core does not ship: pass "
                 f"pris_params='path/to/niqe_pris_params.npz', set {NIQE_PARAMS_ENV} to that path, or install "
-                "basicsr (Apache-2.0), which ships the file")
+                "basicsr (Apache-2.0), which ships the file"
+            )
     if isinstance(source, Mapping):
         data: Mapping[str, Any] = source
     else:
@@ -70,15 +71,24 @@ def load_pris_params(source: Union[str, "os.PathLike[str]", Mapping[str, Any], N
             data = {k: npz[k] for k in npz.files}
     missing = [k for k in _PARAM_KEYS if k not in data]
     if missing:
-        raise MetricArgumentError(f"NIQE parameters {source if not isinstance(source, Mapping) else ''!s}: "
-                                  f"missing {missing}; expected {list(_PARAM_KEYS)}")
+        raise MetricArgumentError(
+            f"NIQE parameters {source if not isinstance(source, Mapping) else ''!s}: "
+            f"missing {missing}; expected {list(_PARAM_KEYS)}"
+        )
     mu = np.asarray(data["mu_pris_param"], dtype=np.float64).reshape(-1)
     cov = np.asarray(data["cov_pris_param"], dtype=np.float64)
     window = np.asarray(data["gaussian_window"], dtype=np.float64)
-    if mu.shape != (36,) or cov.shape != (36, 36) or window.ndim != 2 or window.shape[0] % 2 == 0 \
-            or window.shape[0] != window.shape[1]:
-        raise MetricArgumentError(f"NIQE parameters: expected mu_pris_param of 36 values, cov_pris_param 36 x 36 "
-                                  f"and an odd square gaussian_window, got {mu.shape}, {cov.shape}, {window.shape}")
+    if (
+        mu.shape != (36,)
+        or cov.shape != (36, 36)
+        or window.ndim != 2
+        or window.shape[0] % 2 == 0
+        or window.shape[0] != window.shape[1]
+    ):
+        raise MetricArgumentError(
+            f"NIQE parameters: expected mu_pris_param of 36 values, cov_pris_param 36 x 36 "
+            f"and an odd square gaussian_window, got {mu.shape}, {cov.shape}, {window.shape}"
+        )
     return mu, cov, window
 
 
@@ -110,7 +120,7 @@ def aggd_fit(values: np.ndarray) -> Tuple[float, float, float]:
     right = math.sqrt(float(np.mean(x[x > 0] ** 2)))
     g = left / right
     r = float(np.mean(np.abs(x))) ** 2 / float(np.mean(x * x))
-    r_norm = r * (g ** 3 + 1) * (g + 1) / ((g ** 2 + 1) ** 2)
+    r_norm = r * (g**3 + 1) * (g + 1) / ((g**2 + 1) ** 2)
     shapes, ratios = _shape_table()
     alpha = float(shapes[int(np.argmin((ratios - r_norm) ** 2))])
     scale = math.sqrt(math.gamma(1 / alpha) / math.gamma(3 / alpha))
@@ -142,7 +152,7 @@ def _convolve_nearest(img: np.ndarray, window: np.ndarray) -> np.ndarray:
     acc = np.zeros(img.shape, dtype=np.float64)
     for i in range(window.shape[0]):
         for j in range(window.shape[1]):
-            acc += padded[i:i + h, j:j + w] * flipped[i, j]
+            acc += padded[i : i + h, j : j + w] * flipped[i, j]
     return acc
 
 
@@ -189,15 +199,22 @@ def niqe_of_gray(img: np.ndarray, params: PrisParams) -> float:
     """NIQE of one rounded gray image (H, W) of [0, 255] values: 96 x 96 blocks (the rest cropped) at two scales."""
     mu_pris, cov_pris, window = params
     nh, nw = img.shape[0] // BLOCK, img.shape[1] // BLOCK
-    work = img[:nh * BLOCK, :nw * BLOCK]
+    work = img[: nh * BLOCK, : nw * BLOCK]
     per_scale = []
     for scale in (1, 2):
         mu = _convolve_nearest(work, window)
         sigma = np.sqrt(np.abs(_convolve_nearest(work * work, window) - mu * mu))
         mscn = (work - mu) / (sigma + 1)
         size = BLOCK // scale
-        per_scale.append(np.array([_block_features(mscn[r * size:(r + 1) * size, c * size:(c + 1) * size])
-                                   for c in range(nw) for r in range(nh)]))
+        per_scale.append(
+            np.array(
+                [
+                    _block_features(mscn[r * size : (r + 1) * size, c * size : (c + 1) * size])
+                    for c in range(nw)
+                    for r in range(nh)
+                ]
+            )
+        )
         if scale == 1:
             work = matlab_half_resize(work / 255.0) * 255.0
     feats = np.concatenate(per_scale, axis=1)
@@ -240,19 +257,29 @@ class NaturalImageQualityEvaluator(MeanOfImageScores):
 
     KEY = "niqe"
 
-    def __init__(self, crop_border: int = 0, input_order: str = "CHW", convert_to: str = "gray",
-                 channel_order: str = "rgb",
-                 pris_params: Union[str, "os.PathLike[str]", Mapping[str, Any], None] = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        crop_border: int = 0,
+        input_order: str = "CHW",
+        convert_to: str = "gray",
+        channel_order: str = "rgb",
+        pris_params: Union[str, "os.PathLike[str]", Mapping[str, Any], None] = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if isinstance(crop_border, bool) or not isinstance(crop_border, numbers.Integral) or crop_border < 0:
-            raise MetricArgumentError(f"NaturalImageQualityEvaluator: crop_border must be a non-negative int, got "
-                                      f"{crop_border!r}")
+            raise MetricArgumentError(
+                f"NaturalImageQualityEvaluator: crop_border must be a non-negative int, got {crop_border!r}"
+            )
         if not isinstance(input_order, str) or input_order.upper() not in INPUT_ORDERS:
-            raise MetricArgumentError(f"NaturalImageQualityEvaluator: input_order must be 'HWC' or 'CHW', got "
-                                      f"{input_order!r}")
+            raise MetricArgumentError(
+                f"NaturalImageQualityEvaluator: input_order must be 'HWC' or 'CHW', got {input_order!r}"
+            )
         if not isinstance(convert_to, str) or convert_to.lower() not in ("y", "gray"):
-            raise MetricArgumentError(f"NaturalImageQualityEvaluator: convert_to must be 'y' or 'gray' (NIQE is "
-                                      f"defined on one channel), got {convert_to!r}")
+            raise MetricArgumentError(
+                f"NaturalImageQualityEvaluator: convert_to must be 'y' or 'gray' (NIQE is "
+                f"defined on one channel), got {convert_to!r}"
+            )
         _order(channel_order)
         self.crop_border: int = int(crop_border)
         self.input_order: str = input_order.upper()
@@ -281,21 +308,26 @@ class NaturalImageQualityEvaluator(MeanOfImageScores):
         scores = []
         for i, img in enumerate(image_list(predictions, "predictions")):
             if img.ndim not in (3, 4):
-                raise MetricArgumentError(f"NaturalImageQualityEvaluator.add(): image {i} must be 3-D (an image in "
-                                          f"{self.input_order}) or 4-D (a video), got shape {img.shape}")
+                raise MetricArgumentError(
+                    f"NaturalImageQualityEvaluator.add(): image {i} must be 3-D (an image in "
+                    f"{self.input_order}) or 4-D (a video), got shape {img.shape}"
+                )
             frames = img if img.ndim == 4 else img[None]
             scores.append(float(np.mean([self.compute_niqe(frame, order, i) for frame in frames])))
         self._add_scores(scores)
 
     def compute_niqe(self, prediction: np.ndarray, channel_order: str, index: int = 0) -> float:
         """NIQE of one image (3-D, [0, 255]) after this metric's crop and conversion."""
-        gray = np.round(reorder_and_crop(prediction, self.crop_border, self.input_order, self.convert_to,
-                                         channel_order)[..., 0])
+        gray = np.round(
+            reorder_and_crop(prediction, self.crop_border, self.input_order, self.convert_to, channel_order)[..., 0]
+        )
         if (gray.shape[0] // BLOCK) * (gray.shape[1] // BLOCK) < 2:
-            raise MetricArgumentError(f"NaturalImageQualityEvaluator: image {index} is {gray.shape[0]} x "
-                                      f"{gray.shape[1]} after crop_border={self.crop_border}; NIQE needs at least two "
-                                      f"{BLOCK} x {BLOCK} blocks (a covariance of one block is undefined), e.g. "
-                                      f"{BLOCK} x {2 * BLOCK}")
+            raise MetricArgumentError(
+                f"NaturalImageQualityEvaluator: image {index} is {gray.shape[0]} x "
+                f"{gray.shape[1]} after crop_border={self.crop_border}; NIQE needs at least two "
+                f"{BLOCK} x {BLOCK} blocks (a covariance of one block is undefined), e.g. "
+                f"{BLOCK} x {2 * BLOCK}"
+            )
         return niqe_of_gray(gray, self._params)
 
 

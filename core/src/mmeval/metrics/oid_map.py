@@ -46,8 +46,10 @@ def get_relation_matrix(hierarchy_file: str, label_file: str) -> np.ndarray:
                 continue
             name = child["LabelName"]
             if name not in index:
-                raise MetricArgumentError(f"get_relation_matrix: class {name!r} of {hierarchy_file!r} is not in "
-                                          f"{label_file!r}; pass the label file of the same release")
+                raise MetricArgumentError(
+                    f"get_relation_matrix: class {name!r} of {hierarchy_file!r} is not in "
+                    f"{label_file!r}; pass the label file of the same release"
+                )
             c = index[name]
             matrix[c, list(ancestors)] = 1
             pending.append((child, ancestors + (c,)))
@@ -113,15 +115,22 @@ class OIDMeanAP(VOCMeanAP):
     ) -> None:
         super().__init__(**kwargs)
         thrs: Tuple[Any, ...] = (iof_thrs,) if isinstance(iof_thrs, numbers.Real) else tuple(iof_thrs)  # type: ignore[arg-type]
-        if not thrs or not all(isinstance(t, numbers.Real) and not isinstance(t, bool) and 0 < float(t) <= 1
-                               for t in thrs):
+        if not thrs or not all(
+            isinstance(t, numbers.Real) and not isinstance(t, bool) and 0 < float(t) <= 1 for t in thrs
+        ):
             raise MetricArgumentError(
-                f"iof_thrs must be a number in (0, 1] or a non-empty sequence of them, got {iof_thrs!r}")
+                f"iof_thrs must be a number in (0, 1] or a non-empty sequence of them, got {iof_thrs!r}"
+            )
         if len(thrs) != len(self.iou_thrs):
-            raise MetricArgumentError(f"iof_thrs must give one threshold per IoU threshold: iou_thrs has "
-                                      f"{len(self.iou_thrs)} ({list(self.iou_thrs)}), iof_thrs {len(thrs)} ({iof_thrs!r})")
-        for name, flag in (("use_group_of", use_group_of), ("get_supercategory", get_supercategory),
-                           ("filter_labels", filter_labels)):
+            raise MetricArgumentError(
+                f"iof_thrs must give one threshold per IoU threshold: iou_thrs has "
+                f"{len(self.iou_thrs)} ({list(self.iou_thrs)}), iof_thrs {len(thrs)} ({iof_thrs!r})"
+            )
+        for name, flag in (
+            ("use_group_of", use_group_of),
+            ("get_supercategory", get_supercategory),
+            ("filter_labels", filter_labels),
+        ):
             if not isinstance(flag, (bool, np.bool_)):
                 raise MetricArgumentError(f"{name} must be True or False, got {flag!r}")
         self.iof_thrs: Tuple[float, ...] = tuple(float(t) for t in thrs)
@@ -129,7 +138,8 @@ class OIDMeanAP(VOCMeanAP):
         self.get_supercategory = bool(get_supercategory)
         self.filter_labels = bool(filter_labels)
         self._class_relation_matrix: Optional[np.ndarray] = (
-            None if class_relation_matrix is None else np.asarray(class_relation_matrix))
+            None if class_relation_matrix is None else np.asarray(class_relation_matrix)
+        )
 
     @property
     def class_relation_matrix(self) -> np.ndarray:
@@ -142,13 +152,18 @@ class OIDMeanAP(VOCMeanAP):
             if "relation_matrix" in meta:
                 self._class_relation_matrix = np.asarray(meta["relation_matrix"])
             elif "RELATION_MATRIX" in meta:
-                warnings.warn("dataset_meta['RELATION_MATRIX'] is deprecated: use 'relation_matrix'",
-                              DeprecationWarning, stacklevel=2)
+                warnings.warn(
+                    "dataset_meta['RELATION_MATRIX'] is deprecated: use 'relation_matrix'",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
                 self._class_relation_matrix = np.asarray(meta["RELATION_MATRIX"])
             else:
-                raise MetricArgumentMissingError(f"OIDMeanAP needs the class hierarchy: pass class_relation_matrix= (e.g. from "
-                                   f"mmeval.metrics.oid_map.get_relation_matrix) or set dataset_meta['relation_matrix'] "
-                                   f"(dataset_meta is {self.dataset_meta!r})")
+                raise MetricArgumentMissingError(
+                    f"OIDMeanAP needs the class hierarchy: pass class_relation_matrix= (e.g. from "
+                    f"mmeval.metrics.oid_map.get_relation_matrix) or set dataset_meta['relation_matrix'] "
+                    f"(dataset_meta is {self.dataset_meta!r})"
+                )
         return self._class_relation_matrix
 
     def _question(self, size: Optional[int]) -> Dict[str, Any]:
@@ -157,8 +172,13 @@ class OIDMeanAP(VOCMeanAP):
             matrix: Optional[np.ndarray] = self.class_relation_matrix
         except RuntimeError:
             matrix = None
-        question["class_relation_matrix"] = None if matrix is None else (
-            f"{matrix.shape} sha256:{hashlib.sha256(np.ascontiguousarray(matrix != 0).tobytes()).hexdigest()[:16]}")
+        question["class_relation_matrix"] = (
+            None
+            if matrix is None
+            else (
+                f"{matrix.shape} sha256:{hashlib.sha256(np.ascontiguousarray(matrix != 0).tobytes()).hexdigest()[:16]}"
+            )
+        )
         return question
 
     # -- accumulate ----------------------------------------------------------------------------------
@@ -182,23 +202,32 @@ class OIDMeanAP(VOCMeanAP):
             preds.append(self._expand_predictions(p, annotated, ancestors))
             grouped = group if self.use_group_of else np.zeros_like(group)
             order = np.concatenate([np.flatnonzero(~grouped), np.flatnonzero(grouped)])  # group-of boxes last
-            gts.append({"bboxes": boxes[order], "labels": labels[order],
-                        "bboxes_ignore": boxes[grouped], "labels_ignore": labels[grouped]})
+            gts.append(
+                {
+                    "bboxes": boxes[order],
+                    "labels": labels[order],
+                    "bboxes_ignore": boxes[grouped],
+                    "labels_ignore": labels[grouped],
+                }
+            )
         super().add(preds, gts)
 
     def _ancestors(self, num_classes: int) -> List[List[int]]:
         """Per class, its ancestor classes in index order (itself left out)."""
         matrix = self.class_relation_matrix
         if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or matrix.shape[0] < num_classes:
-            raise MetricArgumentError(f"OIDMeanAP: class_relation_matrix must be square with at least num_classes = "
-                                      f"{num_classes} rows (shape {(num_classes, num_classes)} or larger), got "
-                                      f"{matrix.shape}")
+            raise MetricArgumentError(
+                f"OIDMeanAP: class_relation_matrix must be square with at least num_classes = "
+                f"{num_classes} rows (shape {(num_classes, num_classes)} or larger), got "
+                f"{matrix.shape}"
+            )
         # a larger hierarchy (all 601 Open Images classes for a subset of num_classes) is accepted as MMEval 0.2.1
         # accepts it: ancestors past num_classes are never evaluated there, so they are left out here
         return [[int(a) for a in np.flatnonzero(matrix[c, :num_classes]) if a != c] for c in range(num_classes)]
 
-    def _expand_predictions(self, pred: Dict[str, np.ndarray], annotated: Set[int], ancestors: List[List[int]]
-                            ) -> Dict[str, np.ndarray]:
+    def _expand_predictions(
+        self, pred: Dict[str, np.ndarray], annotated: Set[int], ancestors: List[List[int]]
+    ) -> Dict[str, np.ndarray]:
         """The image's detections filtered by its annotated classes and repeated for their ancestors (MMEval's order)."""
         labels = pred["labels"]
         present = np.unique(labels).tolist()
@@ -222,7 +251,11 @@ class OIDMeanAP(VOCMeanAP):
     # -- the per-image hook of VOCMeanAP ---------------------------------------------------------------
 
     def _image_tpfp(
-        self, boxes: np.ndarray, scores: np.ndarray, gts: np.ndarray, ignored: np.ndarray,
+        self,
+        boxes: np.ndarray,
+        scores: np.ndarray,
+        gts: np.ndarray,
+        ignored: np.ndarray,
         areas: Sequence[Tuple[Optional[float], Optional[float]]],
     ) -> Tuple[np.ndarray, np.ndarray]:
         """True / false positive flags (thrs, ranges, K) of one image's detections of one class.
@@ -230,7 +263,7 @@ class OIDMeanAP(VOCMeanAP):
         ``gts`` ends with the group-of boxes, which ``ignored`` holds again (see :meth:`add`).
         """
         group = ignored
-        ordinary = gts[:gts.shape[0] - group.shape[0]]
+        ordinary = gts[: gts.shape[0] - group.shape[0]]
         tp, fp = super()._image_tpfp(boxes, scores, ordinary, np.zeros((0, 4)), areas)
         if not group.shape[0]:
             return tp, fp
@@ -263,16 +296,20 @@ class OIDMeanAP(VOCMeanAP):
 def _instances(gt: Any, what: str, num_classes: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One Open Images ground truth: boxes (M, 4), labels (M,), group-of flags (M,), image-level labels."""
     if not isinstance(gt, dict):
-        raise MetricArgumentError(f"{what} must be a dict with 'instances' (and optionally 'image_level_labels'), "
-                                  f"got {type(gt).__name__}")
+        raise MetricArgumentError(
+            f"{what} must be a dict with 'instances' (and optionally 'image_level_labels'), got {type(gt).__name__}"
+        )
     if "instances" not in gt:
-        raise MetricArgumentError(f"{what} has no 'instances': it needs a list of dicts with 'bbox', 'bbox_label' "
-                                  f"and 'is_group_of'")
+        raise MetricArgumentError(
+            f"{what} has no 'instances': it needs a list of dicts with 'bbox', 'bbox_label' and 'is_group_of'"
+        )
     boxes, labels, group = [], [], []
     for k, ins in enumerate(gt["instances"]):
         where = f"{what}['instances'][{k}]"
         if not isinstance(ins, dict) or "bbox" not in ins or "bbox_label" not in ins:
-            raise MetricArgumentError(f"{where} must be a dict with 'bbox', 'bbox_label' (and 'is_group_of'), got {ins!r}")
+            raise MetricArgumentError(
+                f"{where} must be a dict with 'bbox', 'bbox_label' (and 'is_group_of'), got {ins!r}"
+            )
         box = to_numpy(ins["bbox"], f"{where}['bbox']").astype(np.float64).reshape(-1)
         if box.shape != (4,) or not np.isfinite(box).all():
             raise MetricArgumentError(f"{where}['bbox'] must be 4 finite numbers x1, y1, x2, y2, got {ins['bbox']!r}")
@@ -291,5 +328,7 @@ def _labels(values: Any, what: str, num_classes: int) -> np.ndarray:
     num = arr.astype(np.float64)
     bad = ~np.isfinite(num) | (num != np.floor(num)) | (num < 0) | (num >= num_classes)
     if bad.any():
-        raise MetricArgumentError(f"{what}: got label {num[bad][0]:g}; labels must be integers in [0, {num_classes - 1}]")
+        raise MetricArgumentError(
+            f"{what}: got label {num[bad][0]:g}; labels must be integers in [0, {num_classes - 1}]"
+        )
     return num.astype(np.int64)

@@ -29,8 +29,9 @@ _ITEMS = ("bbox", "head", "torso")
 _PREFIX = {"bbox": "PCK", "head": "PCKh", "torso": "tPCK"}
 
 
-def keypoint_pck_accuracy(pred: np.ndarray, gt: np.ndarray, mask: np.ndarray, thr: float,
-                          norm_factor: np.ndarray) -> Tuple[np.ndarray, float, int]:
+def keypoint_pck_accuracy(
+    pred: np.ndarray, gt: np.ndarray, mask: np.ndarray, thr: float, norm_factor: np.ndarray
+) -> Tuple[np.ndarray, float, int]:
     """PCK of each keypoint and their mean (MMEval 0.2.1's function): ``(acc (K,), avg_acc, cnt)``.
 
     ``pred``, ``gt`` (N, K, D), ``mask`` (N, K) visibility, ``norm_factor`` (N, D)
@@ -45,7 +46,9 @@ def keypoint_pck_accuracy(pred: np.ndarray, gt: np.ndarray, mask: np.ndarray, th
 
 def _norm_items(norm_item: Any, metric: str) -> List[str]:
     """``norm_item`` as a list of items, each one of :data:`_ITEMS` (MMEval's KeyError otherwise)."""
-    items = [norm_item] if isinstance(norm_item, str) else list(norm_item) if isinstance(norm_item, (list, tuple)) else None
+    items = (
+        [norm_item] if isinstance(norm_item, str) else list(norm_item) if isinstance(norm_item, (list, tuple)) else None
+    )
     if not items:
         raise MetricArgumentError(
             f"{metric}: norm_item must be 'bbox', 'head', 'torso' or a non-empty list of them, got {norm_item!r}"
@@ -94,8 +97,13 @@ class PCKAccuracy(KeypointMetric):
     Units: ``PCK@{thr}`` / ``PCKh@{thr}`` / ``tPCK@{thr}`` are fractions in [0, 1], as MMEval 0.2.1's.
     """
 
-    def __init__(self, thr: float = 0.2, norm_item: Union[str, Sequence[str]] = "bbox",
-                 num_keypoints: Optional[int] = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        thr: float = 0.2,
+        norm_item: Union[str, Sequence[str]] = "bbox",
+        num_keypoints: Optional[int] = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(num_keypoints=num_keypoints, **kwargs)
         self.thr = check_real(thr, "thr", self.name)
         self.norm_item: List[str] = _norm_items(norm_item, self.name)
@@ -159,8 +167,13 @@ class MpiiPCKAccuracy(PCKAccuracy):
     #: with the float32 distances exactly as MMEval's does under every numpy version
     _THR_01 = np.float64(0.1)
 
-    def __init__(self, thr: float = 0.5, norm_item: Union[str, Sequence[str]] = "head",
-                 num_keypoints: Optional[int] = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        thr: float = 0.5,
+        norm_item: Union[str, Sequence[str]] = "head",
+        num_keypoints: Optional[int] = None,
+        **kwargs: Any,
+    ) -> None:
         if "head" in _norm_items(norm_item, "MpiiPCKAccuracy"):
             if num_keypoints is not None and num_keypoints != 16:
                 raise MetricArgumentError(
@@ -214,8 +227,14 @@ class MpiiPCKAccuracy(PCKAccuracy):
             weighted_01 = float(np.where(joints, at_01.astype(np.float64) * ratio, 0.0).sum())
         else:
             weighted = weighted_01 = float("nan")
-        pairs = {"Shoulder": (13, 12), "Elbow": (14, 11), "Wrist": (15, 10), "Hip": (3, 2), "Knee": (4, 1),
-                 "Ankle": (5, 0)}
+        pairs = {
+            "Shoulder": (13, 12),
+            "Elbow": (14, 11),
+            "Wrist": (15, 10),
+            "Hip": (3, 2),
+            "Knee": (4, 1),
+            "Ankle": (5, 0),
+        }
         out["Head"] = float(pckh[9])
         for name, (a, b) in pairs.items():
             out[name] = float(0.5 * (pckh[a] + pckh[b]))
@@ -241,8 +260,13 @@ class JhmdbPCKAccuracy(PCKAccuracy):
     Units: fractions in [0, 1], as MMEval 0.2.1's.
     """
 
-    def __init__(self, thr: float = 0.5, norm_item: Union[str, Sequence[str]] = "bbox",
-                 num_keypoints: Optional[int] = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        thr: float = 0.5,
+        norm_item: Union[str, Sequence[str]] = "bbox",
+        num_keypoints: Optional[int] = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(thr=thr, norm_item=norm_item, num_keypoints=num_keypoints, **kwargs)
         if self.num_keypoints is not None:
             self._check_count(self.num_keypoints)
@@ -265,8 +289,14 @@ class JhmdbPCKAccuracy(PCKAccuracy):
             if item == "torso":
                 del out[f"tPCK@{self.thr}"]
             out[f"Head {suffix}"] = float(acc[2])
-            for name, (a, b) in {"Sho": (3, 4), "Elb": (7, 8), "Wri": (11, 12), "Hip": (5, 6), "Knee": (9, 10),
-                                 "Ank": (13, 14)}.items():
+            for name, (a, b) in {
+                "Sho": (3, 4),
+                "Elb": (7, 8),
+                "Wri": (11, 12),
+                "Hip": (5, 6),
+                "Knee": (9, 10),
+                "Ank": (13, 14),
+            }.items():
                 out[f"{name} {suffix}"] = float(0.5 * acc[a] + 0.5 * acc[b])
             out[f"Mean {suffix}"] = mean
         return out

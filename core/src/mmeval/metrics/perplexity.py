@@ -58,8 +58,9 @@ class Perplexity(BaseMetric):
         else:
             given: Any = [ignore_labels] if _is_int(ignore_labels) else ignore_labels
             if not isinstance(given, (list, tuple)) or not all(_is_int(v) for v in given):
-                raise MetricArgumentError(f"Perplexity: ignore_labels must be None, an int or a list of ints, "
-                                          f"got {ignore_labels!r}")
+                raise MetricArgumentError(
+                    f"Perplexity: ignore_labels must be None, an int or a list of ints, got {ignore_labels!r}"
+                )
             labels = sorted({int(v) for v in given})
         self.ignore_labels = labels
         self._declare_state("nll", (), "float64")
@@ -69,8 +70,10 @@ class Perplexity(BaseMetric):
         """Add a batch: scores (batch, seq_len, vocab) and target ids (batch, seq_len), or per-sample sequences."""
         preds, targs = _samples(predictions, "predictions"), _samples(targets, "targets")
         if len(preds) != len(targs):
-            raise MetricArgumentError(f"Perplexity: {len(preds)} predictions and {len(targs)} targets: pass one "
-                                      f"(seq_len, vocab) prediction and one (seq_len,) target per sample")
+            raise MetricArgumentError(
+                f"Perplexity: {len(preds)} predictions and {len(targs)} targets: pass one "
+                f"(seq_len, vocab) prediction and one (seq_len,) target per sample"
+            )
         nll = np.empty(len(preds), dtype=np.float64)
         count = np.empty(len(preds), dtype=np.int64)
         for i, (pred, target) in enumerate(zip(preds, targs)):
@@ -81,13 +84,18 @@ class Perplexity(BaseMetric):
     def _sample(self, i: int, pred: np.ndarray, target: np.ndarray) -> Tuple[float, int]:
         """One sequence's NLL sum and token count (checked; nothing kept on error)."""
         if pred.ndim != 2:
-            raise MetricArgumentError(f"Perplexity: predictions[{i}] must be (seq_len, vocab) scores, got shape "
-                                      f"{pred.shape}")
+            raise MetricArgumentError(
+                f"Perplexity: predictions[{i}] must be (seq_len, vocab) scores, got shape {pred.shape}"
+            )
         if target.ndim != 1:
-            raise MetricArgumentError(f"Perplexity: targets[{i}] must be (seq_len,) token ids, got shape {target.shape}")
+            raise MetricArgumentError(
+                f"Perplexity: targets[{i}] must be (seq_len,) token ids, got shape {target.shape}"
+            )
         if pred.shape[0] != target.shape[0]:
-            raise MetricArgumentError(f"Perplexity: predictions[{i}] has {pred.shape[0]} positions and targets[{i}] "
-                                      f"{target.shape[0]}: they must have the same seq_len")
+            raise MetricArgumentError(
+                f"Perplexity: predictions[{i}] has {pred.shape[0]} positions and targets[{i}] "
+                f"{target.shape[0]}: they must have the same seq_len"
+            )
         if pred.dtype.kind not in "iuf":
             raise MetricArgumentError(f"Perplexity: predictions[{i}] must hold real scores, got dtype {pred.dtype}")
         if target.dtype.kind not in "iuf":
@@ -100,8 +108,10 @@ class Perplexity(BaseMetric):
         bad = keep & ~(np.isfinite(t) & (np.floor(t) == t) & (t >= 0) & (t < vocab))
         if bad.any():
             j = int(np.flatnonzero(bad)[0])
-            raise MetricArgumentError(f"Perplexity: targets[{i}][{j}] = {target[j].item()!r} is not a token id in "
-                                      f"[0, {vocab - 1}] (vocab {vocab}) nor in ignore_labels={self.ignore_labels}")
+            raise MetricArgumentError(
+                f"Perplexity: targets[{i}][{j}] = {target[j].item()!r} is not a token id in "
+                f"[0, {vocab - 1}] (vocab {vocab}) nor in ignore_labels={self.ignore_labels}"
+            )
         scores = pred[keep].astype(np.float64)
         ids = t[keep].astype(np.int64)
         if not ids.size:

@@ -20,8 +20,13 @@ from .multi_label import MultiLabelPrecisionRecallF1score as MultiLabelPrecision
 from .single_label import SingleLabelMetric as SingleLabelMetric
 from .single_label import SingleLabelPrecisionRecallF1score as SingleLabelPrecisionRecallF1score
 
-__all__ = ["PrecisionRecallF1score", "SingleLabelPrecisionRecallF1score", "MultiLabelPrecisionRecallF1score",
-           "SingleLabelMetric", "MultiLabelMetric"]
+__all__ = [
+    "PrecisionRecallF1score",
+    "SingleLabelPrecisionRecallF1score",
+    "MultiLabelPrecisionRecallF1score",
+    "SingleLabelMetric",
+    "MultiLabelMetric",
+]
 
 #: The tasks :class:`PrecisionRecallF1score` dispatches on.
 TASKS = ("singlelabel", "multilabel")
@@ -75,8 +80,9 @@ class PrecisionRecallF1score:
                     f"PrecisionRecallF1score: `num_classes` is necessary for task 'multilabel' (an int: the number "
                     f"of labels), got num_classes={num_classes!r}"
                 )
-            return MultiLabelMetric(num_classes=int(num_classes), thr=thrs, topk=topk, items=items, average=average,
-                                    **kwargs)
+            return MultiLabelMetric(
+                num_classes=int(num_classes), thr=thrs, topk=topk, items=items, average=average, **kwargs
+            )
         raise MetricArgumentError(
             f"PrecisionRecallF1score: Expected argument `task` to either be 'singlelabel' or 'multilabel', "
             f"got task={task!r}"

@@ -96,31 +96,44 @@ class ProposalRecall(BaseMetric):
     Units: ``AR@{N}`` are fractions in [0, 1], as MMEval 0.2.1's.
     """
 
-    def __init__(self, iou_thrs: Union[float, Sequence[float], None] = None,
-                 proposal_nums: Union[int, Sequence[int]] = (1, 10, 100, 1000),
-                 use_legacy_coordinate: bool = False, nproc: int = 4, print_results: bool = True,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        iou_thrs: Union[float, Sequence[float], None] = None,
+        proposal_nums: Union[int, Sequence[int]] = (1, 10, 100, 1000),
+        use_legacy_coordinate: bool = False,
+        nproc: int = 4,
+        print_results: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if iou_thrs is None:
             thrs = np.linspace(0.5, 0.95, int(np.round((0.95 - 0.5) / 0.05)) + 1, endpoint=True)
         elif isinstance(iou_thrs, (float, np.floating)):
             thrs = np.array([float(iou_thrs)])
-        elif isinstance(iou_thrs, (list, tuple, np.ndarray)) and len(iou_thrs) and all(
-                isinstance(t, (float, np.floating)) for t in iou_thrs):
+        elif (
+            isinstance(iou_thrs, (list, tuple, np.ndarray))
+            and len(iou_thrs)
+            and all(isinstance(t, (float, np.floating)) for t in iou_thrs)
+        ):
             thrs = np.asarray(iou_thrs, dtype=np.float64).reshape(-1)
         else:
-            raise MetricArgumentTypeError(f"ProposalRecall: iou_thrs must be None, a float or a non-empty list of floats, "
-                                     f"got {iou_thrs!r}")
+            raise MetricArgumentTypeError(
+                f"ProposalRecall: iou_thrs must be None, a float or a non-empty list of floats, got {iou_thrs!r}"
+            )
         if not ((thrs >= 0) & (thrs <= 1)).all():
             raise MetricArgumentError(f"ProposalRecall: iou_thrs must lie in [0, 1], got {iou_thrs!r}")
         if isinstance(proposal_nums, numbers.Integral) and not isinstance(proposal_nums, bool):
             nums = [int(proposal_nums)]
-        elif isinstance(proposal_nums, (list, tuple, np.ndarray)) and len(proposal_nums) and all(
-                isinstance(n, numbers.Integral) and not isinstance(n, bool) for n in proposal_nums):
+        elif (
+            isinstance(proposal_nums, (list, tuple, np.ndarray))
+            and len(proposal_nums)
+            and all(isinstance(n, numbers.Integral) and not isinstance(n, bool) for n in proposal_nums)
+        ):
             nums = [int(n) for n in proposal_nums]
         else:
-            raise MetricArgumentTypeError(f"ProposalRecall: proposal_nums must be an int or a non-empty sequence of ints, "
-                                     f"got {proposal_nums!r}")
+            raise MetricArgumentTypeError(
+                f"ProposalRecall: proposal_nums must be an int or a non-empty sequence of ints, got {proposal_nums!r}"
+            )
         if min(nums) < 1:
             raise MetricArgumentError(f"ProposalRecall: proposal_nums must be positive, got {proposal_nums!r}")
         if not isinstance(nproc, numbers.Integral) or isinstance(nproc, bool):
@@ -139,8 +152,10 @@ class ProposalRecall(BaseMetric):
     def add(self, predictions: Sequence[Dict[str, Any]], groundtruths: Sequence[Dict[str, Any]]) -> None:
         """Match each image's proposals here and keep its counts (see the class docstring)."""
         if len(predictions) != len(groundtruths):
-            raise ValueError(f"ProposalRecall.add: {len(predictions)} predictions but {len(groundtruths)} "
-                             f"groundtruths: give one dict of each per image")
+            raise ValueError(
+                f"ProposalRecall.add: {len(predictions)} predictions but {len(groundtruths)} "
+                f"groundtruths: give one dict of each per image"
+            )
         recalled, num_gts = [], []
         for i, (pred, gt) in enumerate(zip(predictions, groundtruths)):
             boxes, gt_boxes = self._image(i, pred, gt)
@@ -165,12 +180,15 @@ class ProposalRecall(BaseMetric):
         if pred.get("scores") is not None:
             scores = to_numpy(pred["scores"], f"predictions[{i}]['scores']").astype(np.float64).reshape(-1)
             if scores.size != boxes.shape[0] or not np.isfinite(scores).all():
-                raise ValueError(f"ProposalRecall.add: predictions[{i}]['scores'] must hold one finite score per box "
-                                 f"({boxes.shape[0]}), got {scores.size} value(s)")
+                raise ValueError(
+                    f"ProposalRecall.add: predictions[{i}]['scores'] must hold one finite score per box "
+                    f"({boxes.shape[0]}), got {scores.size} value(s)"
+                )
             boxes = boxes[np.argsort(scores, kind="stable")[::-1]]
         boxes = boxes[: int(self.proposal_nums.max())]
-        gt_boxes = _boxes(gt["bboxes"], f"groundtruths[{i}]['bboxes']") if gt.get("bboxes") is not None \
-            else np.zeros((0, 4))
+        gt_boxes = (
+            _boxes(gt["bboxes"], f"groundtruths[{i}]['bboxes']") if gt.get("bboxes") is not None else np.zeros((0, 4))
+        )
         return boxes, gt_boxes
 
     def compute_metric(self, state: MetricState) -> Dict[str, float]:
@@ -197,8 +215,10 @@ def _boxes(value: Any, what: str) -> np.ndarray:
     if arr.size == 0:
         return np.zeros((0, 4))
     if arr.ndim != 2 or arr.shape[1] != 4 or arr.dtype.kind not in "iuf":
-        raise ValueError(f"ProposalRecall.add: {what} must be numbers of shape (n, 4) (x1, y1, x2, y2), got "
-                         f"shape {arr.shape}, dtype {arr.dtype}")
+        raise ValueError(
+            f"ProposalRecall.add: {what} must be numbers of shape (n, 4) (x1, y1, x2, y2), got "
+            f"shape {arr.shape}, dtype {arr.dtype}"
+        )
     boxes = arr.astype(np.float64)
     if not np.isfinite(boxes).all():
         raise ValueError(f"ProposalRecall.add: {what} holds NaN or infinite values")

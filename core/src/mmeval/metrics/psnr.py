@@ -42,8 +42,9 @@ class PeakSignalNoiseRatio(ComparedImages):
     @staticmethod
     def compute_psnr(prediction: np.ndarray, groundtruth: np.ndarray) -> float:
         """PSNR (dB) of two images with values in [0, 255]; ``inf`` when they are equal."""
-        mse = float(np.mean((np.asarray(groundtruth, dtype=np.float64) - np.asarray(prediction, dtype=np.float64))
-                            ** 2))
+        mse = float(
+            np.mean((np.asarray(groundtruth, dtype=np.float64) - np.asarray(prediction, dtype=np.float64)) ** 2)
+        )
         return float("inf") if mse == 0 else float(20.0 * np.log10(255.0 / np.sqrt(mse)))
 
 

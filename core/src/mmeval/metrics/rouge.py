@@ -11,7 +11,14 @@ from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError
 from ..core.state import MetricState
 from .extras import import_extra
-from .utils.grammar import Tokenizer, check_texts, longest_common_subsequence, ngram_counts, tokenizer_argument, tokenizer_for
+from .utils.grammar import (
+    Tokenizer,
+    check_texts,
+    longest_common_subsequence,
+    ngram_counts,
+    tokenizer_argument,
+    tokenizer_for,
+)
 
 __all__ = ["ROUGE"]
 
@@ -70,22 +77,37 @@ class ROUGE(BaseMetric):
     {'rougeL_fmeasure': 0.8333333333333334, 'rougeL_precision': 0.8333333333333334, 'rougeL_recall': 0.8333333333333334}
     """
 
-    def __init__(self, rouge_keys: Union[Sequence[RougeKey], RougeKey] = (1, 2, "L"), use_stemmer: bool = False,
-                 normalizer: Optional[Callable[[str], str]] = None,
-                 tokenizer: Union[Callable[[str], List[str]], str, None] = None, accumulate: str = "best",
-                 lowercase: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        rouge_keys: Union[Sequence[RougeKey], RougeKey] = (1, 2, "L"),
+        use_stemmer: bool = False,
+        normalizer: Optional[Callable[[str], str]] = None,
+        tokenizer: Union[Callable[[str], List[str]], str, None] = None,
+        accumulate: str = "best",
+        lowercase: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         keys = [rouge_keys] if isinstance(rouge_keys, (int, str)) else rouge_keys
-        if not isinstance(keys, (list, tuple)) or not keys or not all(
+        if (
+            not isinstance(keys, (list, tuple))
+            or not keys
+            or not all(
                 k == "L" if isinstance(k, str) else isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= 9
-                for k in keys):
-            raise MetricArgumentError(f"ROUGE: rouge_keys must be 1 to 9 or 'L', or a non-empty list of them, "
-                                      f"got {rouge_keys!r}")
+                for k in keys
+            )
+        ):
+            raise MetricArgumentError(
+                f"ROUGE: rouge_keys must be 1 to 9 or 'L', or a non-empty list of them, got {rouge_keys!r}"
+            )
         self.rouge_keys = keys
-        self.stemmer = import_extra("nltk.stem.porter", "ROUGE(use_stemmer=True)").PorterStemmer() \
-            if use_stemmer else None
+        self.stemmer = (
+            import_extra("nltk.stem.porter", "ROUGE(use_stemmer=True)").PorterStemmer() if use_stemmer else None
+        )
         if normalizer is not None and not callable(normalizer):
-            raise MetricArgumentError(f"ROUGE: normalizer must be a callable (text -> text) or None, got {normalizer!r}")
+            raise MetricArgumentError(
+                f"ROUGE: normalizer must be a callable (text -> text) or None, got {normalizer!r}"
+            )
         self.normalizer = normalizer
         self.tokenizer_fn = tokenizer_argument(tokenizer, "tokenizer", "ROUGE")
         if accumulate not in ("best", "avg"):
@@ -110,8 +132,9 @@ class ROUGE(BaseMetric):
 
     def _score(self, key: RougeKey, pred: List[str], ref: List[str]) -> Tuple[float, float, float]:
         if key == "L":
-            return _scores(longest_common_subsequence(pred, ref), len(pred), len(ref)) if pred and ref else \
-                (0.0, 0.0, 0.0)
+            return (
+                _scores(longest_common_subsequence(pred, ref), len(pred), len(ref)) if pred and ref else (0.0, 0.0, 0.0)
+            )
         p_counts, r_counts = ngram_counts(pred, int(key)), ngram_counts(ref, int(key))
         p_len, r_len = sum(p_counts.values()), sum(r_counts.values())
         if not p_len or not r_len:

@@ -27,8 +27,12 @@ def check_items_and_average(items: Any, average: Any, metric: str) -> Tuple[str,
     argument; its message starts as MMEval 0.2.1's did (``The metric <item> is not supported``,
     ``Invalid `average` argument``), so code matching those messages keeps working.
     """
-    if isinstance(items, str) or not isinstance(items, (list, tuple)) or not items \
-            or not all(isinstance(i, str) and i in ITEMS for i in items):
+    if (
+        isinstance(items, str)
+        or not isinstance(items, (list, tuple))
+        or not items
+        or not all(isinstance(i, str) and i in ITEMS for i in items)
+    ):
         bad = [i for i in items if i not in ITEMS] if isinstance(items, (list, tuple)) else [items]
         shown = bad[0] if bad else items
         raise MetricArgumentError(
@@ -42,9 +46,7 @@ def check_items_and_average(items: Any, average: Any, metric: str) -> Tuple[str,
     return tuple(items)
 
 
-def prf_support(
-    tp: np.ndarray, pred: np.ndarray, gt: np.ndarray, average: Optional[str]
-) -> Tuple[Any, Any, Any, Any]:
+def prf_support(tp: np.ndarray, pred: np.ndarray, gt: np.ndarray, average: Optional[str]) -> Tuple[Any, Any, Any, Any]:
     """Precision, recall, F1 (percentages) and support from per-class counts, as MMEval 0.2.1 computes them.
 
     ``tp``, ``pred``, ``gt``: per-class true positives, predicted positives and
@@ -240,9 +242,12 @@ class SingleLabelMetric(BaseMetric):
         scored = ~np.isnan(score)
         hit = pred == label
         keeps = [np.ones_like(hit) if thr is None or not scored.any() else score > thr for thr in self.thrs]
-        return {"tp": np.stack([np.bincount(pred[k & hit], minlength=c) for k in keeps]),
-                "predicted": np.stack([np.bincount(pred[k], minlength=c) for k in keeps]),
-                "gt": np.bincount(label, minlength=c), "scored": np.asarray(np.count_nonzero(scored))}
+        return {
+            "tp": np.stack([np.bincount(pred[k & hit], minlength=c) for k in keeps]),
+            "predicted": np.stack([np.bincount(pred[k], minlength=c) for k in keeps]),
+            "gt": np.bincount(label, minlength=c),
+            "scored": np.asarray(np.count_nonzero(scored)),
+        }
 
     def compute_metric(self, results: Union[MetricState, ArrayResults, Sequence[Tuple[Any, Any]]]) -> Dict[str, Any]:
         """The metric of ``results``: the reduced :class:`~mmeval.core.state.MetricState` (with
@@ -287,7 +292,6 @@ class SingleLabelMetric(BaseMetric):
             out.update(format_prf(counts_at(keep), self.items, self.average, suffix))
         return out
 
-
     def _from_state(self, state: MetricState) -> Dict[str, Any]:
         scored, n = int(state["scored"]), state.num_samples
         if 0 < scored < n:
@@ -301,8 +305,7 @@ class SingleLabelMetric(BaseMetric):
         out: Dict[str, Any] = {}
         for t, thr in enumerate(self.thrs):
             suffix = "" if len(self.thrs) == 1 else ("_no-thr" if thr is None else f"_thr-{thr:.2f}")
-            out.update(format_prf(prf_support(tp[t], predicted[t], gt, self.average), self.items, self.average,
-                                  suffix))
+            out.update(format_prf(prf_support(tp[t], predicted[t], gt, self.average), self.items, self.average, suffix))
         return out
 
 

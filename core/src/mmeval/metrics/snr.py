@@ -35,7 +35,7 @@ class SignalNoiseRatio(ComparedImages):
     def compute_snr(prediction: np.ndarray, groundtruth: np.ndarray) -> float:
         """SNR (dB) of ``prediction`` against ``groundtruth`` (values in [0, 255])."""
         gt = np.asarray(groundtruth, dtype=np.float64)
-        signal = float(np.mean(gt ** 2))
+        signal = float(np.mean(gt**2))
         noise = float(np.mean((gt - np.asarray(prediction, dtype=np.float64)) ** 2))
         with np.errstate(divide="ignore", invalid="ignore"):
             return float(10.0 * np.log10(np.float64(signal) / np.float64(noise)))

@@ -61,7 +61,8 @@ class StructuralSimilarity(ComparedImages):
         if pred.shape[0] < WINDOW_SIZE or pred.shape[1] < WINDOW_SIZE:
             raise MetricArgumentError(
                 f"StructuralSimilarity needs images of at least {WINDOW_SIZE} x {WINDOW_SIZE} pixels after "
-                f"crop_border={self.crop_border}, got {pred.shape[0]} x {pred.shape[1]}")
+                f"crop_border={self.crop_border}, got {pred.shape[0]} x {pred.shape[1]}"
+            )
         return float(np.mean([self.compute_ssim(pred[..., c], gt[..., c]) for c in range(pred.shape[2])]))
 
     @staticmethod
@@ -69,8 +70,10 @@ class StructuralSimilarity(ComparedImages):
         """SSIM of two single-channel images (H, W) with values in [0, 255], both at least 11 x 11."""
         a, b = np.asarray(img1, dtype=np.float64), np.asarray(img2, dtype=np.float64)
         if a.ndim != 2 or a.shape != b.shape or min(a.shape) < WINDOW_SIZE:
-            raise MetricArgumentError(f"compute_ssim needs two (H, W) images of one shape, at least "
-                                      f"{WINDOW_SIZE} x {WINDOW_SIZE}, got {a.shape} and {b.shape}")
+            raise MetricArgumentError(
+                f"compute_ssim needs two (H, W) images of one shape, at least "
+                f"{WINDOW_SIZE} x {WINDOW_SIZE}, got {a.shape} and {b.shape}"
+            )
         c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
         g = gaussian_window()
         mu1, mu2 = _valid_filter(a, g), _valid_filter(b, g)

@@ -99,28 +99,39 @@ class VOCMeanAP(BaseMetric):
     ) -> None:
         super().__init__(**kwargs)
         thrs: Tuple[Any, ...] = (iou_thrs,) if isinstance(iou_thrs, numbers.Real) else tuple(iou_thrs)  # type: ignore[arg-type]
-        if not thrs or not all(isinstance(t, numbers.Real) and not isinstance(t, bool) and 0 < float(t) < 1
-                               for t in thrs):
+        if not thrs or not all(
+            isinstance(t, numbers.Real) and not isinstance(t, bool) and 0 < float(t) < 1 for t in thrs
+        ):
             # 1 is refused as MMEval 0.2.1 refused it: an IoU of 1 matches only bit-identical boxes
-            raise MetricArgumentError(f"iou_thrs must be a number in (0, 1) or a non-empty sequence of them, got "
-                                      f"{iou_thrs!r}")
+            raise MetricArgumentError(
+                f"iou_thrs must be a number in (0, 1) or a non-empty sequence of them, got {iou_thrs!r}"
+            )
         ranges: List[_Range] = []
         for r in scale_ranges if scale_ranges is not None else []:
-            if not (isinstance(r, (tuple, list)) and len(r) == 2 and all(
-                    v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 0) for v in r)):
+            if not (
+                isinstance(r, (tuple, list))
+                and len(r) == 2
+                and all(v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 0) for v in r)
+            ):
                 raise MetricArgumentError(
-                    f"scale_ranges must be (min_scale, max_scale) pairs of non-negative numbers or None, got {r!r}")
+                    f"scale_ranges must be (min_scale, max_scale) pairs of non-negative numbers or None, got {r!r}"
+                )
             ranges.append((r[0], r[1]))
         if (None, None) not in ranges:
             ranges.append((None, None))
         if num_classes is not None and not (_is_int(num_classes) and int(num_classes) >= 1):
-            raise MetricArgumentError(f"num_classes must be a positive int or None (from dataset_meta), got {num_classes!r}")
+            raise MetricArgumentError(
+                f"num_classes must be a positive int or None (from dataset_meta), got {num_classes!r}"
+            )
         if eval_mode not in _EVAL_MODES:
             raise MetricArgumentError(f"eval_mode must be one of {list(_EVAL_MODES)}, got {eval_mode!r}")
         if not _is_int(nproc):
             raise MetricArgumentError(f"VOCMeanAP: nproc must be an int (<= 1 or -1: no worker pool), got {nproc!r}")
-        for name, flag in (("use_legacy_coordinate", use_legacy_coordinate), ("drop_class_ap", drop_class_ap),
-                           ("classwise", classwise)):
+        for name, flag in (
+            ("use_legacy_coordinate", use_legacy_coordinate),
+            ("drop_class_ap", drop_class_ap),
+            ("classwise", classwise),
+        ):
             if not isinstance(flag, (bool, np.bool_)):
                 raise MetricArgumentError(f"{name} must be True or False, got {flag!r}")
         self.iou_thrs: Tuple[float, ...] = tuple(float(t) for t in thrs)
@@ -200,9 +211,15 @@ class VOCMeanAP(BaseMetric):
             scores = pred["scores"]
             if np.array_equal(scores.astype(np.float32).astype(np.float64), scores):
                 scores = scores.astype(np.float32)  # exact: 4 bytes a detection
-            out.append(pack_arrays(scores, labels.astype(np.uint16), trits_to_words(state.reshape(k, n_rng * n_thr)),
-                                   np.array(gt_cls, dtype=np.uint16),
-                                   np.array(gt_counts, dtype=np.int32).reshape(-1)))
+            out.append(
+                pack_arrays(
+                    scores,
+                    labels.astype(np.uint16),
+                    trits_to_words(state.reshape(k, n_rng * n_thr)),
+                    np.array(gt_cls, dtype=np.uint16),
+                    np.array(gt_counts, dtype=np.int32).reshape(-1),
+                )
+            )
         return out
 
     def _area_bounds(self) -> List[Tuple[Optional[float], Optional[float]]]:
@@ -232,7 +249,7 @@ class VOCMeanAP(BaseMetric):
         eps = float(np.finfo(np.float32).eps)
         for cls in range(self.num_classes):
             num_gts = np.broadcast_to(num_gts_all[cls], (n_thr, n_rng))
-            seg = order[bounds[cls]:bounds[cls + 1]]
+            seg = order[bounds[cls] : bounds[cls + 1]]
             ap = np.zeros((n_thr, n_rng))
             if seg.size:
                 st = states[seg].transpose(2, 1, 0)  # (thrs, ranges, K)
@@ -276,7 +293,11 @@ class VOCMeanAP(BaseMetric):
         return keep
 
     def _image_tpfp(
-        self, boxes: np.ndarray, scores: np.ndarray, gts: np.ndarray, ignored: np.ndarray,
+        self,
+        boxes: np.ndarray,
+        scores: np.ndarray,
+        gts: np.ndarray,
+        ignored: np.ndarray,
         areas: Sequence[Tuple[Optional[float], Optional[float]]],
     ) -> Tuple[np.ndarray, np.ndarray]:
         """True / false positive flags, (thrs, ranges, K), of one image's detections of one class."""
@@ -346,16 +367,21 @@ def _fields(
 ) -> Dict[str, np.ndarray]:
     """One image's dict checked and converted: boxes float64 (n, 4), scores float64 (n,), labels int64 (n,)."""
     if not isinstance(item, dict):
-        raise MetricArgumentError(f"{what} must be a dict with keys {list(required + optional)}, got {type(item).__name__}")
+        raise MetricArgumentError(
+            f"{what} must be a dict with keys {list(required + optional)}, got {type(item).__name__}"
+        )
     missing = [k for k in required if k not in item]
     if missing:
-        raise MetricArgumentKeyError(f"{what} has no {missing}: it needs {list(required)}" +
-                         (f" (and optionally {list(optional)})" if optional else ""))
+        raise MetricArgumentKeyError(
+            f"{what} has no {missing}: it needs {list(required)}"
+            + (f" (and optionally {list(optional)})" if optional else "")
+        )
     out: Dict[str, np.ndarray] = {}
     for key in required + optional:
         if key not in item:  # an optional field: no ignored objects
-            out[key] = np.zeros((0, 4) if key.startswith("bboxes") else (0,), dtype=np.float64 if
-                                key.startswith("bboxes") else np.int64)
+            out[key] = np.zeros(
+                (0, 4) if key.startswith("bboxes") else (0,), dtype=np.float64 if key.startswith("bboxes") else np.int64
+            )
             continue
         arr = to_numpy(item[key], f"{what}[{key!r}]")
         if key.startswith("bboxes"):
@@ -372,8 +398,9 @@ def _fields(
         if key.startswith("labels"):
             if ((values != np.floor(values)) | (values < 0) | (values >= num_classes)).any():
                 bad = values[(values != np.floor(values)) | (values < 0) | (values >= num_classes)][0]
-                raise MetricArgumentError(f"{what}[{key!r}]: got label {bad:g}; labels must be integers in "
-                                 f"[0, {num_classes - 1}]")
+                raise MetricArgumentError(
+                    f"{what}[{key!r}]: got label {bad:g}; labels must be integers in [0, {num_classes - 1}]"
+                )
             out[key] = values.astype(np.int64)
         else:
             out[key] = values

@@ -15,8 +15,11 @@ from .utils.grammar import check_texts
 __all__ = ["WordAccuracy"]
 
 #: mode -> result key, in the order the keys are reported
-MODES = {"exact": "accuracy", "ignore_case": "ignore_case_accuracy",
-         "ignore_case_symbol": "ignore_case_symbol_accuracy"}
+MODES = {
+    "exact": "accuracy",
+    "ignore_case": "ignore_case_accuracy",
+    "ignore_case_symbol": "ignore_case_symbol_accuracy",
+}
 
 
 class WordAccuracy(BaseMetric):
@@ -46,13 +49,22 @@ class WordAccuracy(BaseMetric):
     {'accuracy': 0.5, 'ignore_case_accuracy': 1.0}
     """
 
-    def __init__(self, mode: Union[str, Sequence[str]] = "ignore_case_symbol",
-                 invalid_symbol: str = DEFAULT_INVALID_SYMBOL, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        mode: Union[str, Sequence[str]] = "ignore_case_symbol",
+        invalid_symbol: str = DEFAULT_INVALID_SYMBOL,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         modes = [mode] if isinstance(mode, str) else mode
-        if not isinstance(modes, (list, tuple)) or not modes or not all(isinstance(m, str) and m in MODES for m in modes):
-            raise MetricArgumentError(f"WordAccuracy: mode must be one of {list(MODES)} or a non-empty list of "
-                                      f"them, got {mode!r}")
+        if (
+            not isinstance(modes, (list, tuple))
+            or not modes
+            or not all(isinstance(m, str) and m in MODES for m in modes)
+        ):
+            raise MetricArgumentError(
+                f"WordAccuracy: mode must be one of {list(MODES)} or a non-empty list of them, got {mode!r}"
+            )
         self.mode = set(modes)
         self.invalid_symbol = compile_symbols("WordAccuracy", invalid_symbol)
         self._declare_state("hits", (len(MODES),))
@@ -65,8 +77,11 @@ class WordAccuracy(BaseMetric):
         hits = np.empty((len(preds), len(MODES)), dtype=bool)
         for i, (pred, gt) in enumerate(zip(preds, gts)):
             p_low, g_low = pred.lower(), gt.lower()
-            hits[i] = (pred == gt, p_low == g_low,
-                       self.invalid_symbol.sub("", p_low) == self.invalid_symbol.sub("", g_low))
+            hits[i] = (
+                pred == gt,
+                p_low == g_low,
+                self.invalid_symbol.sub("", p_low) == self.invalid_symbol.sub("", g_low),
+            )
         self._add_rows(hits=hits)
 
     def compute_metric(self, results: MetricState) -> Dict[str, float]:

@@ -43,8 +43,19 @@ from .reduction_checks import (
     reduction_input,
 )
 
-__all__ = ["check_backend", "CHECKS", "FAULT_CHECKS", "TERMINAL_CHECKS", "expected_payload", "shard_indices",
-           "reduction_input", "expected_reduction", "REDUCTION_DTYPES", "REDUCTION_SHAPES", "REDUCTION_EXTRA_DTYPES"]
+__all__ = [
+    "check_backend",
+    "CHECKS",
+    "FAULT_CHECKS",
+    "TERMINAL_CHECKS",
+    "expected_payload",
+    "shard_indices",
+    "reduction_input",
+    "expected_reduction",
+    "REDUCTION_DTYPES",
+    "REDUCTION_SHAPES",
+    "REDUCTION_EXTRA_DTYPES",
+]
 
 
 def expected_payload(rank: int, size: int = 64) -> Dict[str, Any]:
@@ -213,6 +224,7 @@ CHECKS: Dict[str, Callable[[BaseDistBackend], None]] = {
     "reduction_nan": check_reduction_nan,
 }
 
+
 def _check_question_mismatch(b: BaseDistBackend) -> None:
     """Ranks computing with a different configuration or size all raise, naming the field; the group stays usable."""
     from ..core.errors import CollectiveMismatchError
@@ -226,11 +238,12 @@ def _check_question_mismatch(b: BaseDistBackend) -> None:
         try:
             acc.compute(size=size)
         except CollectiveMismatchError as exc:
-            assert field in str(exc) and "rank 1" in str(exc), f"the mismatch error should name {field!r} and rank 1: {exc}"
+            assert field in str(exc) and "rank 1" in str(exc), (
+                f"the mismatch error should name {field!r} and rank 1: {exc}"
+            )
         else:
             raise AssertionError(f"ranks computed with different {field} and this rank got an answer")
     assert b.all_gather_object(b.rank) == list(range(b.world_size)), "the group must stay usable after a mismatch"
-
 
 
 FAULT_CHECKS: Dict[str, Callable[[BaseDistBackend], None]] = {
@@ -318,8 +331,9 @@ def _check_concurrent_calls(fresh: Fresh) -> bool:
         if isinstance(out, list):
             labels = {item[0] for item in out}
             assert len(labels) == 1, f"{label} thread got objects of several threads mixed: {out}"
-    assert any(isinstance(o, BaseException) for o in outcomes.values()), \
+    assert any(isinstance(o, BaseException) for o in outcomes.values()), (
         f"two threads called collectives on one group at once and neither raised: {outcomes}"
+    )
     return True
 
 
@@ -380,8 +394,9 @@ TERMINAL_CHECKS: Dict[str, Callable[[Fresh], bool]] = {
 }
 
 
-def check_backend(backend: BaseDistBackend, *, faults: Optional[bool] = None,
-                  fresh: Optional[Fresh] = None) -> List[str]:
+def check_backend(
+    backend: BaseDistBackend, *, faults: Optional[bool] = None, fresh: Optional[Fresh] = None
+) -> List[str]:
     """Run every conformance check on this rank; every rank of the group must call it.
 
     ``fresh``: a callable returning a new backend of the same kind over a

@@ -109,8 +109,15 @@ def _die_with_parent() -> None:
         pass
 
 
-def _rank_main(target: Callable[..., Any], rank: int, world_size: int, args: Tuple[Any, ...],
-               env: Mapping[str, Optional[str]], conn: Connection, parent_pid: int) -> None:
+def _rank_main(
+    target: Callable[..., Any],
+    rank: int,
+    world_size: int,
+    args: Tuple[Any, ...],
+    env: Mapping[str, Optional[str]],
+    conn: Connection,
+    parent_pid: int,
+) -> None:
     """A rank's body: run ``target`` and send ``(status, payload)`` to the parent once."""
     _die_with_parent()
     if parent_pid and os.getppid() != parent_pid:  # the parent died before the request above
@@ -140,15 +147,24 @@ def _receive(rank: int, reader: Connection, reports: Dict[int, Tuple[str, Any, f
     except (EOFError, OSError):  # the rank ended without a report
         pass
     except Exception as exc:  # a value the parent cannot unpickle
-        reports[rank] = ("raised", (type(exc).__qualname__, f"its result could not be received: {exc}",
-                                    traceback.format_exc()), time.monotonic() - start)
+        reports[rank] = (
+            "raised",
+            (type(exc).__qualname__, f"its result could not be received: {exc}", traceback.format_exc()),
+            time.monotonic() - start,
+        )
     finally:
         reader.close()
 
 
-def run_ranks(target: Callable[..., Any], world_size: int, *args: Any, timeout: float = 120.0,
-              per_rank_args: Optional[Sequence[Sequence[Any]]] = None, env: Optional[Mapping[str, Optional[str]]] = None,
-              start_method: str = "spawn") -> List[RankOutcome]:
+def run_ranks(
+    target: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    timeout: float = 120.0,
+    per_rank_args: Optional[Sequence[Sequence[Any]]] = None,
+    env: Optional[Mapping[str, Optional[str]]] = None,
+    start_method: str = "spawn",
+) -> List[RankOutcome]:
     """Run ``target(rank, world_size, *args)`` on ranks ``0 .. world_size-1``, one process each.
 
     ``target`` must be importable by name in a new process (a module-level
@@ -181,8 +197,11 @@ def run_ranks(target: Callable[..., Any], world_size: int, *args: Any, timeout: 
         for rank in range(world_size):
             reader, writer = ctx.Pipe(duplex=False)
             rank_args = tuple(per_rank_args[rank]) if per_rank_args is not None else args
-            proc = ctx.Process(target=_rank_main, name=f"mmeval-rank{rank}",
-                               args=(target, rank, world_size, rank_args, dict(env or {}), writer, parent_pid))
+            proc = ctx.Process(
+                target=_rank_main,
+                name=f"mmeval-rank{rank}",
+                args=(target, rank, world_size, rank_args, dict(env or {}), writer, parent_pid),
+            )
             proc.start()
             writer.close()
             procs.append(proc)
@@ -219,8 +238,11 @@ def run_ranks(target: Callable[..., Any], world_size: int, *args: Any, timeout: 
                 outcomes.append(RankOutcome(rank, "ok", value=payload, exitcode=code, elapsed=when))
             else:
                 kind, message, tb = payload
-                outcomes.append(RankOutcome(rank, "raised", error_type=kind, message=message, traceback=tb,
-                                            exitcode=code, elapsed=when))
+                outcomes.append(
+                    RankOutcome(
+                        rank, "raised", error_type=kind, message=message, traceback=tb, exitcode=code, elapsed=when
+                    )
+                )
         elif rank in ended:
             outcomes.append(RankOutcome(rank, "died", exitcode=code, elapsed=ended[rank]))
         else:

@@ -13,9 +13,18 @@ import numpy as np
 
 from ..core.dist_backends.base_backend import BaseDistBackend
 
-__all__ = ["REDUCTION_DTYPES", "REDUCTION_SHAPES", "REDUCTION_EXTRA_DTYPES", "LARGE_REDUCTION", "reduction_input",
-           "expected_reduction", "check_reductions", "check_reduction_dtypes", "check_reduction_nan",
-           "check_reduction_mismatch"]
+__all__ = [
+    "REDUCTION_DTYPES",
+    "REDUCTION_SHAPES",
+    "REDUCTION_EXTRA_DTYPES",
+    "LARGE_REDUCTION",
+    "reduction_input",
+    "expected_reduction",
+    "check_reductions",
+    "check_reduction_dtypes",
+    "check_reduction_nan",
+    "check_reduction_mismatch",
+]
 
 
 #: dtypes and shapes the reduction checks cover: 0-d, a small 2-d (inline on a framed backend), a large 2-d
@@ -45,8 +54,9 @@ def expected_reduction(ws: int, dtype: str, shape: Tuple[int, ...], op: str) -> 
     return out
 
 
-def _assert_reduced(got: Any, arr: np.ndarray, dtype: str, shape: Tuple[int, ...], op: str, ws: int,
-                    where: str) -> None:
+def _assert_reduced(
+    got: Any, arr: np.ndarray, dtype: str, shape: Tuple[int, ...], op: str, ws: int, where: str
+) -> None:
     assert isinstance(got, np.ndarray), f"{where}: returned {type(got).__name__}, not an ndarray"
     assert got is not arr and not np.shares_memory(got, arr), f"{where}: returned the input itself"
     assert got.dtype == np.dtype(dtype) and got.shape == shape, f"{where}: {got.dtype}{got.shape} != {dtype}{shape}"
@@ -117,7 +127,8 @@ def check_reduction_nan(b: BaseDistBackend) -> None:
                 got = b.all_reduce(arr, op=op)
                 where = f"all_reduce({dtype}[{n}] with NaN, op={op!r})"
                 assert np.array_equal(np.isnan(got), want), (
-                    f"{where}: {int(np.isnan(got).sum())} NaN in the result, {int(want.sum())} expected")
+                    f"{where}: {int(np.isnan(got).sum())} NaN in the result, {int(want.sum())} expected"
+                )
 
 
 def check_reduction_mismatch(b: BaseDistBackend) -> None:
@@ -136,7 +147,9 @@ def check_reduction_mismatch(b: BaseDistBackend) -> None:
         try:
             call()
         except CollectiveMismatchError as exc:
-            assert field in str(exc) and "rank 1" in str(exc), f"the mismatch error should name {field!r} and rank 1: {exc}"
+            assert field in str(exc) and "rank 1" in str(exc), (
+                f"the mismatch error should name {field!r} and rank 1: {exc}"
+            )
         else:
             raise AssertionError(f"ranks reduced arrays of different {field} and this rank got an answer")
     got = b.all_reduce(np.array([b.rank], np.int64))

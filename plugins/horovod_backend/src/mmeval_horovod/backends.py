@@ -54,8 +54,9 @@ def _byte_view(array: Any) -> memoryview:
 def _peer_lost(backend: str, op: str, name: str, exc: BaseException) -> BaseException:
     """Horovod's internal error (a peer died, Horovod shut down) as :class:`PeerLost`; others unchanged."""
     if type(exc).__name__ == "HorovodInternalError":
-        return PeerLost(f"{backend}: horovod {op} {name!r} failed ({exc}); a peer rank has probably died or "
-                        "Horovod was shut down")
+        return PeerLost(
+            f"{backend}: horovod {op} {name!r} failed ({exc}); a peer rank has probably died or Horovod was shut down"
+        )
     return exc
 
 
@@ -104,8 +105,14 @@ class _HorovodDist(FramedDistBackend):
             )
         return None
 
-    def __init__(self, process_set: Any = None, *, timeout: Optional[float] = None,
-                 codec: Optional[str] = None, namespace: str = "") -> None:
+    def __init__(
+        self,
+        process_set: Any = None,
+        *,
+        timeout: Optional[float] = None,
+        codec: Optional[str] = None,
+        namespace: str = "",
+    ) -> None:
         super().__init__(timeout=timeout, codec=codec)
         if not isinstance(namespace, str) or not all(c.isalnum() or c in "_-" for c in namespace):
             raise ValueError(
@@ -206,8 +213,9 @@ class _HorovodDist(FramedDistBackend):
         ps = self.process_set
         if ps is None or ps_id == 0:
             return (self.name, ps_id, self.namespace)
-        return _SETS.token(ps, self.name, self.namespace, ps_id,
-                           label=f"{self.name} process set {ps_id} namespace {self.namespace!r}")
+        return _SETS.token(
+            ps, self.name, self.namespace, ps_id, label=f"{self.name} process set {ps_id} namespace {self.namespace!r}"
+        )
 
     def _global_rank(self, rank: int) -> int:
         """Horovod's ``broadcast`` takes a *global* root rank, even within a process set."""
@@ -457,8 +465,9 @@ class TFHorovodDist(_HorovodDist):
             return hvd.allreduce(x, op=hvd_op, name=name, ignore_name_scope=True, process_set=ps)
 
         source = array.copy()
-        view = self._on_thread(call, source, "allreduce", name,
-                               lambda: _graph_op(reduce, name)(tf.convert_to_tensor(source)))
+        view = self._on_thread(
+            call, source, "allreduce", name, lambda: _graph_op(reduce, name)(tf.convert_to_tensor(source))
+        )
         return np.frombuffer(view, dtype=array.dtype).reshape(array.shape).copy()
 
 

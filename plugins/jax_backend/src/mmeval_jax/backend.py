@@ -129,9 +129,7 @@ def _run_program(group: GroupKey, kind: str, block: "np.ndarray") -> "np.ndarray
     me = jax.process_index()
     local = next(d for d in mesh.devices.flat if int(d.process_index) == me)
     shape = (len(group[0]), block.shape[1])
-    x = jax.make_array_from_single_device_arrays(
-        shape, NamedSharding(mesh, spec("p")), [jax.device_put(block, local)]
-    )
+    x = jax.make_array_from_single_device_arrays(shape, NamedSharding(mesh, spec("p")), [jax.device_put(block, local)])
     out = fn(x)
     out.block_until_ready()
     return np.asarray(out.addressable_data(0))
@@ -281,6 +279,7 @@ class JaxDist(FramedDistBackend):
         """Broadcast ``call.sizes[root]`` bytes from ``call.root`` as an all-reduce (sum) only the root feeds."""
         rank, src = call.rank, call.root
         size = int(call.sizes[src])
-        out = self._collect(call, "broadcast", bucket_size(size), sent_frame(call) if rank == src else None,
-                            "the payload broadcast")
+        out = self._collect(
+            call, "broadcast", bucket_size(size), sent_frame(call) if rank == src else None, "the payload broadcast"
+        )
         return None if rank == src else out.reshape(-1).data[:size]

@@ -143,7 +143,9 @@ class MPI4PyDist(FramedDistBackend):
         import importlib.util
 
         try:
-            found = importlib.util.find_spec("mpi4py") is not None and importlib.util.find_spec("mpi4py.MPI") is not None
+            found = (
+                importlib.util.find_spec("mpi4py") is not None and importlib.util.find_spec("mpi4py.MPI") is not None
+            )
         except (ImportError, ValueError) as exc:
             return f"mpi4py cannot be found ({type(exc).__name__}: {exc}): `pip install mpi4py mpich`"
         if not found:
@@ -161,8 +163,9 @@ class MPI4PyDist(FramedDistBackend):
     #: Largest MPI count; tests lower it to run the derived-datatype path on small blocks.
     max_count: int = INT_MAX
 
-    def __init__(self, comm: Optional[MPI.Comm] = None, *, timeout: Optional[float] = None,
-                 codec: Optional[str] = None) -> None:
+    def __init__(
+        self, comm: Optional[MPI.Comm] = None, *, timeout: Optional[float] = None, codec: Optional[str] = None
+    ) -> None:
         super().__init__(timeout=timeout, codec=codec)
         if comm is not None:
             if not comm:  # MPI.COMM_NULL, e.g. from Split(MPI.UNDEFINED)
@@ -171,11 +174,13 @@ class MPI4PyDist(FramedDistBackend):
             if is_inter is not None and is_inter():
                 raise TypeError(f"{self.name}: comm must be an intracommunicator, got an intercommunicator")
         self._comm: Optional[MPI.Comm] = comm
-        self.large_count: str = read_setting(self.name, "LARGE_COUNT", choice(*LARGE_COUNT_MODES), "auto",
-                                             f"one of {LARGE_COUNT_MODES}")
+        self.large_count: str = read_setting(
+            self.name, "LARGE_COUNT", choice(*LARGE_COUNT_MODES), "auto", f"one of {LARGE_COUNT_MODES}"
+        )
         #: Bytes of large transport buffers kept for reuse between collectives (0: none).
-        self.buffer_cache_bytes: int = read_setting(self.name, "BUFFER_CACHE_MB", mebibytes, DEFAULT_CACHE_BYTES,
-                                                    "a number of MiB")
+        self.buffer_cache_bytes: int = read_setting(
+            self.name, "BUFFER_CACHE_MB", mebibytes, DEFAULT_CACHE_BYTES, "a number of MiB"
+        )
         #: Call ``MPI_Abort`` at exit after a collective timed out or failed (see :meth:`_guarded`).
         self.abort_at_exit: bool = read_setting(self.name, "ABORT_AT_EXIT", flag, True, "1 or 0")
         self._big_count: Optional[bool] = None
@@ -314,8 +319,14 @@ class MPI4PyDist(FramedDistBackend):
         MPI may still touch them when a late peer arrives.
         """
         call.keep(request, *keep)
-        call.wait_until(request.Test, what, busy=self.busy_seconds, spin=self.spin_seconds,
-                        min_sleep=self.min_sleep, max_sleep=self.max_sleep)
+        call.wait_until(
+            request.Test,
+            what,
+            busy=self.busy_seconds,
+            spin=self.spin_seconds,
+            min_sleep=self.min_sleep,
+            max_sleep=self.max_sleep,
+        )
 
     # -- transport primitives ------------------------------------------------
 
@@ -453,8 +464,10 @@ class MPI4PyDist(FramedDistBackend):
         else:
             size, head = sizes[rank], heads[rank]
             head_buf, rest = self._split_send_buffers(frame, head, size)
-            reqs = [comm.Igatherv([head_buf, head, mpi.BYTE], None, root=dst),
-                    comm.Igatherv([rest, size - head, mpi.BYTE], None, root=dst)]
+            reqs = [
+                comm.Igatherv([head_buf, head, mpi.BYTE], None, root=dst),
+                comm.Igatherv([rest, size - head, mpi.BYTE], None, root=dst),
+            ]
             keep = (head_buf, rest)
         for req in reqs:
             self._wait(call, req, keep, what)
@@ -497,8 +510,10 @@ class MPI4PyDist(FramedDistBackend):
         else:
             buf = self._buffer(padded)
             head_buf, tail_buf = buf[:SPLIT_HEAD], buf[SPLIT_HEAD:]
-        reqs = [comm.Ibcast([head_buf, SPLIT_HEAD, _mpi().BYTE], root=src),
-                comm.Ibcast([tail_buf, count, dtype], root=src)]
+        reqs = [
+            comm.Ibcast([head_buf, SPLIT_HEAD, _mpi().BYTE], root=src),
+            comm.Ibcast([tail_buf, count, dtype], root=src),
+        ]
         for req in reqs:
             self._wait(call, req, (head_buf, tail_buf, dtype), what)
         return None if buf is None else buf.data[:size]
@@ -551,4 +566,3 @@ def _abort_at_exit() -> None:
         setter = getattr(mpi, "_set_abort_status", None)
         if setter is not None:
             setter(1)
-

@@ -72,9 +72,7 @@ def _layout(sizes: Sequence[int], unit: int, alignment: int) -> Layout:
     return Layout(unit, tuple(sizes), tuple(counts), tuple(displs), tuple(offsets), max(pos, 1))
 
 
-def plan_blocks(
-    sizes: Sequence[int], *, big_count: bool, max_count: int = INT_MAX, alignment: int = ALIGN
-) -> Layout:
+def plan_blocks(sizes: Sequence[int], *, big_count: bool, max_count: int = INT_MAX, alignment: int = ALIGN) -> Layout:
     """Lay out one block per rank (``sizes[r]`` bytes) for a v-collective.
 
     With ``big_count`` the unit is always one byte (the MPI library takes

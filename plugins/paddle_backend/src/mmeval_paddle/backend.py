@@ -160,8 +160,9 @@ class PaddleDist(FramedDistBackend):
 
     # -- transport primitives --------------------------------------------------
 
-    def _all_gather_blocks(self, call: Call, block: int, sizes: Sequence[int], frame: Frame,
-                           what: str) -> List[memoryview]:
+    def _all_gather_blocks(
+        self, call: Call, block: int, sizes: Sequence[int], frame: Frame, what: str
+    ) -> List[memoryview]:
         """All-gather one ``block``-byte buffer per rank; views of the first ``sizes[r]`` bytes of each.
 
         In place: the frame is written into this rank's block of the receive
@@ -180,8 +181,9 @@ class PaddleDist(FramedDistBackend):
 
     def _exchange_slots(self, call: Call, slot: memoryview) -> Sequence[memoryview]:
         """All-gather ``SLOT_SIZE`` bytes per rank (the headers of a collective)."""
-        return self._all_gather_blocks(call, SLOT_SIZE, [SLOT_SIZE] * call.world_size, slot_frame(slot),
-                                       "the header all-gather")
+        return self._all_gather_blocks(
+            call, SLOT_SIZE, [SLOT_SIZE] * call.world_size, slot_frame(slot), "the header all-gather"
+        )
 
     def _all_gather_bytes(self, call: Call) -> Sequence[memoryview]:
         """All-gather blocks padded to :func:`padded_block_size`; views of exactly ``call.sizes[r]`` bytes."""

@@ -338,8 +338,9 @@ class _TorchDist(FramedDistBackend):
             write_block(_byte_view(send), frame)
         return send
 
-    def _all_gather_blocks(self, call: Call, block: int, sizes: Sequence[int], frame: Frame,
-                           what: str) -> List[memoryview]:
+    def _all_gather_blocks(
+        self, call: Call, block: int, sizes: Sequence[int], frame: Frame, what: str
+    ) -> List[memoryview]:
         """All-gather one ``block``-byte buffer per rank; return views of ``sizes[r]`` bytes of each.
 
         With gloo and NCCL the all-gather runs in place: this rank's block of
@@ -366,8 +367,9 @@ class _TorchDist(FramedDistBackend):
         self._wait(call, work, what)
         return split_blocks(_byte_view(self._to_host(recv)), block, sizes)
 
-    def _send_chunks(self, call: Call, frame: Frame, start: Callable[["torch.Tensor"], Any],
-                     what: str, p2p: bool = False) -> None:
+    def _send_chunks(
+        self, call: Call, frame: Frame, start: Callable[["torch.Tensor"], Any], what: str, p2p: bool = False
+    ) -> None:
         """Send ``frame`` as :func:`_chunks`, each through ``start(tensor) -> work`` (CPU only).
 
         A chunk inside one of the frame's segments is sent from the frame's own
@@ -408,8 +410,9 @@ class _TorchDist(FramedDistBackend):
 
     def _exchange_slots(self, call: Call, slot: memoryview) -> Sequence[memoryview]:
         """All-gather ``SLOT_SIZE`` bytes per rank (the headers of a collective)."""
-        return self._all_gather_blocks(call, SLOT_SIZE, [SLOT_SIZE] * call.world_size, slot_frame(slot),
-                                       "the header all-gather")
+        return self._all_gather_blocks(
+            call, SLOT_SIZE, [SLOT_SIZE] * call.world_size, slot_frame(slot), "the header all-gather"
+        )
 
     def _all_gather_bytes(self, call: Call) -> Sequence[memoryview]:
         """All-gather blocks padded to :func:`padded_block_size`; views of exactly ``sizes[r]`` bytes."""
@@ -489,9 +492,13 @@ class _TorchDist(FramedDistBackend):
         if rank != dst:
             if frame.nbytes:
                 peer = self._global_rank(dst)
-                self._send_chunks(call, frame,
-                                  lambda t: dist.isend(t, dst=peer, group=self.group, tag=_GATHER_TAG),
-                                  f"sending this rank's payload to rank {dst} (gather)", p2p=True)
+                self._send_chunks(
+                    call,
+                    frame,
+                    lambda t: dist.isend(t, dst=peer, group=self.group, tag=_GATHER_TAG),
+                    f"sending this rank's payload to rank {dst} (gather)",
+                    p2p=True,
+                )
             return None
         offsets, total = packed_offsets(sizes)
         recv = _empty(total)
@@ -595,8 +602,9 @@ class _TorchDist(FramedDistBackend):
         """Native reduce: ``dist.reduce`` to ``call.root`` on the group (``async_op=True``, polled)."""
         dist = self._dist()
         tensor = self._reduction_tensor(call, array)
-        work = dist.reduce(tensor, dst=self._global_rank(call.root), op=_reduce_op(dist, op), group=self.group,
-                           async_op=True)
+        work = dist.reduce(
+            tensor, dst=self._global_rank(call.root), op=_reduce_op(dist, op), group=self.group, async_op=True
+        )
         self._wait(call, work, "the native reduce")
         return self._to_host(tensor).numpy() if call.rank == call.root else None
 
@@ -725,7 +733,9 @@ class TorchCUDADist(_TorchDist):
             logger.warning(
                 "%s: staging on cuda:%d (torch.cuda.current_device()) while LOCAL_RANK=%s; call "
                 "torch.cuda.set_device(local_rank) before evaluating if that is not intended",
-                self.name, index, local,
+                self.name,
+                index,
+                local,
             )
         return torch.device("cuda", index)
 

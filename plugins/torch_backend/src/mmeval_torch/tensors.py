@@ -50,6 +50,7 @@ FORMAT_VERSION = 1
 
 _DEVICE_KINDS = ("cpu", "cuda")
 
+
 def tensor_reducers() -> Dict[type, Any]:
     """``{torch.Tensor: reduce_tensor}`` for a pickle codec, or ``{}`` when torch is not imported.
 
@@ -103,8 +104,14 @@ def reduce_tensor(tensor: "torch.Tensor") -> Any:
     raw: Any = data.reshape(-1).view(torch.uint8).numpy()
     payload: Union[bytes, pickle.PickleBuffer]
     payload = raw.tobytes() if raw.nbytes <= INBAND_MAX else pickle.PickleBuffer(raw)
-    return rebuild_tensor, (FORMAT_VERSION, payload, tensor.dtype, tuple(tensor.shape),
-                            bool(tensor.requires_grad), device_kind)
+    return rebuild_tensor, (
+        FORMAT_VERSION,
+        payload,
+        tensor.dtype,
+        tuple(tensor.shape),
+        bool(tensor.requires_grad),
+        device_kind,
+    )
 
 
 def _has_names(tensor: "torch.Tensor") -> bool:

@@ -64,15 +64,43 @@ LEGACY_CLASS_NAMES: Dict[str, str] = LEGACY_BACKENDS
 #: Loaded on first use (name -> module): the framed protocol pulls in the codecs, which listing
 #: backends (the registry imports this package) does not need.
 _LAZY: Dict[str, str] = {
-    "FramedDistBackend": ".framed_backend", "DEFAULT_TIMEOUT": ".framed_backend", "resolve_setting": ".framed_backend",
-    "Call": ".transport", "asking": ".transport", "keep_forever": ".transport",
-    "PeerLost": "..errors", "SLOT_SIZE": "..wire", "Frame": "..wire", "ALIGN": "..wire",
+    "FramedDistBackend": ".framed_backend",
+    "DEFAULT_TIMEOUT": ".framed_backend",
+    "resolve_setting": ".framed_backend",
+    "Call": ".transport",
+    "asking": ".transport",
+    "keep_forever": ".transport",
+    "PeerLost": "..errors",
+    "SLOT_SIZE": "..wire",
+    "Frame": "..wire",
+    "ALIGN": "..wire",
     "PickleCodec": "..codecs",
     # what the plugins share (mmeval.core.dist_backends.plugin_kit)
-    **{name: ".plugin_kit" for name in (
-        "logger", "align_up", "padded_block_size", "packed_offsets", "split_blocks", "blocks_at", "write_block",
-        "slot_frame", "sent_frame", "seconds_left", "run_on_thread", "keep_until_exit", "GroupToken",
-        "GroupTokens", "not_a_member", "read_setting", "choice", "flag", "mebibytes", "start_up_watchdog")},
+    **{
+        name: ".plugin_kit"
+        for name in (
+            "logger",
+            "align_up",
+            "padded_block_size",
+            "packed_offsets",
+            "split_blocks",
+            "blocks_at",
+            "write_block",
+            "slot_frame",
+            "sent_frame",
+            "seconds_left",
+            "run_on_thread",
+            "keep_until_exit",
+            "GroupToken",
+            "GroupTokens",
+            "not_a_member",
+            "read_setting",
+            "choice",
+            "flag",
+            "mebibytes",
+            "start_up_watchdog",
+        )
+    },
 }
 __all__ += [name for name in _LAZY if name not in __all__]
 

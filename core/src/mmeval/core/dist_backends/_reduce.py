@@ -18,11 +18,19 @@ from ..errors import CollectiveMismatchError
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-__all__ = ["REDUCE_OPS", "native_pairs", "ReduceHeader", "check_reduce_input", "check_reduce_headers", "reduce_in_rank_order",
-           "local_result"]
+__all__ = [
+    "REDUCE_OPS",
+    "native_pairs",
+    "ReduceHeader",
+    "check_reduce_input",
+    "check_reduce_headers",
+    "reduce_in_rank_order",
+    "local_result",
+]
 
 #: The reduction operations every backend supports, by the name ``all_reduce`` / ``reduce`` take.
 REDUCE_OPS: Tuple[str, ...] = ("sum", "min", "max")
+
 
 def native_pairs(ints: Iterable[str] = (), float_sums: Iterable[str] = ()) -> FrozenSet[Tuple[str, str]]:
     """A backend's ``native_reductions``: every op for the integer dtypes ``ints``, ``sum`` for the float ones.
@@ -55,8 +63,9 @@ class ReduceHeader(NamedTuple):
         return out
 
 
-def check_reduce_input(backend: str, call: str, array: Any, op: Any, dst: int = -1,
-                       world_size: int = 1) -> Tuple[ReduceHeader, Optional[BaseException]]:
+def check_reduce_input(
+    backend: str, call: str, array: Any, op: Any, dst: int = -1, world_size: int = 1
+) -> Tuple[ReduceHeader, Optional[BaseException]]:
     """Check one rank's arguments to ``all_reduce`` / ``reduce``.
 
     Returns this rank's header and, when the input is refused, the error to
@@ -80,25 +89,41 @@ def check_reduce_input(backend: str, call: str, array: Any, op: Any, dst: int = 
         shape, dtype = tuple(int(n) for n in array.shape), array.dtype.str
         if array.dtype.kind not in _KINDS:
             kind = {"b": "bool", "c": "complex", "O": "object"}.get(array.dtype.kind, f"non-numeric ({array.dtype})")
-            hint = "cast it with .astype(numpy.int64)" if array.dtype.kind == "b" else (
-                "reduce the real and imaginary parts as float arrays" if array.dtype.kind == "c"
-                else "pass an array of integer, unsigned or float dtype")
+            hint = (
+                "cast it with .astype(numpy.int64)"
+                if array.dtype.kind == "b"
+                else (
+                    "reduce the real and imaginary parts as float arrays"
+                    if array.dtype.kind == "c"
+                    else "pass an array of integer, unsigned or float dtype"
+                )
+            )
             error = TypeError(
                 f"{where}: array has {kind} dtype {array.dtype}; only integer, unsigned and float arrays can be "
                 f"reduced: {hint}"
             )
     if error is None and (not isinstance(op, str) or op not in REDUCE_OPS):
         error = ValueError(f"{where}: op={op!r} is not a reduction; pass one of {', '.join(map(repr, REDUCE_OPS))}")
-    if error is None and call == "reduce" and (
-            isinstance(dst, bool) or not isinstance(dst, int) or not 0 <= dst < world_size):
+    if (
+        error is None
+        and call == "reduce"
+        and (isinstance(dst, bool) or not isinstance(dst, int) or not 0 <= dst < world_size)
+    ):
         error = ValueError(f"{where}: dst={dst!r} is not a rank of this group (0..{world_size - 1})")
-    header = ReduceHeader(call, shape, dtype, op if isinstance(op, str) else repr(op),
-                          dst if isinstance(dst, int) else -1, str(error) if error is not None else "")
+    header = ReduceHeader(
+        call,
+        shape,
+        dtype,
+        op if isinstance(op, str) else repr(op),
+        dst if isinstance(dst, int) else -1,
+        str(error) if error is not None else "",
+    )
     return header, error
 
 
-def check_reduce_headers(backend: str, call: str, headers: Sequence[ReduceHeader], rank: int,
-                         local_error: Optional[BaseException]) -> None:
+def check_reduce_headers(
+    backend: str, call: str, headers: Sequence[ReduceHeader], rank: int, local_error: Optional[BaseException]
+) -> None:
     """Raise on every rank when any rank's input was refused or the ranks' headers differ.
 
     A rank whose own input was refused raises its own error; the others raise
@@ -121,8 +146,7 @@ def check_reduce_headers(backend: str, call: str, headers: Sequence[ReduceHeader
         return
     values = [h.field_values() for h in headers]
     fields = [f for f in ("call", "shape", "dtype", "op", "dst") if len({v.get(f, "-") for v in values}) > 1]
-    lines = "; ".join(f"{f}: " + ", ".join(f"rank {r}={v.get(f, '-')}" for r, v in enumerate(values))
-                      for f in fields)
+    lines = "; ".join(f"{f}: " + ", ".join(f"rank {r}={v.get(f, '-')}" for r, v in enumerate(values)) for f in fields)
     raise CollectiveMismatchError(
         f"{backend}.{call} (on rank {rank}): ranks disagree on the reduction ({lines}). Every rank must call the "
         "same reduction with an array of the same shape and dtype, the same op and the same dst."

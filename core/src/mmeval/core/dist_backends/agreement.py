@@ -19,8 +19,9 @@ __all__ = ["check_headers", "check_question"]
 _CODEC_NAMES = {v: k for k, v in CODEC_IDS.items()}
 
 
-def check_headers(name: str, headers: List[SlotHeader], call: Call, local_exc: Optional[BaseException],
-                  serialize_hint: str) -> None:
+def check_headers(
+    name: str, headers: List[SlotHeader], call: Call, local_exc: Optional[BaseException], serialize_hint: str
+) -> None:
     """Raise on every rank when a rank could not encode, the ranks called different collectives, or asked differently."""
     failed = [(r, h) for r, h in enumerate(headers) if h.status != Status.OK]
     if failed:
@@ -32,6 +33,7 @@ def check_headers(name: str, headers: List[SlotHeader], call: Call, local_exc: O
             f"could not serialize {'its' if one else 'their'} object ({detail}). {serialize_hint}"
         ) from local_exc
     if len({(h.op, h.root, h.seq, h.codec) for h in headers}) != 1:
+
         def describe(h: SlotHeader) -> str:
             arg = {Op.GATHER: "dst", Op.REDUCE: "dst", Op.BROADCAST: "src"}.get(h.op)
             where = f"{arg}={h.root}" if arg else ""
@@ -64,8 +66,10 @@ def check_question(name: str, headers: List[SlotHeader], call: Call) -> None:
         if len(set(texts)) == 1:
             line += " (the values differ past what is shown: compare them in full)"
         parts.append(line)
-    hint = ("Every rank must ask the same question: the same metric configuration, dist_collect_mode and "
-            "size= in compute().")
+    hint = (
+        "Every rank must ask the same question: the same metric configuration, dist_collect_mode and "
+        "size= in compute()."
+    )
     if "thread" in differ:
         hint += " The calling threads differ: make the matching calls from the same thread on every rank."
     raise CollectiveMismatchError(

@@ -286,8 +286,18 @@ class FramedDistBackend(BaseDistBackend):
                 local_exc, status, error = exc, Status.ENCODE_ERROR, f"{type(exc).__name__}: {exc}"
         call.frame = frame
         slot = memoryview(bytearray(SLOT_SIZE))
-        build_slot(slot, status=status, op=op, codec=codec.id, seq=call.seq, root=root, payload=frame, error=error,
-                   question=question_bytes(), deadline=call.wall_deadline)
+        build_slot(
+            slot,
+            status=status,
+            op=op,
+            codec=codec.id,
+            seq=call.seq,
+            root=root,
+            payload=frame,
+            error=error,
+            question=question_bytes(),
+            deadline=call.wall_deadline,
+        )
         headers = self._exchange_headers(call, slot, counters)
         check_headers(self.name, headers, call, local_exc, self._serialize_hint())
         if op == Op.BARRIER:
@@ -324,7 +334,6 @@ class FramedDistBackend(BaseDistBackend):
         return f"Send only picklable objects{' of plain data (codec=safe)' if self.wire_codec.plain_data_only else ''}."
 
 
-
 def _local_copy(backend: FramedDistBackend, obj: Any) -> Any:
     """A world of one's collective: an independent copy of ``obj``, failing as a larger world would."""
     codec = backend.wire_codec
@@ -342,4 +351,3 @@ def _check_root(backend: FramedDistBackend, op: str, arg: str, root: int) -> Non
     ws = backend.world_size
     if not isinstance(root, int) or not 0 <= root < ws:
         raise ValueError(f"{backend.name}.{op}: {arg}={root!r} is not a rank of this group (0..{ws - 1})")
-

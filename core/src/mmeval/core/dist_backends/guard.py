@@ -77,8 +77,18 @@ def group_state(key: Hashable) -> GroupState:
 
 
 #: words of a transport error that mean a peer is gone
-_LOST_PEER_WORDS = ("connection closed", "connection reset", "broken pipe", "closed by peer", "peer closed",
-                    "connection refused", "end of file", "process failed", "proc_failed", "eof")
+_LOST_PEER_WORDS = (
+    "connection closed",
+    "connection reset",
+    "broken pipe",
+    "closed by peer",
+    "peer closed",
+    "connection refused",
+    "end of file",
+    "process failed",
+    "proc_failed",
+    "eof",
+)
 
 
 def _lost_peer(exc: BaseException) -> bool:
@@ -160,11 +170,21 @@ class GroupGuard:
     def _emit(self, call: Call, counters: List[int], start: float, outcome: str, error: str) -> None:
         from ..hook_specs import CollectiveEvent
 
-        hook_manager.emit(CollectiveEvent(
-            op=call.op, backend=call.backend, rank=call.rank, world_size=call.world_size,
-            root=None if call.root < 0 else call.root, seq=call.seq, bytes_sent=counters[0],
-            bytes_received=counters[1], seconds=time.monotonic() - start, outcome=outcome, error=error,
-        ))
+        hook_manager.emit(
+            CollectiveEvent(
+                op=call.op,
+                backend=call.backend,
+                rank=call.rank,
+                world_size=call.world_size,
+                root=None if call.root < 0 else call.root,
+                seq=call.seq,
+                bytes_sent=counters[0],
+                bytes_received=counters[1],
+                seconds=time.monotonic() - start,
+                outcome=outcome,
+                error=error,
+            )
+        )
 
     def transport_step(self, call: Call, what: str, step: Callable[[], Any]) -> Any:
         """Run one transport step; on failure keep its buffers, poison the group and raise the translated error."""
@@ -197,12 +217,15 @@ class GroupGuard:
         if not stale:
             return
         ranks = ", ".join(f"rank {r} ({now - h.deadline:.1f} s ago)" for r, h in stale)
-        raise self.fail(call, CollectiveFailedError(
-            f"{call.backend}: {call.op} (collective #{call.seq} on rank {call.rank} of {call.world_size}) arrived after "
-            f"the deadline of {ranks}: that rank gave this collective up (timed out) and this call paired with "
-            f"its abandoned operation. The group cannot be used for further collectives; every rank must call "
-            f"it within the timeout (timeout=..., MMEVAL_{call.backend.upper()}_TIMEOUT / MMEVAL_TIMEOUT)."
-        ))
+        raise self.fail(
+            call,
+            CollectiveFailedError(
+                f"{call.backend}: {call.op} (collective #{call.seq} on rank {call.rank} of {call.world_size}) arrived after "
+                f"the deadline of {ranks}: that rank gave this collective up (timed out) and this call paired with "
+                f"its abandoned operation. The group cannot be used for further collectives; every rank must call "
+                f"it within the timeout (timeout=..., MMEVAL_{call.backend.upper()}_TIMEOUT / MMEVAL_TIMEOUT)."
+            ),
+        )
 
     def translate(self, call: Call, exc: BaseException) -> BaseException:
         """The error to raise for ``exc`` raised by a transport step."""

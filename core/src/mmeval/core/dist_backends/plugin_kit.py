@@ -363,7 +363,9 @@ def start_up_watchdog(seconds: float, message: str) -> Iterator[None]:
         return
     watchdog = subprocess.Popen(
         [sys.executable, "-S", "-c", _WATCHDOG, str(os.getpid()), repr(float(seconds)), message],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, close_fds=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        close_fds=True,
     )
     try:
         yield
@@ -372,4 +374,3 @@ def start_up_watchdog(seconds: float, message: str) -> Iterator[None]:
         watchdog.stdin.close()  # end of file: the watchdog's wait returns and it exits
         with contextlib.suppress(subprocess.TimeoutExpired):
             watchdog.wait(5.0)
-

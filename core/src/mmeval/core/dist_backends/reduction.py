@@ -82,8 +82,9 @@ def framed_reduction(backend: "FramedDistBackend", code: int, array: Any, op: An
             raise error
         return local_result(array)
     root = header.dst if code == Op.REDUCE else -1
-    return backend._guard.run(code, root, lambda call, counters: _reduce(backend, call, code, header, error, array,
-                                                                          counters))
+    return backend._guard.run(
+        code, root, lambda call, counters: _reduce(backend, call, code, header, error, array, counters)
+    )
 
 
 def _parse(h: SlotHeader) -> Tuple[ReduceHeader, Optional[memoryview]]:
@@ -94,15 +95,23 @@ def _parse(h: SlotHeader) -> Tuple[ReduceHeader, Optional[memoryview]]:
     return ReduceHeader(h.op_name, shape, dtype, op, dst), body
 
 
-def _reduce(backend: "FramedDistBackend", call: Call, code: int, header: ReduceHeader,
-            local_error: Optional[BaseException], array: Any, counters: List[int]) -> Any:
+def _reduce(
+    backend: "FramedDistBackend",
+    call: Call,
+    code: int,
+    header: ReduceHeader,
+    local_error: Optional[BaseException],
+    array: Any,
+    counters: List[int],
+) -> Any:
     import numpy as np
 
     rank, ws, root = call.rank, call.world_size, call.root
     question = question_bytes()
     slot = memoryview(bytearray(SLOT_SIZE))
-    common = dict(op=code, codec=backend.wire_codec.id, seq=call.seq, root=root, question=question,
-                  deadline=call.wall_deadline)
+    common = dict(
+        op=code, codec=backend.wire_codec.id, seq=call.seq, root=root, question=question, deadline=call.wall_deadline
+    )
     raw: Optional[memoryview] = None
     if local_error is not None:
         build_slot(slot, status=Status.ENCODE_ERROR, error=header.error, **common)  # type: ignore[arg-type]
@@ -115,8 +124,7 @@ def _reduce(backend: "FramedDistBackend", call: Call, code: int, header: ReduceH
         if not inline:
             desc = encode_reduce_descriptor(header.shape, header.dtype, header.op, inline=False)
         parts = [(0, memoryview(desc))] + ([(len(desc), raw)] if inline else [])
-        build_slot(slot, status=Status.OK, payload=Frame(parts, len(desc) + (raw.nbytes if inline else 0)),
-                   **common)  # type: ignore[arg-type]
+        build_slot(slot, status=Status.OK, payload=Frame(parts, len(desc) + (raw.nbytes if inline else 0)), **common)  # type: ignore[arg-type]
     headers = backend._exchange_headers(call, slot, counters)
     if len({(h.op in _REDUCTIONS, h.seq, h.codec) for h in headers}) != 1 or headers[0].op not in _REDUCTIONS:
         check_headers(backend.name, headers, call, local_error, backend._serialize_hint())  # says which collective
@@ -158,7 +166,11 @@ def _reduce(backend: "FramedDistBackend", call: Call, code: int, header: ReduceH
         counters[1] += nbytes * (ws - 1)
     result = np.asarray(out)
     if result.dtype != work.dtype or result.size != work.size:
-        raise backend._guard.fail(call, RuntimeError(
-            f"{type(backend).__name__}'s reduction primitive returned a {result.dtype} array of {result.size} "
-            f"elements for a {work.dtype} array of {work.size}: a bug in the backend"))
+        raise backend._guard.fail(
+            call,
+            RuntimeError(
+                f"{type(backend).__name__}'s reduction primitive returned a {result.dtype} array of {result.size} "
+                f"elements for a {work.dtype} array of {work.size}: a bug in the backend"
+            ),
+        )
     return result.astype(dtype, copy=False).reshape(array.shape)

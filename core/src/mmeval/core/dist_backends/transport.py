@@ -68,8 +68,9 @@ def setting_from_env(backend: str, key: str) -> Optional[Tuple[str, str]]:
 
 # -- the question: what every rank must agree on, carried in the header ---------------
 
-_QUESTION: "contextvars.ContextVar[Optional[Mapping[str, Any]]]" = contextvars.ContextVar("mmeval_question",
-                                                                                           default=None)
+_QUESTION: "contextvars.ContextVar[Optional[Mapping[str, Any]]]" = contextvars.ContextVar(
+    "mmeval_question", default=None
+)
 
 
 @contextlib.contextmanager
@@ -115,11 +116,35 @@ class Call:
             ``sizes[root]`` is the frame's size).
     """
 
-    __slots__ = ("backend", "op", "seq", "rank", "world_size", "root", "deadline", "wall_deadline", "timeout",
-                 "frame", "sizes", "phase", "stage", "detail", "_kept")
+    __slots__ = (
+        "backend",
+        "op",
+        "seq",
+        "rank",
+        "world_size",
+        "root",
+        "deadline",
+        "wall_deadline",
+        "timeout",
+        "frame",
+        "sizes",
+        "phase",
+        "stage",
+        "detail",
+        "_kept",
+    )
 
-    def __init__(self, backend: str, op: str, seq: int, rank: int, world_size: int, root: int,
-                 timeout: float, frame: Optional[Frame] = None) -> None:
+    def __init__(
+        self,
+        backend: str,
+        op: str,
+        seq: int,
+        rank: int,
+        world_size: int,
+        root: int,
+        timeout: float,
+        frame: Optional[Frame] = None,
+    ) -> None:
         self.backend = backend
         self.op = op
         self.seq = seq
@@ -181,8 +206,15 @@ class Call:
             # back in Python between slices: a pending SIGINT raises KeyboardInterrupt here
             time.sleep(0)
 
-    def wait_until(self, done: Callable[[], Any], what: str = "", busy: float = 100e-6, spin: float = 0.002,
-                   min_sleep: float = 20e-6, max_sleep: float = 0.001) -> None:
+    def wait_until(
+        self,
+        done: Callable[[], Any],
+        what: str = "",
+        busy: float = 100e-6,
+        spin: float = 0.002,
+        min_sleep: float = 20e-6,
+        max_sleep: float = 0.001,
+    ) -> None:
         """Poll ``done()`` until it is truthy: busy for ``busy`` s, yielding until ``spin`` s, then sleeping.
 
         The sleeps grow from ``min_sleep`` to ``max_sleep`` so that

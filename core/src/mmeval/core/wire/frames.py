@@ -157,5 +157,3 @@ def split_frame(frame: Buffer) -> Tuple[int, memoryview, List[memoryview]]:
         buffers.append(mv[pos : pos + n])
         pos += n
     return codec, meta, buffers
-
-

@@ -126,8 +126,15 @@ def encode_question(question: Optional[Mapping[str, Any]], thread: str) -> bytes
     """
     fields = []
     for key, value in (question or {}).items():
-        text = value if isinstance(value, str) else _stable_repr(value) if callable(value) else \
-            "{" + ", ".join(sorted(map(repr, value))) + "}" if type(value) in (set, frozenset) else repr(value)
+        text = (
+            value
+            if isinstance(value, str)
+            else _stable_repr(value)
+            if callable(value)
+            else "{" + ", ".join(sorted(map(repr, value))) + "}"
+            if type(value) in (set, frozenset)
+            else repr(value)
+        )
         # (a set's repr follows the process's hash order, which differs between ranks: shown sorted)
         # a str / int / bool / None / float shown whole is its own exact encoding (repr round-trips): no
         # digest, so the slot keeps its room for a reduction's array
@@ -139,8 +146,10 @@ def encode_question(question: Optional[Mapping[str, Any]], thread: str) -> bytes
             if len(text) <= limit:
                 shown[key] = [text, digest]
             else:  # shortened: the digest of the whole value tells it apart
-                shown[key] = [f"{text[:limit - 20]}...(len {len(text)})",
-                              digest or _digest(canonical_question({"": text}))]
+                shown[key] = [
+                    f"{text[: limit - 20]}...(len {len(text)})",
+                    digest or _digest(canonical_question({"": text})),
+                ]
         data = json.dumps(shown, sort_keys=True, separators=(",", ":")).encode()
         if len(data) <= QUESTION_MAX:
             break

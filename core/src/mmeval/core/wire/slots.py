@@ -15,8 +15,20 @@ from typing import Dict, Optional, Sequence, Tuple
 from ..errors import FrameDecodeError
 from .frames import Buffer, Frame, _as_byte_view
 
-__all__ = ["SLOT_SIZE", "HEADER_SIZE", "QUESTION_MAX", "CODEC_IDS", "DEADLINE_SKEW", "Op", "Status", "SlotHeader",
-           "build_slot", "parse_slot", "encode_reduce_descriptor", "parse_reduce_descriptor"]
+__all__ = [
+    "SLOT_SIZE",
+    "HEADER_SIZE",
+    "QUESTION_MAX",
+    "CODEC_IDS",
+    "DEADLINE_SKEW",
+    "Op",
+    "Status",
+    "SlotHeader",
+    "build_slot",
+    "parse_slot",
+    "encode_reduce_descriptor",
+    "parse_reduce_descriptor",
+]
 
 #: Size of the per-rank block exchanged at the start of every collective.
 SLOT_SIZE = 4096
@@ -51,8 +63,14 @@ class Op:
     ALL_REDUCE = 5
     REDUCE = 6
 
-    NAMES = {1: "all_gather_object", 2: "gather_object", 3: "broadcast_object", 4: "barrier", 5: "all_reduce",
-             6: "reduce"}
+    NAMES = {
+        1: "all_gather_object",
+        2: "gather_object",
+        3: "broadcast_object",
+        4: "barrier",
+        5: "all_reduce",
+        6: "reduce",
+    }
 
 
 class Status:
@@ -60,7 +78,6 @@ class Status:
 
     OK = 0
     ENCODE_ERROR = 1
-
 
 
 @dataclass(frozen=True)
@@ -131,8 +148,9 @@ def build_slot(
             payload.write_into(out[body_at : body_at + size])
             inline = True
     deadline = deadline if math.isfinite(deadline) else 0.0
-    _SLOT_HEAD.pack_into(out, 0, _SLOT_MAGIC, _SLOT_VERSION, status, op, codec, seq, root, size, int(inline), qlen,
-                         deadline)
+    _SLOT_HEAD.pack_into(
+        out, 0, _SLOT_MAGIC, _SLOT_VERSION, status, op, codec, seq, root, size, int(inline), qlen, deadline
+    )
     crc = zlib.crc32(out[: _SLOT_HEAD.size])
     crc = zlib.crc32(out[HEADER_SIZE : body_at + (size if inline else 0)], crc)
     _SLOT_CRC.pack_into(out, _SLOT_HEAD.size, crc)
@@ -152,14 +170,16 @@ def parse_slot(block: Buffer, known_codecs: Sequence[int] = ()) -> SlotHeader:
         raise FrameDecodeError(f"bad slot magic {bytes(magic)!r}: the peer is not an mmeval backend")
     if version != _SLOT_VERSION:
         raise FrameDecodeError(
-            f"peer speaks slot version {version}, this rank {_SLOT_VERSION}: "
-            "install the same mmeval-core on every rank"
+            f"peer speaks slot version {version}, this rank {_SLOT_VERSION}: install the same mmeval-core on every rank"
         )
     body_at = HEADER_SIZE + qlen
     if qlen > QUESTION_MAX or inline not in (0, 1) or (inline and size > SLOT_SIZE - body_at) or op not in Op.NAMES:
         raise FrameDecodeError("corrupted slot header (question length, inline flag, size or operation out of range)")
-    if status not in (Status.OK, Status.ENCODE_ERROR) or (known_codecs and codec not in known_codecs) or not (
-            math.isfinite(deadline) and deadline >= 0):
+    if (
+        status not in (Status.OK, Status.ENCODE_ERROR)
+        or (known_codecs and codec not in known_codecs)
+        or not (math.isfinite(deadline) and deadline >= 0)
+    ):
         raise FrameDecodeError("corrupted slot header (status, codec or deadline out of range)")
     crc = zlib.crc32(mv[: _SLOT_HEAD.size])
     crc = zlib.crc32(mv[HEADER_SIZE : body_at + (size if inline else 0)], crc)
@@ -186,8 +206,8 @@ def parse_reduce_descriptor(data: Optional[memoryview]) -> Tuple[Tuple[int, ...]
         if data is None:
             raise ValueError("no descriptor")
         (n,) = _DESC_LEN.unpack_from(data, 0)
-        shape, dtype, op, inline = json.loads(bytes(data[_DESC_LEN.size:_DESC_LEN.size + n]))
-        body = data[_DESC_LEN.size + n:]
+        shape, dtype, op, inline = json.loads(bytes(data[_DESC_LEN.size : _DESC_LEN.size + n]))
+        body = data[_DESC_LEN.size + n :]
         return tuple(int(x) for x in shape), str(dtype), str(op), (body if inline else None)
     except (ValueError, TypeError, struct.error) as exc:
         raise FrameDecodeError(f"corrupted reduction descriptor in a peer's slot ({exc})") from None

@@ -32,12 +32,23 @@ from .polygon import poly_union as poly_union
 from .polygon import polys2shapely as polys2shapely
 
 # -- boxes (VOC family, rotated boxes) ----------------------------------------------------------------
-_BOXES: List[str] = ["calculate_overlaps_rotated", "calculate_bboxes_area_rotated", "qbox_to_rbox", "le90_to_oc",
-                     "rbox_corners"]
+_BOXES: List[str] = [
+    "calculate_overlaps_rotated",
+    "calculate_bboxes_area_rotated",
+    "qbox_to_rbox",
+    "le90_to_oc",
+    "rbox_corners",
+]
 
 # -- polygons (text detection) ------------------------------------------------------------------------
-_POLYGONS: List[str] = ["poly2shapely", "polys2shapely", "poly_make_valid", "poly_intersection", "poly_union",
-                         "poly_iou"]
+_POLYGONS: List[str] = [
+    "poly2shapely",
+    "polys2shapely",
+    "poly_make_valid",
+    "poly_intersection",
+    "poly_union",
+    "poly_iou",
+]
 
 # -- images (image quality, matting) ------------------------------------------------------------------
 _IMAGES: List[str] = ["reorder_and_crop", "reorder_image", "rgb2ycbcr", "bgr2ycbcr", "rgb2gray", "bgr2gray"]

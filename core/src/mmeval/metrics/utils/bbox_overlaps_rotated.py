@@ -14,8 +14,7 @@ import numpy as np
 
 from mmeval.core.errors import MetricArgumentError
 
-__all__ = ["qbox_to_rbox", "le90_to_oc", "calculate_bboxes_area_rotated", "calculate_overlaps_rotated",
-           "rbox_corners"]
+__all__ = ["qbox_to_rbox", "le90_to_oc", "calculate_bboxes_area_rotated", "calculate_overlaps_rotated", "rbox_corners"]
 
 #: pairs of boxes clipped at once (bounds the temporary arrays to a few tens of MiB)
 _CHUNK = 1 << 15
@@ -89,7 +88,9 @@ def rbox_corners(bboxes: np.ndarray) -> np.ndarray:
 
 def _cross(o: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """z of ``(a - o) x (b - o)`` over the last axis (x, y)."""
-    result: np.ndarray = (a[..., 0] - o[..., 0]) * (b[..., 1] - o[..., 1]) - (a[..., 1] - o[..., 1]) * (b[..., 0] - o[..., 0])
+    result: np.ndarray = (a[..., 0] - o[..., 0]) * (b[..., 1] - o[..., 1]) - (a[..., 1] - o[..., 1]) * (
+        b[..., 0] - o[..., 0]
+    )
     return result
 
 
@@ -162,7 +163,7 @@ def calculate_overlaps_rotated(bboxes1: np.ndarray, bboxes2: np.ndarray, clockwi
         return ious
     c1, c2 = _ccw(rbox_corners(b1)), _ccw(rbox_corners(b2))
     for s in range(0, rows.size, _CHUNK):
-        r, c = rows[s:s + _CHUNK], cols[s:s + _CHUNK]
+        r, c = rows[s : s + _CHUNK], cols[s : s + _CHUNK]
         inter = _intersection_areas(c1[r], c2[c])
         union = area1[r] + area2[c] - inter
         ious[r, c] = np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)

@@ -25,22 +25,31 @@ class COCO(_coco.COCO):  # type: ignore[misc]
         self.img_ann_map = self.imgToAnns
         self.cat_img_map = self.catToImgs
 
-    def get_ann_ids(self, img_ids: Union[List[Any], int] = [], cat_ids: Union[List[Any], int] = [],  # noqa: B006
-                    area_rng: Union[List[Any], int] = [], iscrowd: Optional[bool] = None) -> List[int]:  # noqa: B006
+    def get_ann_ids(
+        self,
+        img_ids: Union[List[Any], int] = [],
+        cat_ids: Union[List[Any], int] = [],
+        area_rng: Union[List[Any], int] = [],
+        iscrowd: Optional[bool] = None,
+    ) -> List[int]:
         return self.getAnnIds(img_ids, cat_ids, area_rng, iscrowd)  # type: ignore[no-any-return]
 
-    def get_cat_ids(self, cat_names: Union[List[Any], int] = [], sup_names: Union[List[Any], int] = [],  # noqa: B006
-                    cat_ids: Union[List[Any], int] = []) -> List[int]:  # noqa: B006
+    def get_cat_ids(
+        self,
+        cat_names: Union[List[Any], int] = [],
+        sup_names: Union[List[Any], int] = [],
+        cat_ids: Union[List[Any], int] = [],
+    ) -> List[int]:
         return self.getCatIds(cat_names, sup_names, cat_ids)  # type: ignore[no-any-return]
 
-    def get_img_ids(self, img_ids: Union[List[Any], int] = [], cat_ids: Union[List[Any], int] = []) -> List[int]:  # noqa: B006
+    def get_img_ids(self, img_ids: Union[List[Any], int] = [], cat_ids: Union[List[Any], int] = []) -> List[int]:
         return self.getImgIds(img_ids, cat_ids)  # type: ignore[no-any-return]
 
-    def load_anns(self, ids: Union[List[Any], int] = []) -> List[Dict[str, Any]]:  # noqa: B006
+    def load_anns(self, ids: Union[List[Any], int] = []) -> List[Dict[str, Any]]:
         return self.loadAnns(ids)  # type: ignore[no-any-return]
 
-    def load_cats(self, ids: Union[List[Any], int] = []) -> List[Dict[str, Any]]:  # noqa: B006
+    def load_cats(self, ids: Union[List[Any], int] = []) -> List[Dict[str, Any]]:
         return self.loadCats(ids)  # type: ignore[no-any-return]
 
-    def load_imgs(self, ids: Union[List[Any], int] = []) -> List[Dict[str, Any]]:  # noqa: B006
+    def load_imgs(self, ids: Union[List[Any], int] = []) -> List[Dict[str, Any]]:
         return self.loadImgs(ids)  # type: ignore[no-any-return]

@@ -12,8 +12,16 @@ from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tupl
 
 from mmeval.core.errors import MetricArgumentError
 
-__all__ = ["check_texts", "get_n_gram", "get_tokenizer", "infer_language", "longest_common_subsequence",
-           "ngram_counts", "tokenizer_argument", "tokenizer_for"]
+__all__ = [
+    "check_texts",
+    "get_n_gram",
+    "get_tokenizer",
+    "infer_language",
+    "longest_common_subsequence",
+    "ngram_counts",
+    "tokenizer_argument",
+    "tokenizer_for",
+]
 
 #: A tokenizer: one text in, its tokens out.
 Tokenizer = Callable[[str], List[str]]
@@ -36,7 +44,7 @@ def get_n_gram(token: Sequence[Hashable], n_gram: int) -> "Counter[Tuple[Hashabl
 
 def ngram_counts(tokens: Sequence[Hashable], n: int) -> "Counter[Tuple[Hashable, ...]]":
     """The n-grams of exactly length ``n`` of ``tokens`` (none when there are fewer than ``n`` tokens)."""
-    return Counter(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
 
 
 def infer_language(text: str) -> str:
@@ -86,8 +94,10 @@ def tokenizer_argument(value: Any, argument: str, metric: str) -> Optional[Token
         found = get_tokenizer(value)
         if found is not None:
             return found
-    raise MetricArgumentError(f"{metric}: {argument} must be a callable (text -> tokens), 'en', 'cn', 'zh' or None "
-                              f"(the language of each prediction picks str.split or characters), got {value!r}")
+    raise MetricArgumentError(
+        f"{metric}: {argument} must be a callable (text -> tokens), 'en', 'cn', 'zh' or None "
+        f"(the language of each prediction picks str.split or characters), got {value!r}"
+    )
 
 
 def tokenizer_for(text: str, tokenizer: Optional[Tokenizer]) -> Tokenizer:
@@ -97,8 +107,9 @@ def tokenizer_for(text: str, tokenizer: Optional[Tokenizer]) -> Tokenizer:
     return get_tokenizer(infer_language(text))  # type: ignore[return-value]
 
 
-def check_texts(metric: str, predictions: Any, others: Any, names: Tuple[str, str],
-                nested: bool = False) -> Tuple[List[str], List[Any]]:
+def check_texts(
+    metric: str, predictions: Any, others: Any, names: Tuple[str, str], nested: bool = False
+) -> Tuple[List[str], List[Any]]:
     """One batch of texts, checked: ``predictions`` a sequence of str, ``others`` as many str (or, ``nested``,
     as many non-empty sequences of str: the references of each prediction).
 
@@ -107,8 +118,10 @@ def check_texts(metric: str, predictions: Any, others: Any, names: Tuple[str, st
     pred_name, other_name = names
     preds, others_l = _as_list(metric, predictions, pred_name), _as_list(metric, others, other_name)
     if len(preds) != len(others_l):
-        raise MetricArgumentError(f"{metric}: {pred_name} and {other_name} have different lengths "
-                                  f"({len(preds)} and {len(others_l)}): pass one item of each per sample")
+        raise MetricArgumentError(
+            f"{metric}: {pred_name} and {other_name} have different lengths "
+            f"({len(preds)} and {len(others_l)}): pass one item of each per sample"
+        )
     for i, p in enumerate(preds):
         if not isinstance(p, str):
             raise MetricArgumentError(f"{metric}: {pred_name}[{i}] must be a str, got {type(p).__name__}")
@@ -121,8 +134,10 @@ def check_texts(metric: str, predictions: Any, others: Any, names: Tuple[str, st
             o = others_l[i] = o.tolist()
         if isinstance(o, str) or not isinstance(o, Sequence) or not len(o):
             got = f"the str {o!r}" if isinstance(o, str) else repr(o) if isinstance(o, Sequence) else type(o).__name__
-            raise MetricArgumentError(f"{metric}: {other_name}[{i}] must be a non-empty sequence of reference "
-                                      f"texts (a list of str, one list per prediction), got {got}")
+            raise MetricArgumentError(
+                f"{metric}: {other_name}[{i}] must be a non-empty sequence of reference "
+                f"texts (a list of str, one list per prediction), got {got}"
+            )
         for j, text in enumerate(o):
             if not isinstance(text, str):
                 raise MetricArgumentError(f"{metric}: {other_name}[{i}][{j}] must be a str, got {type(text).__name__}")
@@ -135,6 +150,8 @@ def _as_list(metric: str, value: Any, name: str) -> List[Any]:
         value = value.tolist()
     if isinstance(value, str) or not isinstance(value, Sequence):
         shown = f"the str {value!r}" if isinstance(value, str) else type(value).__name__
-        raise MetricArgumentError(f"{metric}: {name} must be a sequence (a list) with one item per sample, "
-                                  f"got {shown}" + ("; wrap a single text as [text]" if isinstance(value, str) else ""))
+        raise MetricArgumentError(
+            f"{metric}: {name} must be a sequence (a list) with one item per sample, "
+            f"got {shown}" + ("; wrap a single text as [text]" if isinstance(value, str) else "")
+        )
     return list(value)

@@ -16,9 +16,7 @@ from ...core.errors import MetricArgumentError
 __all__ = ["bgr2gray", "bgr2ycbcr", "reorder_and_crop", "reorder_image", "rgb2gray", "rgb2ycbcr"]
 
 #: BT.601 rows: Y, Cb, Cr as weights of (R, G, B) on a [0, 1] image, giving [0, 255] values (plus the offsets)
-_YCBCR_FROM_RGB = np.array([[65.481, 128.553, 24.966],
-                            [-37.797, -74.203, 112.0],
-                            [112.0, -93.786, -18.214]])
+_YCBCR_FROM_RGB = np.array([[65.481, 128.553, 24.966], [-37.797, -74.203, 112.0], [112.0, -93.786, -18.214]])
 _YCBCR_OFFSET = np.array([16.0, 128.0, 128.0])
 #: gray weights of (R, G, B)
 _GRAY_FROM_RGB = np.array([0.299, 0.587, 0.114], dtype=np.float32)
@@ -59,8 +57,10 @@ def _to_ycbcr(img: np.ndarray, y_only: bool, bgr: bool) -> np.ndarray:
     # three-term sum differently, and the uint8 rounding below would then flip pixels from machine to machine
     rgb = unit.astype(np.float64)
     rows = weights[:1] if y_only else weights
-    out = np.stack([rgb[..., 0] * w[0] + rgb[..., 1] * w[1] + rgb[..., 2] * w[2] + off
-                    for w, off in zip(rows, _YCBCR_OFFSET)], axis=-1)
+    out = np.stack(
+        [rgb[..., 0] * w[0] + rgb[..., 1] * w[1] + rgb[..., 2] * w[2] + off for w, off in zip(rows, _YCBCR_OFFSET)],
+        axis=-1,
+    )
     if y_only:
         out = out[..., 0]
     return _convert_output_type_range(out, dtype.type)
@@ -116,8 +116,13 @@ def reorder_image(img: np.ndarray, input_order: str = "HWC") -> np.ndarray:
     return img
 
 
-def reorder_and_crop(img: np.ndarray, crop_border: int = 0, input_order: str = "HWC",
-                     convert_to: Optional[str] = None, channel_order: str = "rgb") -> np.ndarray:
+def reorder_and_crop(
+    img: np.ndarray,
+    crop_border: int = 0,
+    input_order: str = "HWC",
+    convert_to: Optional[str] = None,
+    channel_order: str = "rgb",
+) -> np.ndarray:
     """An image with values in [0, 255] made ready for a comparison, as float64 (H, W, C).
 
     In order: reorder to HWC (:func:`reorder_image`), cast to float32 (as MMEval 0.2.1 does: a float64
@@ -130,8 +135,9 @@ def reorder_and_crop(img: np.ndarray, crop_border: int = 0, input_order: str = "
     ``convert_to`` or ``channel_order``.
     """
     if img.ndim == 4:
-        return np.stack([reorder_and_crop(frame, crop_border, input_order, convert_to, channel_order)
-                         for frame in img]).astype(np.float64)
+        return np.stack(
+            [reorder_and_crop(frame, crop_border, input_order, convert_to, channel_order) for frame in img]
+        ).astype(np.float64)
     hwc = reorder_image(img, input_order).astype(np.float32)
     if convert_to is not None:
         target = convert_to.lower() if isinstance(convert_to, str) else convert_to
@@ -139,7 +145,8 @@ def reorder_and_crop(img: np.ndarray, crop_border: int = 0, input_order: str = "
             raise MetricArgumentError(f"convert_to must be 'Y', 'gray' or None, got {convert_to!r}")
         if channel_order not in CHANNEL_ORDERS:
             raise MetricArgumentError(
-                f"channel_order must be 'rgb' or 'bgr' to convert to {convert_to!r}, got {channel_order!r}")
+                f"channel_order must be 'rgb' or 'bgr' to convert to {convert_to!r}, got {channel_order!r}"
+            )
         unit = hwc / np.float32(255.0)
         if target == "y":
             hwc = (_to_ycbcr(unit, True, channel_order == "bgr") * np.float32(255.0))[..., None]

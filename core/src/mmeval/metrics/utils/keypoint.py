@@ -20,8 +20,16 @@ from ...core.errors import MetricArgumentError, MetricArgumentKeyError
 from ...core.inputs import to_numpy
 from ...core.state import MetricState, combine
 
-__all__ = ["KeypointInstances", "KeypointMetric", "MetricArgumentKeyError", "calc_distances", "distance_acc",
-           "pck_from_counts", "pck_hits", "per_sample_sums"]
+__all__ = [
+    "KeypointInstances",
+    "KeypointMetric",
+    "MetricArgumentKeyError",
+    "calc_distances",
+    "distance_acc",
+    "pck_from_counts",
+    "pck_hits",
+    "per_sample_sums",
+]
 
 
 def calc_distances(preds: np.ndarray, gts: np.ndarray, mask: np.ndarray, norm_factor: np.ndarray) -> np.ndarray:
@@ -309,8 +317,11 @@ class KeypointMetric(BaseMetric):
             masks.append(mask)
             counts[i] = n
         return KeypointInstances(
-            np.concatenate(preds), np.concatenate(gts), np.concatenate(masks),
-            {key: _stack(v) for key, v in extra.items()}, counts,
+            np.concatenate(preds),
+            np.concatenate(gts),
+            np.concatenate(masks),
+            {key: _stack(v) for key, v in extra.items()},
+            counts,
         )
 
     # -- compute ---------------------------------------------------------------

@@ -40,8 +40,10 @@ def poly2shapely(polygon: Any) -> Any:
     geometry = _geometry("poly2shapely")
     points = to_numpy(polygon, "poly2shapely: polygon").astype(np.float32)
     if points.size % 2 or points.size < 6:
-        raise MetricArgumentError(f"poly2shapely: a polygon is a flat list of at least 3 (x, y) points, got "
-                                  f"{points.size} value(s): {points.ravel()[:8].tolist()}")
+        raise MetricArgumentError(
+            f"poly2shapely: a polygon is a flat list of at least 3 (x, y) points, got "
+            f"{points.size} value(s): {points.ravel()[:8].tolist()}"
+        )
     return geometry.Polygon(points.reshape(-1, 2))
 
 
@@ -56,8 +58,9 @@ def poly_make_valid(poly: Any) -> Any:
     return poly if poly.is_valid else poly.buffer(0)
 
 
-def _area_of(op: str, poly_a: Any, poly_b: Any, invalid_ret: Optional[Number],
-             return_poly: bool) -> Union[Optional[Number], Tuple[Optional[Number], Any]]:
+def _area_of(
+    op: str, poly_a: Any, poly_b: Any, invalid_ret: Optional[Number], return_poly: bool
+) -> Union[Optional[Number], Tuple[Optional[Number], Any]]:
     """The area of ``poly_a.<op>(poly_b)`` (and the shape), or ``invalid_ret`` for an invalid input."""
     user = f"poly_{op}"
     _check_polygon(poly_a, "poly_a", user)
@@ -73,8 +76,7 @@ def _area_of(op: str, poly_a: Any, poly_b: Any, invalid_ret: Optional[Number],
     return (area, shape) if return_poly else area
 
 
-def poly_intersection(poly_a: Any, poly_b: Any, invalid_ret: Optional[Number] = None,
-                      return_poly: bool = False) -> Any:
+def poly_intersection(poly_a: Any, poly_b: Any, invalid_ret: Optional[Number] = None, return_poly: bool = False) -> Any:
     """The area of the intersection of two polygons (with the intersection when ``return_poly``).
 
     With ``invalid_ret=None`` invalid polygons are repaired first (:func:`poly_make_valid`);
