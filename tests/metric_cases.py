@@ -35,7 +35,9 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORE_TESTS = os.path.join(HERE, "core")
-for _path in (HERE, CORE_TESTS):  # metric_helpers (rank side), the core metric tests' data (parent side)
+#: the core metric tests, whose data functions the case table imports (parent side)
+METRIC_TESTS = os.path.join(CORE_TESTS, "metrics")
+for _path in (HERE, CORE_TESTS, METRIC_TESTS):  # metric_helpers (rank side), the metric tests' data (parent side)
     if _path not in sys.path:
         sys.path.insert(0, _path)
 

@@ -9,7 +9,7 @@ CASE_NAMES = ("COCODetection-bbox-proposal", "COCODetection-segm")
 
 def build_cases() -> Dict[str, Dict[str, Any]]:
     """Small synthetic COCO-like images (crowd regions, every area range, empty images, a class without ground
-    truth), checked against pycocotools' COCOeval in tests/core/test_metric_coco_detection.py."""
+    truth), checked against pycocotools' COCOeval in tests/core/metrics/test_metric_coco_detection.py."""
     from coco_reference import detections
 
     classes = tuple(f"cls{i}" for i in range(5))

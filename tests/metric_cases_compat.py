@@ -1,7 +1,7 @@
 """Shared-table cases of MMEval 0.2.1's compatibility surface (issue 22 item 4): two-class one-hot rows read with
 ``pred_is_onehot`` / ``label_is_onehot``, and a metric built by the ``PrecisionRecallF1score`` factory.
 
-The data come from tests/core/test_metric_multi_label.py (checked there against scikit-learn).
+The data come from tests/core/metrics/test_metric_multi_label.py (checked there against scikit-learn).
 """
 
 from __future__ import annotations

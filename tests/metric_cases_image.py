@@ -1,7 +1,7 @@
 """The image metrics' cases for the shared table (tests/metric_cases.py): image quality, matting, optical flow.
 
 Small synthetic images (16 x 16; NIQE's 96 x 192, two of its blocks), made here from fixed seeds; each
-metric's value is checked against an independent reference in tests/core/test_metric_image_quality.py.
+metric's value is checked against an independent reference in tests/core/metrics/test_metric_image_quality.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The matching metrics' cases for the shared table (tests/metric_cases.py): AVA, proposals, text polygons.
 
-The data come from tests/core/test_metric_matching.py, where each metric is checked against a reference
+The data come from tests/core/metrics/test_metric_matching.py, where each metric is checked against a reference
 written from its definition. AVA's ground truth is the fixture tests/fixtures/ava (every rank reads it).
 """
 

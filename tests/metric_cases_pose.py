@@ -1,6 +1,6 @@
 """The pose metrics' cases for the shared table (tests/metric_cases.py): one per metric, NME in both modes.
 
-The data are tests/core/test_metric_pose.py's (checked there against references written from the
+The data are tests/core/metrics/test_metric_pose.py's (checked there against references written from the
 definitions): 60 samples, each with 0, 1 or 2 instances, sizes with a zero or a negative value now
 and then. EPE and NME sum float32 distances in float64: with these integer pixel offsets the sums are
 exact in any order, so every sharding equals one process.

@@ -1,6 +1,6 @@
 """The text metrics' cases for the shared table (tests/metric_cases.py): one per metric, ROUGE and F1Score in two modes.
 
-The data are tests/core/test_metric_text.py's (each checked there against nltk, rouge-score, scikit-learn or a loop
+The data are tests/core/metrics/test_metric_text.py's (each checked there against nltk, rouge-score, scikit-learn or a loop
 from the definition): lists with one item per sample (texts, reference lists, ragged arrays), 61 samples each.
 """
 

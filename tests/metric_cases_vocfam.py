@@ -1,6 +1,6 @@
 """The VOC family's cases for the shared table (tests/metric_cases.py): OIDMeanAP and DOTAMeanAP.
 
-Their data come from the core tests (tests/core/test_metric_oid_map.py, test_metric_dota_map.py), where each
+Their data come from the core tests (tests/core/metrics/test_metric_oid_map.py, test_metric_dota_map.py), where each
 metric is checked against a reference written from its definition. Small: every case computes in well under a
 second per world size.
 """

@@ -25,7 +25,7 @@ from mmeval.utils import try_import
 #: the polygon tests need shapely (the ``shapely`` extra); AVA and proposals do not
 needs_shapely = pytest.mark.skipif(try_import("shapely") is None, reason="shapely (the 'shapely' extra) is absent")
 
-AVA_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "ava"
+AVA_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "ava"
 #: the AVA fixture: 6 classes in the label map (class 6 never annotated, class 9 annotated but not in the map),
 #: 64 annotated frames of 72, three excluded frames
 AVA_KW: Dict[str, Any] = {

@@ -39,7 +39,7 @@ from mmeval.metrics import (
 #: tests/, where the shared case table lives. It is put on sys.path only while importing from it: with
 #: tests/ on the path, ``import torch`` where torch is not installed finds tests/torch (a namespace
 #: package), and every ``pytest.importorskip("torch")`` of the process runs instead of skipping.
-TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _from_tests(module: str) -> Any:

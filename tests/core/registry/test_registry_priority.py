@@ -16,7 +16,7 @@ from mmeval.core import dist
 from mmeval.core.dist import get_dist_backend, list_all_backends, register_dist_backend, resolve_backend_name
 from mmeval.core.dist_backends import BaseDistBackend, NonDist
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 PLUGIN_SRC = [REPO / "plugins" / p / "src" for p in ("torch_backend", "mpi_backend", "horovod_backend")]
 
 

@@ -140,7 +140,7 @@ def test_dir_lists_only_the_public_api():
 
 
 def test_readme_shows_the_order_list_all_backends_returns():
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()  # the repository's, not the package's
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()  # the repository's, not the package's
     (line,) = [ln for ln in readme.splitlines() if "print(list_all_backends())" in ln]
     shown = ast.literal_eval(line[line.index("[") :])
     assert shown == sorted(shown)  # list_all_backends() returns sorted names

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-GUIDE = Path(__file__).resolve().parents[2] / "docs" / "writing-a-backend.md"
+GUIDE = Path(__file__).resolve().parents[3] / "docs" / "writing-a-backend.md"
 
 PROGRAM = """
 import json, os, sys

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-GUIDE = Path(__file__).resolve().parents[2] / "docs" / "writing-a-metric.md"
+GUIDE = Path(__file__).resolve().parents[3] / "docs" / "writing-a-metric.md"
 
 
 def _examples():

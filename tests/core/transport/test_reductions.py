@@ -14,7 +14,7 @@ from reduction_workers import check_reductions, framed_guarantees, mismatches, n
 from mmeval.core.dist_backends import NonDist
 from mmeval.core.dist_backends.base_backend import REDUCE_OPS
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/core: reduction_workers
 
 
 def test_reduce_ops_constant():

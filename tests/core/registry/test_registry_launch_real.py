@@ -2,7 +2,7 @@
 
 ``torchrun`` with the torch process group initialised and a metric that names ``non_dist`` on purpose;
 ``mpiexec`` with mpi4py importable. Each needs its runtime (torch with mmeval-torch; mpi4py, mmeval-mpi4py and
-an ``mpiexec``) and is skipped where it is absent, as in the core env (tests/core/test_registry_launcher.py
+an ``mpiexec``) and is skipped where it is absent, as in the core env (tests/core/registry/test_registry_launcher.py
 simulates the same launches with the launchers' environment variables there).
 """
 

@@ -76,7 +76,7 @@ def test_install_hint_gives_pypi_and_source_checkout_commands(name):
     # the source directories named exist in this repository
     import pathlib
 
-    root = pathlib.Path(__file__).resolve().parents[2]
+    root = pathlib.Path(__file__).resolve().parents[3]
     for local in dist.SOURCE_CHECKOUT_PATHS.values():
         if local.endswith(("paddle_backend", "jax_backend")) and not (root / local).exists():
             continue  # being built by other work; their names stay hints for an installed wheel

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict
 
-SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "tox_summary.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "tools" / "tox_summary.py"
 
 
 def _env(success: bool, output: str, skipped: bool = False) -> Dict[str, Any]:

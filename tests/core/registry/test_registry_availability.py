@@ -20,7 +20,7 @@ import pytest
 
 from mmeval.core.dist_backends import BaseDistBackend, NonDist
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 
 PLUGINS = {
     "mmeval-torch": (

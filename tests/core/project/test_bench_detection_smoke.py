@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("pycocotools")
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import coco_data  # noqa: E402

@@ -24,7 +24,7 @@ def test_entry_point_hook_receives_events(tmp_path):
         out = run_ranks(w.collectives, 2, False)
         assert all(s == "ok" for s, _ in out.values()), out
     """
-        % os.path.dirname(__file__)
+        % os.path.dirname(os.path.dirname(__file__))
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
     env["MMEVAL_FIXTURE_HOOK_LOG"] = str(log)
@@ -48,7 +48,7 @@ def test_no_pluggy_without_hooks():
         assert not hooks.hooks_active()
         print("pluggy" in sys.modules)
     """
-        % os.path.dirname(__file__)
+        % os.path.dirname(os.path.dirname(__file__))
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
     env["MMEVAL_DISABLE_PLUGINS"] = "mmeval-fixture-rival"
@@ -66,7 +66,7 @@ def test_comm_stats_env_prints_table_at_exit():
         import framed_workers as w
         out = run_ranks(w.collectives, 2, False)
     """
-        % os.path.dirname(__file__)
+        % os.path.dirname(os.path.dirname(__file__))
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
     env["MMEVAL_COMM_STATS"] = "1"

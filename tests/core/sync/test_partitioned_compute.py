@@ -2,7 +2,7 @@
 
 A toy metric -- per key, the sum of its samples' values, each key summed on
 rank ``key % world_size`` -- stands for any metric that computes in parts
-(COCODetection is the real one, tests/core/test_metric_coco_detection.py). The
+(COCODetection is the real one, tests/core/metrics/test_metric_coco_detection.py). The
 reference is the same sums over the dataset itself, in dataset order.
 """
 

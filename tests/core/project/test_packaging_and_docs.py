@@ -21,7 +21,7 @@ from typing import Dict, List
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GUIDE = ROOT / "docs" / "writing-a-backend.md"
 README = ROOT / "README.md"
 PYPROJECTS = [ROOT / "core" / "pyproject.toml"] + sorted((ROOT / "plugins").glob("*/pyproject.toml"))

@@ -38,7 +38,7 @@ from mmeval.core.dist_backends import (
 )
 from mmeval.core.errors import CollectiveTimeoutError
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 GiB = 1 << 30
 
 

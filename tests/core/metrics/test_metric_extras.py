@@ -35,7 +35,7 @@ def test_an_installed_library_is_returned() -> None:
 def test_the_extras_exist_in_the_core_distribution() -> None:
     import os
 
-    pyproject = os.path.join(os.path.dirname(__file__), "..", "..", "core", "pyproject.toml")
+    pyproject = os.path.join(os.path.dirname(__file__), "..", "..", "..", "core", "pyproject.toml")
     text = open(pyproject).read()
     for extra, _ in EXTRAS.values():
         assert f"\n{extra} = [" in text, extra

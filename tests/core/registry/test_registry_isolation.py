@@ -21,7 +21,7 @@ import pytest
 from mmeval.core import dist
 from mmeval.core.errors import BackendNotFoundError, InvalidBackendNameError
 
-HOSTILE_SRC = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "hostile_plugin" / "src"
+HOSTILE_SRC = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "hostile_plugin" / "src"
 
 ENTRY_POINTS = {
     "hostile_exit": "mmeval_fixture_hostile.exits:ExitDist",
