@@ -266,10 +266,15 @@ def worker_main(rank: int, world_size: int, port: int, kind: str, conn: Any, env
         # built before init_process_group, naming no backend: compute() must pick torch_* later
         state["pre_init_metric"] = Accuracy(topk=(1, 3))
         state["pre_init_resolved"] = resolve_backend_name(None)
-        if kind == "torch_cuda":
+        # TEST_TORCH_CUDA_DEVICE: every rank on that one device (gloo ranks sharing a GPU); TEST_TORCH_PG_BACKEND:
+        # the process group's backend string (e.g. "cpu:gloo,cuda:nccl") instead of the kind's
+        shared_device = os.environ.get("TEST_TORCH_CUDA_DEVICE")
+        if shared_device is not None:
+            torch.cuda.set_device(int(shared_device))
+        elif kind == "torch_cuda":
             torch.cuda.set_device(rank)
         dist.init_process_group(
-            "nccl" if kind == "torch_cuda" else "gloo",
+            os.environ.get("TEST_TORCH_PG_BACKEND") or ("nccl" if kind == "torch_cuda" else "gloo"),
             init_method=f"tcp://127.0.0.1:{port}",
             rank=rank,
             world_size=world_size,
@@ -817,3 +822,140 @@ def tutorial_eval_fn(rank: int, process_num: int, port: int, out_dir: str, n: in
     with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:
         pickle.dump({"result": result, "single": single.compute()}, f)
     torch.distributed.destroy_process_group()
+
+
+# -- tensors in add() and CUDA tensors in objects (tests/torch/test_torch_cuda.py) ------------------
+
+
+@check
+def metric_table_on_tensors(ctx: Ctx, payload_path: str, device: str) -> Dict[str, Any]:
+    """Every case of the shared metric table (read from ``payload_path``) fed tensors on ``device``, on this
+    group's backend: :func:`metric_cases.run_all`'s report."""
+    import metric_cases
+    from _tensor_metrics import on_device
+
+    payload = on_device(metric_cases.read_payload(payload_path), device)
+    return metric_cases.run_all(ctx.backend(timeout=120.0), payload)
+
+
+def _cuda_objects(rank: int) -> Dict[str, Any]:
+    """An object holding CUDA tensors of every kind a model hands over (on the current device)."""
+    import torch
+
+    dev = torch.device("cuda", torch.cuda.current_device())
+    base = torch.arange(24, dtype=torch.float32, device=dev).reshape(4, 6) + rank
+    return {
+        "f32": base,
+        "bf16": base.to(torch.bfloat16),
+        "f16": base.to(torch.float16),
+        "i64": torch.arange(5, device=dev) * (rank + 1),
+        "bool": base > 10,
+        "strided": base.t(),  # not contiguous
+        "scalar": torch.tensor(3.5 + rank, device=dev),
+        "empty": torch.empty(0, 3, device=dev),
+        "grad": torch.ones(3, device=dev, requires_grad=True),
+        "rank": rank,
+    }
+
+
+def _same_on_current_device(got: Dict[str, Any], want: Dict[str, Any]) -> None:
+    import torch
+
+    current = torch.device("cuda", torch.cuda.current_device())
+    for key, value in want.items():
+        if not isinstance(value, torch.Tensor):
+            assert got[key] == value, (key, got[key], value)
+            continue
+        t = got[key]
+        assert isinstance(t, torch.Tensor), (key, type(t))
+        assert t.device == current, f"{key}: rebuilt on {t.device}, the receiver's current device is {current}"
+        assert t.dtype == value.dtype and t.shape == value.shape, (key, t.dtype, t.shape, value.dtype, value.shape)
+        assert t.requires_grad == value.requires_grad, key
+        assert torch.equal(t.detach().cpu(), value.detach().cpu()), key
+
+
+@check
+def cuda_objects(ctx: Ctx) -> Dict[str, Any]:
+    """all_gather / gather / broadcast of objects holding CUDA tensors: each rebuilt on the receiver's device."""
+    b = ctx.backend()
+    mine = _cuda_objects(ctx.rank)
+    gathered = b.all_gather_object(mine)
+    for r, obj in enumerate(gathered):
+        _same_on_current_device(obj, _cuda_objects(r))
+    at_zero = b.gather_object(mine, dst=0)
+    if ctx.rank == 0:
+        for r, obj in enumerate(at_zero):
+            _same_on_current_device(obj, _cuda_objects(r))
+    else:
+        assert at_zero is None, type(at_zero)
+    sent = b.broadcast_object(mine if ctx.rank == 0 else None, src=0)
+    _same_on_current_device(sent, _cuda_objects(0))
+    return {"gathered": len(gathered)}
+
+
+@check
+def half_precision_logits(ctx: Ctx) -> Dict[str, Any]:
+    """Accuracy of bf16 / fp16 CUDA logits equals that of the same (rounded) values as float32 numpy."""
+    import torch
+
+    from mmeval import Accuracy
+
+    scores, labels = make_dataset(96, seed=ctx.rank)
+    out: Dict[str, Any] = {}
+    for dtype in (torch.bfloat16, torch.float16):
+        logits = torch.from_numpy(scores).to(dtype)
+        want = Accuracy(topk=(1, 3), dist_backend=ctx.backend())
+        want.add(logits.float().numpy(), labels)
+        got = Accuracy(topk=(1, 3), dist_backend=ctx.backend())
+        got.add(logits.cuda(), torch.from_numpy(labels).cuda())
+        out[str(dtype)] = (got.compute(), want.compute())
+    return out
+
+
+@check
+def mixed_group(ctx: Ctx) -> Dict[str, Any]:
+    """A ``cpu:gloo,cuda:nccl`` group: torch_cpu and torch_cuda both work on it; torch_cuda is auto-selected."""
+    import torch
+
+    from mmeval import Accuracy
+    from mmeval.core.dist import resolve_backend_name
+    from mmeval_torch import TorchCPUDist, TorchCUDADist
+
+    out: Dict[str, Any] = {"auto": resolve_backend_name(None)}
+    scores, labels = make_dataset(64, seed=ctx.rank)
+    for cls in (TorchCPUDist, TorchCUDADist):
+        b = ctx.backend(cls=cls)
+        gathered = b.all_gather_object({"rank": ctx.rank, "t": torch.full((3,), float(ctx.rank), device="cuda")})
+        assert [g["rank"] for g in gathered] == list(range(ctx.world_size))
+        assert all(g["t"].device.type == "cuda" for g in gathered)
+        metric = Accuracy(topk=(1, 3), dist_backend=b)
+        metric.add(torch.from_numpy(scores).cuda(), torch.from_numpy(labels).cuda())
+        out[cls.__name__] = metric.compute()
+    return out
+
+
+@check
+def native_reductions(ctx: Ctx) -> Dict[str, Any]:
+    """This group's backend reduces large arrays with the transport's all_reduce / reduce, never the byte gather,
+    for every (op, dtype) it declares native -- integer sum / min / max, float sums -- with the exact result."""
+    b = ctx.backend()
+    byte_calls: List[str] = []
+    doing = [""]
+    for attr in ("_all_gather_bytes", "_gather_bytes"):  # the default payload stage must not run
+        original = getattr(b, attr)
+        setattr(b, attr, lambda call, _o=original, _a=attr: byte_calls.append(f"{_a} in {doing[0]}") or _o(call))
+    ws, r = ctx.world_size, ctx.rank
+    out: Dict[str, Any] = {}
+    for dtype in (np.float64, np.float32, np.int64, np.int32, np.uint8):
+        base = (np.arange(200_000) % 97).astype(dtype)
+        for op, want in (("sum", base * ws + sum(range(ws))), ("max", base + (ws - 1)), ("min", base)):
+            if op != "sum" and np.dtype(dtype).kind == "f":
+                continue  # float min / max go by bytes by design (the plugin's native_reductions)
+            doing[0] = f"{np.dtype(dtype).name}/{op}"
+            got = b.all_reduce(base + np.asarray(r, dtype), op=op)
+            out[f"{np.dtype(dtype).name}/{op}"] = bool(got.dtype == dtype and np.array_equal(got, want.astype(dtype)))
+    doing[0] = "reduce"
+    red = b.reduce(np.full((300, 10), r, np.int64), op="max", dst=ws - 1)
+    out["reduce"] = None if red is None else bool(np.array_equal(red, np.full((300, 10), ws - 1)))
+    out["byte_calls"] = byte_calls
+    return out
