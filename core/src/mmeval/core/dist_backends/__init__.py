@@ -22,9 +22,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from ._compat import LEGACY_BACKENDS, resolve
-from ._reduce import REDUCE_OPS, native_pairs
 from .base_backend import BaseDistBackend, TensorBaseDistBackend
 from .non_dist import NonDist
+from .reduction import REDUCE_OPS, native_pairs
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..errors import PeerLost
@@ -74,7 +74,7 @@ _LAZY: Dict[str, str] = {
     "SLOT_SIZE": "..wire",
     "Frame": "..wire",
     "ALIGN": "..wire",
-    "PickleCodec": "..codecs",
+    "PickleCodec": "..wire.codecs",
     # what the plugins share (mmeval.core.dist_backends.plugin_kit)
     **{
         name: ".plugin_kit"

@@ -4,7 +4,7 @@
 templates over transport primitives; a backend supplies one,
 :meth:`~FramedDistBackend._all_gather_bytes`, and may override the others for
 speed (see :mod:`.transport` for what each receives and must do). The core
-owns, for every backend: serialization (:mod:`mmeval.core.codecs`); one
+owns, for every backend: serialization (:mod:`mmeval.core.wire.codecs`); one
 collective for small objects (inline in the slot), two for large ones; the
 per-rank header and its agreement (:mod:`.agreement`); the group guarantees --
 sequence, deadline, one call at a time, poisoning, error translation, hook
@@ -18,9 +18,9 @@ import math
 from abc import abstractmethod
 from typing import TYPE_CHECKING, AbstractSet, Any, ClassVar, Hashable, List, Mapping, Optional, Sequence, Tuple
 
-from ..codecs import Codec, Reducer, codec_id, make_codec
 from ..errors import RemoteSerializationError
 from ..wire import CODEC_IDS, SLOT_SIZE, Frame, Op, SlotHeader, Status, build_slot, parse_slot
+from ..wire.codecs import Codec, Reducer, codec_id, make_codec
 from .agreement import check_headers
 from .base_backend import BaseDistBackend
 from .guard import GroupGuard
@@ -119,7 +119,7 @@ class FramedDistBackend(BaseDistBackend):
         """``{type: reducer}`` the pickle codec applies for this backend only (default: none).
 
         Called once, before the first collective that encodes; the torch plugin
-        returns its tensor reducer. See :class:`~mmeval.core.codecs.PickleCodec`.
+        returns its tensor reducer. See :class:`~mmeval.core.wire.codecs.PickleCodec`.
         """
         return {}
 

@@ -23,7 +23,7 @@ A frame is an encoded object::
 The slot header also carries the sender's deadline (wall clock), so that a
 rank whose call pairs with a peer's abandoned one fails (see
 :data:`DEADLINE_SKEW`). This module knows nothing of codecs beyond their
-one-byte id (:data:`CODEC_IDS`): see :mod:`mmeval.core.codecs` for what the
+one-byte id (:data:`CODEC_IDS`): see :mod:`mmeval.core.wire.codecs` for what the
 meta stream and buffers mean.
 """
 
