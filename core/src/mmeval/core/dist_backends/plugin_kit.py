@@ -4,10 +4,10 @@ Block layout (64-byte aligned, padded or packed), writing a frame into a send
 buffer and zeroing the rest, waiting for a blocking transport call on a
 helper thread, keeping a failed group alive until exit, one token per live
 group object, membership errors, backend settings, a watchdog for a runtime's
-start-up that cannot be interrupted, and the ``mmeval`` logger. Plugins import
-these names from :mod:`mmeval.core.dist_backends`; see
-docs/writing-a-backend.md. No framework is imported; numpy only by the
-functions that zero memory.
+start-up that cannot be interrupted, and the ``mmeval`` logger. Not part of the
+plugin API's short surface (:mod:`mmeval.core.dist_backends`): a plugin that
+wants these imports them explicitly from here; see docs/writing-a-backend.md.
+No framework is imported; numpy only by the functions that zero memory.
 """
 
 from __future__ import annotations
