@@ -8,7 +8,6 @@ views of the receive buffer, copied once into their place in the output.
 from __future__ import annotations
 
 import itertools
-import logging
 import pickle
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -26,6 +25,7 @@ from .errors import (
 )
 from .ordering import round_robin_order, round_robin_spans, warn_short
 from .results import ArrayResults, select
+from .settings import logger
 
 if TYPE_CHECKING:
     from .base_metric import BaseMetric
@@ -45,8 +45,6 @@ __all__ = [
     "unpack_exception",
     "warn_short",
 ]
-
-logger = logging.getLogger("mmeval")
 
 
 #: Ranks that only send their array results send up to this many batches unmerged.
@@ -383,7 +381,7 @@ def broadcast_failure(backend: BaseDistBackend, exc: BaseException) -> None:
     try:
         backend.broadcast_object(("error", pack_exception(exc)), src=0)
     except Exception as second:  # the others are gone too: keep the original error
-        logger.debug("mmeval: could not tell the other ranks about %r: %s", exc, second)
+        logger().debug("mmeval: could not tell the other ranks about %r: %s", exc, second)
 
 
 def pack_exception(exc: BaseException) -> Dict[str, Any]:

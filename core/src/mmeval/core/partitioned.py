@@ -33,7 +33,6 @@ positions.
 from __future__ import annotations
 
 import heapq
-import logging
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -43,11 +42,11 @@ from .dist_backends.transport import asking
 from .gather import SHARED_FAILURES, answered_by_rank0, pack_exception, plain_data_only, unpack_exception
 from .ordering import dataset_positions
 from .results import select
+from .settings import logger
 
 if TYPE_CHECKING:
     from .base_metric import BaseMetric
 
-logger = logging.getLogger(__name__)
 
 __all__ = ["balanced_owners", "kept_positions", "part_loads_of", "partitioned_compute", "world_owners"]
 
@@ -125,7 +124,7 @@ def part_loads_of(metric: "BaseMetric") -> Optional[Tuple[int, np.ndarray]]:
         scaled = (out + ((1 << shift) - 1)) >> shift  # rounded up: a key with some load keeps some
         return shift, scaled.astype(np.uint16)
     except Exception as exc:  # only the balance depends on it: every rank falls back to owners=None
-        logger.debug("mmeval: %s._part_loads() failed (the parts are not balanced): %r", metric.name, exc)
+        logger().debug("mmeval: %s._part_loads() failed (the parts are not balanced): %r", metric.name, exc)
         return None
 
 

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Type
 
 from . import _metadata
-from .auto_select import AutoSelector, logger
+from .auto_select import AutoSelector
 from .dist_backends.base_backend import BaseDistBackend
 from .dist_backends.non_dist import NonDist
 from .errors import (
@@ -31,6 +31,7 @@ from .errors import (
     InvalidBackendNameError,
 )
 from .known_backends import did_you_mean, not_found_message
+from .settings import logger
 
 __all__ = ["BackendInfo", "BackendRegistry", "ENTRY_POINT_GROUP", "AUTO", "NAME_RE"]
 

@@ -73,7 +73,7 @@ LEGACY_CLASS_NAMES: Dict[str, str] = LEGACY_BACKENDS
 _LAZY: Dict[str, str] = {
     "FramedDistBackend": ".framed_backend",
     "DEFAULT_TIMEOUT": ".framed_backend",
-    "resolve_setting": ".framed_backend",
+    "resolve_setting": "..settings",
     "Call": ".transport",
     "asking": ".transport",
     "keep_forever": ".transport",

@@ -19,6 +19,7 @@ from abc import abstractmethod
 from typing import TYPE_CHECKING, AbstractSet, Any, ClassVar, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import RemoteSerializationError
+from ..settings import resolve_setting, setting_from_env
 from ..wire import CODEC_IDS, SLOT_SIZE, Frame, Op, SlotHeader, Status, build_slot, parse_slot
 from ..wire.codecs import Codec, Reducer, codec_id, make_codec
 from .agreement import check_headers
@@ -26,7 +27,7 @@ from .base_backend import BaseDistBackend
 from .guard import GroupGuard
 from .guard import group_state as _state  # noqa: F401  (tests of plugins look a group's state up by key)
 from .reduction import framed_reduction, gathered_reduction
-from .transport import Call, asking, question_bytes, setting_from_env
+from .transport import Call, asking, question_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -41,14 +42,6 @@ DEFAULT_TIMEOUT = 1800.0
 MIN_TIMEOUT = 0.001
 
 _NO_LIMIT = ("inf", "infinity", "none", "never")
-
-
-def resolve_setting(backend: str, key: str, value: Optional[str]) -> Optional[str]:
-    """A backend setting: the explicit value, else ``MMEVAL_<BACKEND>_<KEY>``, else ``MMEVAL_<KEY>``."""
-    if value is not None:
-        return value
-    found = setting_from_env(backend, key)
-    return found[1] if found is not None else None
 
 
 def _resolve_timeout(backend: str, timeout: Optional[float], max_timeout: float) -> float:
