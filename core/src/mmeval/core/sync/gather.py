@@ -14,21 +14,21 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 import numpy as np
 
-from .dist_backends.base_backend import BaseDistBackend
-from .dist_backends.transport import asking
-from .errors import (
+from ..dist_backends.base_backend import BaseDistBackend
+from ..dist_backends.transport import asking
+from ..errors import (
     CollectiveFailedError,
     CollectiveMismatchError,
     CollectiveTimeoutError,
     RemoteMetricError,
     RemoteSerializationError,
 )
+from ..results import ArrayResults, select
+from ..settings import logger
 from .ordering import round_robin_order, round_robin_spans, warn_short
-from .results import ArrayResults, select
-from .settings import logger
 
 if TYPE_CHECKING:
-    from .base_metric import BaseMetric
+    from ..base_metric import BaseMetric
 
 __all__ = [
     "ArrayBatches",
@@ -125,7 +125,7 @@ class Placement:
     """Where each rank's j-th kept row goes in the output (dataset order), without a permutation of all rows.
 
     ``'cat'``: rank after rank. ``'unzip'``: round-robin over the ranks that
-    have rows (:func:`~mmeval.core.ordering.round_robin_spans`).
+    have rows (:func:`~mmeval.core.sync.ordering.round_robin_spans`).
     With ``by_index`` (each rank's dataset indices of its rows) a row goes to
     its index's rank among all of them: one sorted copy of the indices when
     they are distinct (what ``compute()`` keeps), else the inverse of their

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .dist import get_default_dist_backend, launcher_environment, running_dist_backend, validate_backend_name
-from .dist_backends.base_backend import BaseDistBackend
-from .dist_backends.transport import asking
-from .errors import CollectiveFailedError, CollectiveMismatchError, CollectiveTimeoutError
+from ..dist import get_default_dist_backend, launcher_environment, running_dist_backend, validate_backend_name
+from ..dist_backends.base_backend import BaseDistBackend
+from ..dist_backends.transport import asking
+from ..errors import CollectiveFailedError, CollectiveMismatchError, CollectiveTimeoutError
 
 if TYPE_CHECKING:
-    from .base_metric import BaseMetric
+    from ..base_metric import BaseMetric
 
 __all__ = ["adding_rank", "check_arguments", "check_runtime", "refusal", "refuse"]
 

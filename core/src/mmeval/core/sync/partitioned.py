@@ -37,15 +37,15 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .dist_backends.base_backend import BaseDistBackend
-from .dist_backends.transport import asking
+from ..dist_backends.base_backend import BaseDistBackend
+from ..dist_backends.transport import asking
+from ..results import select
+from ..settings import logger
 from .gather import SHARED_FAILURES, answered_by_rank0, pack_exception, plain_data_only, unpack_exception
 from .ordering import dataset_positions
-from .results import select
-from .settings import logger
 
 if TYPE_CHECKING:
-    from .base_metric import BaseMetric
+    from ..base_metric import BaseMetric
 
 
 __all__ = ["balanced_owners", "kept_positions", "part_loads_of", "partitioned_compute", "world_owners"]

@@ -10,11 +10,11 @@ import functools
 import inspect
 from typing import TYPE_CHECKING, Any, Callable
 
-from .inputs import as_indices
+from ..inputs import as_indices
 from .refusals import adding_rank
 
 if TYPE_CHECKING:
-    from .base_metric import BaseMetric
+    from ..base_metric import BaseMetric
 
 __all__ = ["accepting_indices", "with_indices"]
 
