@@ -4,7 +4,7 @@ One module per path or concern; :class:`~mmeval.core.base_metric.BaseMetric`
 chooses the path and calls it:
 
 * :mod:`.refusals` -- the checks that reach every rank before any path runs (a
-  refusal on one rank raises on all), and the remote-exception protocol's checks;
+  refusal on one rank raises on all);
 * :mod:`.ordering` -- which samples count (``size=`` padding, ``indices=``
   duplicates) and in what order (one round robin, O(samples) dedup);
 * :mod:`.state_path` -- the state path: declared counts combined by ``all_reduce``;
