@@ -11,7 +11,9 @@ chooses the path and calls it:
 * :mod:`.gather` -- the per-sample path: send to rank 0, assemble in dataset
   order, compute, reply (exceptions included: ``pack_exception`` / ``unpack_exception``);
 * :mod:`.partitioned` -- the per-sample path in parts, one per rank;
-* :mod:`.add_indices` -- ``add(..., indices=)``: the indices kept beside the results.
+* :mod:`.add_indices` -- ``add(..., indices=)``: the indices kept beside the results;
+* :mod:`.protocols` -- what each path asks of a metric, as named protocols (no
+  module here imports ``BaseMetric``).
 
 The next compute path adds a module here.
 """

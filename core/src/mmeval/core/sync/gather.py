@@ -28,7 +28,7 @@ from ..settings import logger
 from .ordering import round_robin_order, round_robin_spans, warn_short
 
 if TYPE_CHECKING:
-    from ..base_metric import BaseMetric
+    from .protocols import PerSampleMetric
 
 __all__ = [
     "ArrayBatches",
@@ -260,7 +260,7 @@ def collect(parts: Sequence[Any], mode: str, name: str) -> Union[List[Any], Arra
 
 
 def gather_and_compute(
-    metric: "BaseMetric",
+    metric: "PerSampleMetric",
     backend: BaseDistBackend,
     question: Dict[str, Any],
     size: Optional[int],
@@ -328,7 +328,7 @@ def answered_by_rank0(
 
 
 def _results_in_order(
-    metric: "BaseMetric",
+    metric: "PerSampleMetric",
     box: List[List[Any]],
     own: bool,
     plain: bool,

@@ -45,7 +45,7 @@ from .gather import SHARED_FAILURES, answered_by_rank0, pack_exception, plain_da
 from .ordering import dataset_positions
 
 if TYPE_CHECKING:
-    from ..base_metric import BaseMetric
+    from .protocols import PartitionedMetric
 
 
 __all__ = ["balanced_owners", "kept_positions", "part_loads_of", "partitioned_compute", "world_owners"]
@@ -110,7 +110,7 @@ def balanced_owners(loads: np.ndarray, world_size: int) -> np.ndarray:
 LOAD_BITS = 16
 
 
-def part_loads_of(metric: "BaseMetric") -> Optional[Tuple[int, np.ndarray]]:
+def part_loads_of(metric: "PartitionedMetric") -> Optional[Tuple[int, np.ndarray]]:
     """``metric._part_loads()`` as it travels -- ``(shift, uint16 loads rounded up after >> shift)`` -- or
     ``None`` when it gives none or they cannot be read."""
     try:
@@ -158,7 +158,7 @@ def _failed(step: str, rank: int, exc: BaseException) -> Tuple[str, Dict[str, An
 
 
 def partitioned_compute(
-    metric: "BaseMetric",
+    metric: "PartitionedMetric",
     backend: BaseDistBackend,
     question: Dict[str, Any],
     counts: Sequence[int],
