@@ -215,7 +215,7 @@ def hostile_safe_streams(parts: List[bytes], buffers: List[bytes]) -> None:
     frame = ser.assemble_frame(ser.CODECS["safe"], meta, [memoryview(b) for b in buffers]).tobytes()
     decode_or_clear(frame, "safe")
     decode_or_clear(frame, "pickle")
-    from mmeval.core import safe_codec
+    from mmeval.core.wire import safe_codec
 
     try:
         safe_codec.loads(memoryview(meta), [memoryview(b) for b in buffers])

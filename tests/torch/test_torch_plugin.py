@@ -17,9 +17,9 @@ import pytest
 import torch
 
 import mmeval_torch
-from mmeval.core import codecs
 from mmeval.core import dist as registry
 from mmeval.core.errors import FrameDecodeError
+from mmeval.core.wire import codecs
 from mmeval_torch import TorchCPUDist, TorchCUDADist, rebuild_tensor, reduce_tensor, tensor_codec
 from mmeval_torch.backends import BLOCK_ALIGN, backend_map, padded_block_size, split_blocks
 

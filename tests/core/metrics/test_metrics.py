@@ -10,9 +10,9 @@ import pytest
 import mmeval
 from mmeval import Accuracy
 from mmeval.core import BaseMetric
-from mmeval.core.gather import collect
-from mmeval.core.ordering import round_robin_order
 from mmeval.core.results import ArrayResults
+from mmeval.core.sync.gather import collect
+from mmeval.core.sync.ordering import round_robin_order
 
 
 def reference_accuracy(scores, labels, k, thr):

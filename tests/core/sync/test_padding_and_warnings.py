@@ -12,9 +12,9 @@ from hub_backend import run_ranks
 
 from mmeval import Accuracy
 from mmeval.core.errors import ShardingWarning
-from mmeval.core.gather import collect, truncate
-from mmeval.core.ordering import kept_by_size
 from mmeval.core.results import ArrayResults
+from mmeval.core.sync.gather import collect, truncate
+from mmeval.core.sync.ordering import kept_by_size
 from mmeval.metrics.average_precision import AveragePrecision
 
 N_ISSUE = 1003

@@ -1,4 +1,4 @@
-"""The partitioned per-sample path (mmeval.core.partitioned), on real ranks (hub backend, TCP).
+"""The partitioned per-sample path (mmeval.core.sync.partitioned), on real ranks (hub backend, TCP).
 
 A toy metric -- per key, the sum of its samples' values, each key summed on
 rank ``key % world_size`` -- stands for any metric that computes in parts
@@ -147,7 +147,7 @@ def _lpt_bound_holds(loads: np.ndarray, owners: np.ndarray, ws: int) -> bool:
 
 @pytest.mark.parametrize("ws", [1, 2, 3, 4, 8])
 def test_balanced_owners_deal_every_key_once_within_the_greedy_bound(ws: int) -> None:
-    from mmeval.core.partitioned import balanced_owners
+    from mmeval.core.sync.partitioned import balanced_owners
 
     rng = np.random.default_rng(ws)
     for trial in range(50):
@@ -164,7 +164,7 @@ def test_balanced_owners_deal_every_key_once_within_the_greedy_bound(ws: int) ->
 
 
 def test_balanced_owners_beat_dealing_by_key_on_a_long_tail() -> None:
-    from mmeval.core.partitioned import balanced_owners
+    from mmeval.core.sync.partitioned import balanced_owners
 
     loads = np.round(1e4 / np.arange(1, 1204) ** 0.9).astype(np.int64)  # LVIS-like: a few large classes
     for ws in (2, 4, 8):
@@ -214,7 +214,7 @@ def _loaded_worker(backend: Any, fail_on: Optional[int]) -> Any:
 
 @pytest.mark.parametrize("ws", [2, 3])
 def test_the_keys_loads_choose_their_owners_on_every_rank_alike(ws: int) -> None:
-    from mmeval.core.partitioned import balanced_owners
+    from mmeval.core.sync.partitioned import balanced_owners
 
     keys, _ = dataset()
     # the loads the ranks send: every sample they added, the padding included (a cost estimate)
@@ -239,7 +239,7 @@ def test_a_rank_without_loads_makes_every_rank_deal_by_key() -> None:
 def test_loads_travel_in_two_bytes_a_key_scaled_to_fit() -> None:
     """A rank's loads ride the layout exchange as uint16 after a shift (inline in its 4 KiB slot for LVIS's
     1,203 categories); a key with any load keeps one, and the world's owners come from the decoded sums."""
-    from mmeval.core.partitioned import balanced_owners, part_loads_of, world_owners
+    from mmeval.core.sync.partitioned import balanced_owners, part_loads_of, world_owners
 
     class Loaded:
         name = "Loaded"

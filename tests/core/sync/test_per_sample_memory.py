@@ -7,7 +7,7 @@ output (1.5x the world's results on 2 ranks), where gathering, joining,
 concatenating and permuting used to cost about 4x. Measured with
 ``tracemalloc`` (numpy reports its array allocations to it) inside real
 processes over the hub backend; the results are checked against the same
-data put in order by the reference path (:func:`~mmeval.core.gather.collect`, :func:`~mmeval.core.gather.truncate`).
+data put in order by the reference path (:func:`~mmeval.core.sync.gather.collect`, :func:`~mmeval.core.sync.gather.truncate`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import pytest
 from hub_backend import run_ranks
 
 from mmeval.core import BaseMetric
-from mmeval.core.gather import ArrayBatches, assemble, collect, truncate
 from mmeval.core.results import ArrayResults
+from mmeval.core.sync.gather import ArrayBatches, assemble, collect, truncate
 
 ROWS = 20_000  # per rank
 BATCH = 500

@@ -14,10 +14,8 @@ import time
 import numpy as np
 import pytest
 
-from mmeval.core.dist_backends import (
-    ALIGN,
-    Call,
-    Frame,
+from mmeval.core.dist_backends import ALIGN, Call, Frame
+from mmeval.core.dist_backends.plugin_kit import (
     GroupToken,
     GroupTokens,
     blocks_at,
@@ -214,7 +212,7 @@ def test_start_up_watchdog_ends_a_start_up_that_never_returns() -> None:
     start = time.monotonic()
     proc = _python("""
         import time
-        from mmeval.core.dist_backends import start_up_watchdog
+        from mmeval.core.dist_backends.plugin_kit import start_up_watchdog
         with start_up_watchdog(0.5, "mmeval: rank 0: the start-up never finished"):
             time.sleep(60)
         print("not reached")
@@ -227,7 +225,7 @@ def test_start_up_watchdog_ends_a_start_up_that_never_returns() -> None:
 def test_start_up_watchdog_leaves_a_finished_start_up_alone() -> None:
     proc = _python("""
         import time
-        from mmeval.core.dist_backends import start_up_watchdog
+        from mmeval.core.dist_backends.plugin_kit import start_up_watchdog
         with start_up_watchdog(1.0, "killed"):
             pass
         time.sleep(2.0)
@@ -237,7 +235,7 @@ def test_start_up_watchdog_leaves_a_finished_start_up_alone() -> None:
 
 
 #: The modules a plugin may import mmeval names from (issue 19: the one plugin API).
-PLUGIN_IMPORTS = ("mmeval.core.dist_backends", "mmeval.core.errors")
+PLUGIN_IMPORTS = ("mmeval.core.dist_backends", "mmeval.core.dist_backends.plugin_kit", "mmeval.core.errors")
 
 
 def test_plugins_import_only_the_plugin_api() -> None:

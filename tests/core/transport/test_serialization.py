@@ -9,10 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mmeval.core import columnar
 from mmeval.core import serialization as ser
 from mmeval.core.errors import FrameDecodeError, UnsafePayloadError
-from mmeval.core.wire import frames
+from mmeval.core.wire import columnar, frames
 
 
 def roundtrip(obj, codec="pickle"):

@@ -18,21 +18,16 @@ import threading
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Set, Tuple, Type
 
+from .settings import logger
+
 if TYPE_CHECKING:  # pragma: no cover
     from .dist_backends.base_backend import BaseDistBackend
     from .registry import BackendRegistry
 
-__all__ = ["AUTO_TIMEOUT_ENV", "AUTO_TIMEOUT_DEFAULT", "auto_select_timeout", "call_bounded", "AutoSelector", "logger"]
+__all__ = ["AUTO_TIMEOUT_ENV", "AUTO_TIMEOUT_DEFAULT", "auto_select_timeout", "call_bounded", "AutoSelector"]
 
 AUTO_TIMEOUT_ENV = "MMEVAL_AUTO_SELECT_TIMEOUT"
 AUTO_TIMEOUT_DEFAULT = 30.0
-
-
-def logger() -> Any:
-    """The ``mmeval`` logger; :mod:`logging` is imported when something is first logged (not to list backends)."""
-    import logging
-
-    return logging.getLogger("mmeval")
 
 
 def auto_select_timeout() -> float:

@@ -1,9 +1,10 @@
 """The base class of every mmeval metric: the metric API (``add`` / ``compute``) and the choice of path.
 
 ``compute()`` validates, then runs locally, through the state path
-(:mod:`mmeval.core.state_sync`), through the per-sample gather
-(:mod:`mmeval.core.gather`) or in parts (:mod:`mmeval.core.partitioned`); which samples count and in what order is
-:mod:`mmeval.core.ordering`, what a rank kept :mod:`mmeval.core.results`.
+(:mod:`mmeval.core.sync.state_path`), through the per-sample gather
+(:mod:`mmeval.core.sync.gather`) or in parts (:mod:`mmeval.core.sync.partitioned`);
+which samples count and in what order is :mod:`mmeval.core.sync.ordering`, what a
+rank kept :mod:`mmeval.core.results`.
 """
 
 from __future__ import annotations
@@ -14,18 +15,18 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
-from .add_indices import accepting_indices
 from .dist import get_dist_backend
 from .dist_backends.base_backend import BaseDistBackend
 from .dist_backends.transport import asking
 from .errors import RemoteMetricError, ShardingWarning
-from .gather import gather_and_compute
-from .ordering import kept_in_one_process, kept_samples
-from .partitioned import part_loads_of, partitioned_compute, world_owners
-from .refusals import check_arguments, check_runtime, refusal, refuse
 from .results import ArrayResults, RankResults, select
 from .state import MetricState, StateSpec, check_rows, declared, reduce_rows
-from .state_sync import compute_state
+from .sync.add_indices import accepting_indices
+from .sync.gather import gather_and_compute
+from .sync.ordering import kept_in_one_process, kept_samples
+from .sync.partitioned import part_loads_of, partitioned_compute, world_owners
+from .sync.refusals import check_arguments, check_runtime, refusal, refuse
+from .sync.state_path import compute_state
 
 __all__ = ["BaseMetric", "ArrayResults", "MetricState", "RemoteMetricError", "ShardingWarning"]
 
@@ -227,7 +228,7 @@ class BaseMetric(metaclass=ABCMeta):
             kept.objects[pos] = summary
         kept.pending = []
 
-    # -- computing in parts, one per rank (see mmeval.core.partitioned) ---------------
+    # -- computing in parts, one per rank (see mmeval.core.sync.partitioned) ---------------
 
     def _computes_in_parts(self) -> bool:
         """Whether :meth:`compute` across ranks takes the partitioned path (the same answer on every rank).
@@ -236,7 +237,7 @@ class BaseMetric(metaclass=ABCMeta):
         ``True`` and implements :meth:`_partition`, :meth:`_compute_part` and
         :meth:`_combine_parts`; each rank then computes on its part of the
         world's results and only the partial results meet on rank 0
-        (:mod:`mmeval.core.partitioned`). Its :meth:`compute_metric` should be
+        (:mod:`mmeval.core.sync.partitioned`). Its :meth:`compute_metric` should be
         ``_combine_parts([_compute_part(_partition(results, positions, 1))])``
         so that one process gives the very same numbers.
         """
@@ -268,7 +269,7 @@ class BaseMetric(metaclass=ABCMeta):
         extra collective; 2 bytes a key from each rank, the loads scaled by a
         power of two to fit) and hands
         :meth:`_partition` each key's owner, chosen by
-        :func:`~mmeval.core.partitioned.balanced_owners`. A rank whose loads
+        :func:`~mmeval.core.sync.partitioned.balanced_owners`. A rank whose loads
         cannot be read (an exception, another number of keys) makes every
         rank fall back to ``owners=None``, which changes the balance, not the
         result.
@@ -377,27 +378,27 @@ class BaseMetric(metaclass=ABCMeta):
 
         Every collective carries the question the ranks must agree on
         (:meth:`_question`). Each rank drops, from its own samples, those it
-        must not count (:mod:`mmeval.core.ordering`): with ``indices=`` on every
+        must not count (:mod:`mmeval.core.sync.ordering`): with ``indices=`` on every
         rank each dataset index counts once (``size`` is then not used), at a
         cost that follows the number ``n`` of samples in the world, never the
         largest index (at most ``8 n + 4 KiB`` bytes a rank; see
-        :func:`~mmeval.core.ordering.owned_positions`); else the samples past
+        :func:`~mmeval.core.sync.ordering.owned_positions`); else the samples past
         ``size`` in dataset order (``dist_collect_mode``).
 
         A state metric combines its counts with ``all_reduce``
-        (:mod:`mmeval.core.state_sync`) and every rank calls
+        (:mod:`mmeval.core.sync.state_path`) and every rank calls
         :meth:`compute_metric` on the same state. A per-sample metric gathers
-        its results to rank 0 (:mod:`mmeval.core.gather`), which orders them,
+        its results to rank 0 (:mod:`mmeval.core.sync.gather`), which orders them,
         calls :meth:`compute_metric` and sends the result, or the exception it
         raised, to every rank; one that computes in parts
         (:meth:`_computes_in_parts`) sends each rank its part instead, and rank 0
-        combines the partial results (:mod:`mmeval.core.partitioned`).
+        combines the partial results (:mod:`mmeval.core.sync.partitioned`).
 
         Warns (:class:`ShardingWarning`) with ``'unzip'`` on several ranks and
         neither ``size`` nor indices, and when more than ``size + world_size -
         1`` samples were added (one process included), with the likely causes.
         Refusals reach every rank at once, naming the rank and the argument
-        (:mod:`mmeval.core.refusals`): a ``size`` that is not a positive int, an
+        (:mod:`mmeval.core.sync.refusals`): a ``size`` that is not a positive int, an
         ``add()`` refused since :meth:`reset`, results restored from another
         rank's pickle (``ValueError`` here, ``CollectiveMismatchError`` on the
         peers); a backend named explicitly that is not running while a

@@ -2,24 +2,27 @@
 
 ``MMEVAL_COMM_STATS=1`` in the environment (or :func:`enable_comm_stats`) turns
 it on, and it prints a summary table when the process exits (or call
-``get_comm_stats().report()``).
+``get_comm_stats().report()``). The reporter registers itself with the hook
+manager: the manager loads this module as one of its core plugins and calls
+:func:`plugin_from_environment`, the one place that reads ``MMEVAL_COMM_STATS``.
 """
 
 from __future__ import annotations
 
 import atexit
-import os
 import sys
 import threading
 from collections import defaultdict
 from typing import Any, Dict, List, Optional, Tuple
 
-from .hook_manager import hooks_active, register_hooks
+from .hook_manager import HOOKS
 from .hook_specs import PROJECT, CollectiveEvent
+from .settings import env_flag
 
-__all__ = ["CommStats", "enable_comm_stats", "get_comm_stats"]
+__all__ = ["STATS_ENV", "CommStats", "enable_comm_stats", "get_comm_stats", "plugin_from_environment"]
 
-_stats: Optional["CommStats"] = None
+#: The variable that turns the reporter on (and its table at exit).
+STATS_ENV = "MMEVAL_COMM_STATS"
 
 
 class CommStats:
@@ -115,36 +118,55 @@ def _fmt_bytes(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
+class _Reporter:
+    """The process's one reporter: its :class:`CommStats` once switched on."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stats: Optional[CommStats] = None
+
+    def enable(self, print_at_exit: Optional[bool]) -> CommStats:
+        with self.lock:
+            if self.stats is not None:
+                return self.stats
+            import pluggy
+
+            stats = CommStats()
+            marker = pluggy.HookimplMarker(PROJECT)
+
+            class _StatsPlugin:
+                @marker
+                def mmeval_collective_end(self, event: CollectiveEvent) -> None:
+                    stats.record(event)
+
+            self.stats = stats
+        HOOKS.register(_StatsPlugin(), name="mmeval-comm-stats")
+        if print_at_exit is None:
+            print_at_exit = env_flag(STATS_ENV)
+        if print_at_exit:
+            atexit.register(lambda: stats.calls and print(stats.report(), file=sys.stderr))
+        return stats
+
+
+_REPORTER = _Reporter()
+
+
 def enable_comm_stats(print_at_exit: Optional[bool] = None) -> CommStats:
     """Switch the communication-stats reporter on and return its :class:`CommStats`.
 
     With ``print_at_exit`` (default: on when enabled from ``MMEVAL_COMM_STATS``)
     the table is printed to stderr when the interpreter exits.
     """
-    global _stats
-    if _stats is not None:
-        return _stats
-    import pluggy
+    return _REPORTER.enable(print_at_exit)
 
-    stats = CommStats()
-    marker = pluggy.HookimplMarker(PROJECT)
 
-    class _StatsPlugin:
-        @marker
-        def mmeval_collective_end(self, event: CollectiveEvent) -> None:
-            stats.record(event)
-
-    plugin = _StatsPlugin()
-    _stats = stats
-    register_hooks(plugin, name="mmeval-comm-stats")
-    if print_at_exit is None:
-        print_at_exit = os.environ.get("MMEVAL_COMM_STATS", "").strip().lower() not in ("", "0", "false", "no")
-    if print_at_exit:
-        atexit.register(lambda: stats.calls and print(stats.report(), file=sys.stderr))
-    return stats
+def plugin_from_environment() -> None:
+    """Switch the reporter on when ``MMEVAL_COMM_STATS`` asks for it (the hook manager calls this once)."""
+    if env_flag(STATS_ENV):
+        _REPORTER.enable(None)
 
 
 def get_comm_stats() -> Optional[CommStats]:
     """The reporter's :class:`CommStats`, or ``None`` when it is off."""
-    hooks_active()
-    return _stats
+    HOOKS.active()
+    return _REPORTER.stats

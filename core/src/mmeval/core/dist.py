@@ -41,18 +41,18 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, List, Mapping, Optional, Tuple, Type
 
 from .dist_backends import _compat
-from .errors import DistributedLaunchWarning
-from .known_backends import KNOWN_BACKENDS, install_hint
-from .launch import LAUNCHER_VARIABLES, launcher_environment
-from .registry import (  # noqa: F401 -- DEFAULT_ENV, DISABLE_ENV and NAME_RE stay importable from here
+from .entry_points import (  # noqa: F401 -- DEFAULT_ENV, DISABLE_ENV and NAME_RE stay importable from here
     AUTO,
     DEFAULT_ENV,
     DISABLE_ENV,
     ENTRY_POINT_GROUP,
     NAME_RE,
     BackendInfo,
-    BackendRegistry,
 )
+from .errors import DistributedLaunchWarning
+from .known_backends import KNOWN_BACKENDS, install_hint
+from .launch import LAUNCHER_VARIABLES, launcher_environment
+from .registry import BackendRegistry
 
 if TYPE_CHECKING:  # pragma: no cover
     from .dist_backends.base_backend import BaseDistBackend

@@ -2,22 +2,18 @@
 
 The hook specs and the event are in :mod:`.hook_specs`, the manager (discovery
 through the entry-point group ``mmeval.hooks``, :func:`register_hooks`,
-emission) in :mod:`.hook_manager`, the communication-stats reporter
+emission, all on the one instance ``HOOKS``) in :mod:`.hook_manager`, the communication-stats reporter
 (``MMEVAL_COMM_STATS=1``) in :mod:`.comm_stats`.
 """
 
 from __future__ import annotations
 
 from .comm_stats import CommStats, enable_comm_stats, get_comm_stats
-from .hook_manager import (
-    _decide,  # noqa: F401  (tests decide afresh after changing the environment)
-    emit,
-    emit_start,
-    hooks_active,
-    register_hooks,
-    unregister_hooks,
-)
+from .hook_manager import HOOKS, emit, emit_start, hooks_active, register_hooks, unregister_hooks
 from .hook_specs import HOOK_GROUP, PROJECT, CollectiveEvent, HookSpecs, hookimpl
+
+#: Look for hook implementations now (a test's fresh process decides after setting its environment).
+_decide = HOOKS.decide
 
 __all__ = [
     "HOOK_GROUP",

@@ -17,6 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from ._metadata import DISABLE_ENV
+from .entry_points import AUTO, DEFAULT_ENV
 from .errors import DistributedLaunchWarning
 from .known_backends import KNOWN_BACKENDS, install_hint
 
@@ -119,7 +120,6 @@ def _runtime_state(name: str, detected: bool) -> str:
 
 def launch_message(registry: "BackendRegistry", asked: Optional[str], seen: Dict[str, str]) -> str:
     """The text of the warning for a process started with launcher variables ``seen`` and ``non_dist`` in use."""
-    from .registry import AUTO, DEFAULT_ENV
 
     launchers: List[str] = []
     for var, launcher, _kind in LAUNCHER_VARIABLES:

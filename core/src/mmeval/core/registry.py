@@ -13,15 +13,26 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 import threading
-from types import MappingProxyType
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Type
+from typing import Any, Dict, List, Optional, Tuple, Type
 
 from . import _metadata
-from .auto_select import AutoSelector, logger
+from .auto_select import AutoSelector
 from .dist_backends.base_backend import BaseDistBackend
-from .dist_backends.non_dist import NonDist
+from .entry_points import (
+    AUTO,
+    BUILTINS,
+    DEFAULT_ENV,
+    DISABLE_ENV,
+    ENTRY_POINT_GROUP,
+    NAME_RE,
+    BackendInfo,
+    Scan,
+    build_infos,
+    conflict_message,
+    entry_point_where,
+    scan_entry_points,
+)
 from .errors import (
     BackendAlreadyRegisteredError,
     BackendConflictError,
@@ -31,84 +42,15 @@ from .errors import (
     InvalidBackendNameError,
 )
 from .known_backends import did_you_mean, not_found_message
+from .launch import warn_if_launched
+from .settings import logger
 
 __all__ = ["BackendInfo", "BackendRegistry", "ENTRY_POINT_GROUP", "AUTO", "NAME_RE"]
-
-ENTRY_POINT_GROUP = "mmeval.dist_backends"
-AUTO = "auto"
-DEFAULT_ENV = "MMEVAL_DIST_BACKEND"
-DISABLE_ENV = _metadata.DISABLE_ENV
-NAME_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
-BUILTINS: Mapping[str, Type[BaseDistBackend]] = MappingProxyType({"non_dist": NonDist})
-
-
-class BackendInfo(NamedTuple):
-    """What the registry knows of one backend name (for listings and the CLI).
-
-    ``status`` is ``'ok'``, ``'conflict'`` (two distributions claim the name),
-    ``'invalid'`` (a malformed entry point), ``'disabled'`` (by
-    ``MMEVAL_DISABLE_PLUGINS``), ``'incompatible'`` (its required mmeval-core
-    range excludes this one) or ``'failed'`` (it was loaded and failed).
-    ``source`` is ``'builtin'``, ``'entry_point'`` or ``'registered'``;
-    ``providers`` holds ``(distribution, version, entry point)`` of each claim.
-    """
-
-    name: str
-    source: str
-    value: str
-    distribution: Optional[str] = None
-    version: Optional[str] = None
-    core_requirement: Optional[str] = None
-    status: str = "ok"
-    error: str = ""
-    providers: Tuple[Tuple[str, str, str], ...] = ()
-
-    def as_dict(self) -> Dict[str, Any]:
-        """The fields as a dict (``providers`` as a list of lists: JSON-ready)."""
-        out = self._asdict()
-        out["providers"] = [list(p) for p in self.providers]
-        return out
-
-
-class _Scan(NamedTuple):
-    by_name: Dict[str, List[Any]]
-    invalid: Dict[str, Any]
-    shadowed: Dict[str, List[Any]]  # entry points claiming a built-in name (ignored)
-
-
-def _scan_entry_points() -> _Scan:
-    by_name: Dict[str, List[Any]] = {}
-    invalid: Dict[str, Any] = {}
-    shadowed: Dict[str, List[Any]] = {}
-    for ep in _metadata.entry_points_in_group(ENTRY_POINT_GROUP):
-        if not NAME_RE.match(ep.name) or ":" not in ep.value:
-            invalid[ep.name] = ep
-        elif ep.name in BUILTINS:
-            shadowed.setdefault(ep.name, []).append(ep)
-        else:
-            by_name.setdefault(ep.name, []).append(ep)
-    return _Scan(by_name, invalid, shadowed)
-
-
-def _where(name: str, ep: Any) -> str:
-    return (
-        f"entry point '{name} = {ep.value}' in group {ENTRY_POINT_GROUP!r}, distribution "
-        f"{_metadata.distribution_label(ep)}"
-    )
-
-
-def _conflict_message(name: str, eps: List[Any]) -> str:
-    who = " and ".join(f"{_metadata.distribution_label(ep)} ({name} = {ep.value})" for ep in eps)
-    return (
-        f"dist backend {name!r} is provided by more than one distribution in entry-point group "
-        f"{ENTRY_POINT_GROUP!r}: {who}. Uninstall all but one (pip uninstall ...), or choose a class "
-        f"with register_dist_backend({name!r}, cls, override=True)."
-    )
 
 
 def _load_entry_point(name: str, ep: Any) -> Type[BaseDistBackend]:
     """Import entry point ``ep`` of backend ``name`` and check what it gives; any failure as a registry error."""
-    where = _where(name, ep)
+    where = entry_point_where(name, ep)
     dist = _metadata.distribution_name(ep) or "<unknown distribution>"
     try:
         obj = ep.load()
@@ -145,7 +87,7 @@ class BackendRegistry:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._scan: Optional[_Scan] = None
+        self._scan: Optional[Scan] = None
         self._registered: Dict[str, Type[BaseDistBackend]] = {}
         self._classes: Dict[str, Type[BaseDistBackend]] = {}
         self._instances: Dict[str, BaseDistBackend] = {}
@@ -157,11 +99,11 @@ class BackendRegistry:
 
     # -- discovery ------------------------------------------------------------------------------------
 
-    def scan(self) -> _Scan:
+    def scan(self) -> Scan:
         """The entry points of group ``mmeval.dist_backends`` (read once, until :meth:`refresh`)."""
         with self._lock:
             if self._scan is None:
-                self._scan = _scan_entry_points()
+                self._scan = scan_entry_points()
             return self._scan
 
     def refresh(self) -> None:
@@ -186,8 +128,6 @@ class BackendRegistry:
 
     def infos(self) -> List[BackendInfo]:
         """A :class:`BackendInfo` for every name: usable, conflicting, invalid or disabled."""
-        from ._registry_infos import build_infos
-
         return build_infos(self.scan(), self._registered, dict(self._load_errors))
 
     # -- names and messages ---------------------------------------------------------------------------
@@ -211,7 +151,7 @@ class BackendRegistry:
         if not eps:
             raise self.not_found(name)
         if len(eps) > 1:
-            raise BackendConflictError(_conflict_message(name, eps))
+            raise BackendConflictError(conflict_message(name, eps))
 
     # -- registration and loading ---------------------------------------------------------------------
 
@@ -290,7 +230,7 @@ class BackendRegistry:
                 )
             raise self.not_found(name)
         if len(eps) > 1:
-            raise BackendConflictError(_conflict_message(name, eps))
+            raise BackendConflictError(conflict_message(name, eps))
         return eps[0]
 
     def describe(self, name: str) -> str:
@@ -299,7 +239,7 @@ class BackendRegistry:
         if cls is not None:
             return f"class {cls.__module__}:{cls.__qualname__}"
         eps = self.live_entry_points(name)[1]
-        return _where(name, eps[0]) if eps else "not installed"
+        return entry_point_where(name, eps[0]) if eps else "not installed"
 
     def running(self, name: Optional[str] = None) -> Optional[BaseDistBackend]:
         """The instance already created for ``name`` whose runtime is active, else ``None``; loads and starts nothing.
@@ -325,8 +265,6 @@ class BackendRegistry:
         """See :func:`mmeval.core.dist.get_dist_backend`."""
         resolved = self.resolve(name)
         if resolved == "non_dist":
-            from .launch import warn_if_launched
-
             warn_if_launched(self, name)
         with self._lock:
             inst = self._instances.get(resolved)

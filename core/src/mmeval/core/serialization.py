@@ -1,5 +1,5 @@
-"""Objects to frames and back: the names of :mod:`mmeval.core.wire`, :mod:`mmeval.core.codecs` and
-:mod:`mmeval.core.columnar` in one place, for callers that want all of them.
+"""Objects to frames and back: the names of :mod:`mmeval.core.wire`, :mod:`mmeval.core.wire.codecs` and
+:mod:`mmeval.core.wire.columnar` in one place, for callers that want all of them.
 
 The layers live apart: the wire format (slots and frames) in ``wire``, the
 codecs (pickle with backend-scoped reducers, safe) in ``codecs``, the columnar
@@ -8,8 +8,6 @@ encoding of long homogeneous lists in ``columnar``. See those modules.
 
 from __future__ import annotations
 
-from .codecs import CODECS, Codec, PickleCodec, Reducer, SafeCodec, codec_id, decode, encode, make_codec
-from .columnar import COLUMNAR_MIN, columnarize
 from .wire import (
     ALIGN,
     HEADER_SIZE,
@@ -24,6 +22,8 @@ from .wire import (
     parse_slot,
     split_frame,
 )
+from .wire.codecs import CODECS, Codec, PickleCodec, Reducer, SafeCodec, codec_id, decode, encode, make_codec
+from .wire.columnar import COLUMNAR_MIN, columnarize
 
 __all__ = [
     "SLOT_SIZE",

@@ -16,18 +16,8 @@ from typing import Any, Callable, ClassVar, Hashable, List, Optional, Sequence, 
 
 import numpy as np
 
-from mmeval.core.dist_backends import (
-    SLOT_SIZE,
-    Call,
-    FramedDistBackend,
-    GroupTokens,
-    PeerLost,
-    blocks_at,
-    native_pairs,
-    packed_offsets,
-    run_on_thread,
-    sent_frame,
-)
+from mmeval.core.dist_backends import SLOT_SIZE, Call, FramedDistBackend, PeerLost, native_pairs
+from mmeval.core.dist_backends.plugin_kit import GroupTokens, blocks_at, packed_offsets, run_on_thread, sent_frame
 from mmeval.core.errors import DistCommunicationError
 
 __all__ = ["TorchHorovodDist", "TFHorovodDist"]

@@ -13,12 +13,8 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar, Dict, Hashable, List, Optional, Sequence, Tuple
 
-from mmeval.core.dist_backends import (
-    ALIGN,
-    SLOT_SIZE,
-    Call,
-    Frame,
-    FramedDistBackend,
+from mmeval.core.dist_backends import ALIGN, SLOT_SIZE, Call, Frame, FramedDistBackend
+from mmeval.core.dist_backends.plugin_kit import (
     align_up,
     not_a_member,
     run_on_thread,

@@ -16,17 +16,13 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, Optional, Seque
 
 import numpy as np
 
-from mmeval.core.dist_backends import (
-    SLOT_SIZE,
-    Call,
-    Frame,
-    FramedDistBackend,
+from mmeval.core.dist_backends import SLOT_SIZE, Call, Frame, FramedDistBackend, native_pairs
+from mmeval.core.dist_backends.plugin_kit import (
     GroupToken,
     blocks_at,
     choice,
     flag,
     mebibytes,
-    native_pairs,
     read_setting,
     sent_frame,
     split_blocks,

@@ -24,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence, Tuple
 
-from mmeval.core.dist_backends import ALIGN, align_up
+from mmeval.core.dist_backends import ALIGN
+from mmeval.core.dist_backends.plugin_kit import align_up
 
 __all__ = ["INT_MAX", "MAX_UNIT", "Layout", "plan_blocks", "plan_block", "align_up"]
 

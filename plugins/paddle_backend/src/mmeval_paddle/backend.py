@@ -11,12 +11,8 @@ from __future__ import annotations
 import sys
 from typing import Any, ClassVar, Hashable, List, Optional, Sequence
 
-from mmeval.core.dist_backends import (
-    ALIGN,
-    SLOT_SIZE,
-    Call,
-    Frame,
-    FramedDistBackend,
+from mmeval.core.dist_backends import ALIGN, SLOT_SIZE, Call, Frame, FramedDistBackend
+from mmeval.core.dist_backends.plugin_kit import (
     GroupTokens,
     not_a_member,
     padded_block_size,

@@ -13,18 +13,13 @@ import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Hashable, List, Optional, Sequence, Tuple
 
-from mmeval.core.dist_backends import (
-    ALIGN,
-    SLOT_SIZE,
-    Call,
-    Frame,
-    FramedDistBackend,
+from mmeval.core.dist_backends import ALIGN, SLOT_SIZE, Call, Frame, FramedDistBackend, native_pairs
+from mmeval.core.dist_backends.plugin_kit import (
     GroupToken,
     GroupTokens,
     blocks_at,
     keep_until_exit,
     logger,
-    native_pairs,
     not_a_member,
     packed_offsets,
     padded_block_size,
@@ -304,7 +299,7 @@ class _TorchDist(FramedDistBackend):
         as its error): it is waited once, up to the deadline, on a helper
         thread, while this thread waits for that one in slices. A wait that
         fails keeps the process group alive to the end of the process (see
-        :func:`~mmeval.core.dist_backends.keep_until_exit`).
+        :func:`~mmeval.core.dist_backends.plugin_kit.keep_until_exit`).
         """
         try:
             if p2p:

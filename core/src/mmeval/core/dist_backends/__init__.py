@@ -1,14 +1,21 @@
-"""Distributed communication backends, and the one import a backend plugin needs.
+"""Distributed communication backends, and the plugin API: what a third-party backend imports.
 
-A plugin imports everything it uses from here (and its errors from
-:mod:`mmeval.core.errors`): :class:`FramedDistBackend`, :class:`BaseDistBackend`,
-:class:`NonDist`, ``Call``, ``PeerLost``, ``DEFAULT_TIMEOUT``, ``SLOT_SIZE``,
-``Frame``, ``ALIGN``, ``resolve_setting``, ``keep_forever``, ``asking``,
-``REDUCE_OPS`` (and ``native_pairs`` to declare native reductions). The framed protocol's names load on first use, so listing
-backends does not import it.
+The surface (everything a backend needs; its errors come from
+:mod:`mmeval.core.errors`):
 
-The interfaces (:class:`BaseDistBackend`, :class:`TensorBaseDistBackend`,
-:class:`FramedDistBackend`) and the built-in :class:`NonDist` live here.
+* the interfaces -- :class:`BaseDistBackend` (five members), :class:`TensorBaseDistBackend`,
+  :class:`FramedDistBackend` (one primitive, ``_all_gather_bytes``) -- and the built-in :class:`NonDist`;
+* what a primitive receives and raises -- ``Call``, ``PeerLost``, ``Frame``, ``SLOT_SIZE``, ``ALIGN``;
+* settings and lifetimes -- ``DEFAULT_TIMEOUT``, ``resolve_setting``, ``keep_forever``, ``asking``;
+* reductions -- ``REDUCE_OPS`` and ``native_pairs`` (to declare native reductions);
+* a tensor codec's base -- ``PickleCodec``.
+
+The in-tree plugins' shared helpers (block layout, helper threads, group
+tokens, settings parsers, the ``mmeval`` logger) are not part of it: a plugin
+that wants them imports them explicitly from
+:mod:`mmeval.core.dist_backends.plugin_kit`. The framed protocol's names load
+on first use, so listing backends does not import it.
+
 MMEval's class names of the plugin backends (``TorchCPUDist``,
 ``MPI4PyDist``, ``TFHorovodDist``, ``PaddleDist``, ...) resolve lazily to the
 installed plugin's class, here and under MMEval's module paths
@@ -22,9 +29,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from ._compat import LEGACY_BACKENDS, resolve
-from ._reduce import REDUCE_OPS, native_pairs
 from .base_backend import BaseDistBackend, TensorBaseDistBackend
 from .non_dist import NonDist
+from .reduction import REDUCE_OPS, native_pairs
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..errors import PeerLost
@@ -66,7 +73,7 @@ LEGACY_CLASS_NAMES: Dict[str, str] = LEGACY_BACKENDS
 _LAZY: Dict[str, str] = {
     "FramedDistBackend": ".framed_backend",
     "DEFAULT_TIMEOUT": ".framed_backend",
-    "resolve_setting": ".framed_backend",
+    "resolve_setting": "..settings",
     "Call": ".transport",
     "asking": ".transport",
     "keep_forever": ".transport",
@@ -74,33 +81,7 @@ _LAZY: Dict[str, str] = {
     "SLOT_SIZE": "..wire",
     "Frame": "..wire",
     "ALIGN": "..wire",
-    "PickleCodec": "..codecs",
-    # what the plugins share (mmeval.core.dist_backends.plugin_kit)
-    **{
-        name: ".plugin_kit"
-        for name in (
-            "logger",
-            "align_up",
-            "padded_block_size",
-            "packed_offsets",
-            "split_blocks",
-            "blocks_at",
-            "write_block",
-            "slot_frame",
-            "sent_frame",
-            "seconds_left",
-            "run_on_thread",
-            "keep_until_exit",
-            "GroupToken",
-            "GroupTokens",
-            "not_a_member",
-            "read_setting",
-            "choice",
-            "flag",
-            "mebibytes",
-            "start_up_watchdog",
-        )
-    },
+    "PickleCodec": "..wire.codecs",
 }
 __all__ += [name for name in _LAZY if name not in __all__]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABCMeta, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, List, Optional, Tuple, TypeVar, Union
 
-from ._reduce import (
+from .reduction import (
     REDUCE_OPS,
     ReduceHeader,
     check_reduce_headers,

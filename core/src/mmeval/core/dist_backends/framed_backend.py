@@ -4,7 +4,7 @@
 templates over transport primitives; a backend supplies one,
 :meth:`~FramedDistBackend._all_gather_bytes`, and may override the others for
 speed (see :mod:`.transport` for what each receives and must do). The core
-owns, for every backend: serialization (:mod:`mmeval.core.codecs`); one
+owns, for every backend: serialization (:mod:`mmeval.core.wire.codecs`); one
 collective for small objects (inline in the slot), two for large ones; the
 per-rank header and its agreement (:mod:`.agreement`); the group guarantees --
 sequence, deadline, one call at a time, poisoning, error translation, hook
@@ -18,15 +18,16 @@ import math
 from abc import abstractmethod
 from typing import TYPE_CHECKING, AbstractSet, Any, ClassVar, Hashable, List, Mapping, Optional, Sequence, Tuple
 
-from ..codecs import Codec, Reducer, codec_id, make_codec
 from ..errors import RemoteSerializationError
+from ..settings import resolve_setting, setting_from_env
 from ..wire import CODEC_IDS, SLOT_SIZE, Frame, Op, SlotHeader, Status, build_slot, parse_slot
+from ..wire.codecs import Codec, Reducer, codec_id, make_codec
 from .agreement import check_headers
 from .base_backend import BaseDistBackend
 from .guard import GroupGuard
 from .guard import group_state as _state  # noqa: F401  (tests of plugins look a group's state up by key)
 from .reduction import framed_reduction, gathered_reduction
-from .transport import Call, asking, question_bytes, setting_from_env
+from .transport import Call, asking, question_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -41,14 +42,6 @@ DEFAULT_TIMEOUT = 1800.0
 MIN_TIMEOUT = 0.001
 
 _NO_LIMIT = ("inf", "infinity", "none", "never")
-
-
-def resolve_setting(backend: str, key: str, value: Optional[str]) -> Optional[str]:
-    """A backend setting: the explicit value, else ``MMEVAL_<BACKEND>_<KEY>``, else ``MMEVAL_<KEY>``."""
-    if value is not None:
-        return value
-    found = setting_from_env(backend, key)
-    return found[1] if found is not None else None
 
 
 def _resolve_timeout(backend: str, timeout: Optional[float], max_timeout: float) -> float:
@@ -119,7 +112,7 @@ class FramedDistBackend(BaseDistBackend):
         """``{type: reducer}`` the pickle codec applies for this backend only (default: none).
 
         Called once, before the first collective that encodes; the torch plugin
-        returns its tensor reducer. See :class:`~mmeval.core.codecs.PickleCodec`.
+        returns its tensor reducer. See :class:`~mmeval.core.wire.codecs.PickleCodec`.
         """
         return {}
 

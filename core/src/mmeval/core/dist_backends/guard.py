@@ -16,13 +16,14 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, List, Optional
 
-from .. import hook_manager
 from ..errors import (
     CollectiveFailedError,
     ConcurrentCollectiveError,
     DistCommunicationError,
     GroupPoisonedError,
 )
+from ..hook_manager import HOOKS
+from ..hook_specs import CollectiveEvent
 from ..wire import DEADLINE_SKEW, Op, SlotHeader
 from .transport import Call, PeerLost
 
@@ -143,9 +144,9 @@ class GroupGuard:
             state.seq += 1
             seq = state.seq
             state.running = (thread, op_name, seq)
-            emit = hook_manager.hooks_active()
+            emit = HOOKS.active()
             if emit:
-                hook_manager.emit_start(op_name, name, rank, ws)
+                HOOKS.emit_start(op_name, name, rank, ws)
             start = time.monotonic()
             call = Call(name, op_name, seq, rank, ws, root, b.timeout)
             counters = [0, 0]
@@ -168,9 +169,7 @@ class GroupGuard:
             state.lock.release()
 
     def _emit(self, call: Call, counters: List[int], start: float, outcome: str, error: str) -> None:
-        from ..hook_specs import CollectiveEvent
-
-        hook_manager.emit(
+        HOOKS.emit(
             CollectiveEvent(
                 op=call.op,
                 backend=call.backend,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, List, Optional
 
-from ._reduce import check_reduce_input, local_result
 from .base_backend import BaseDistBackend
+from .reduction import check_reduce_input, local_result
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np

@@ -4,10 +4,10 @@ Block layout (64-byte aligned, padded or packed), writing a frame into a send
 buffer and zeroing the rest, waiting for a blocking transport call on a
 helper thread, keeping a failed group alive until exit, one token per live
 group object, membership errors, backend settings, a watchdog for a runtime's
-start-up that cannot be interrupted, and the ``mmeval`` logger. Plugins import
-these names from :mod:`mmeval.core.dist_backends`; see
-docs/writing-a-backend.md. No framework is imported; numpy only by the
-functions that zero memory.
+start-up that cannot be interrupted, and the ``mmeval`` logger. Not part of the
+plugin API's short surface (:mod:`mmeval.core.dist_backends`): a plugin that
+wants these imports them explicitly from here; see docs/writing-a-backend.md.
+No framework is imported; numpy only by the functions that zero memory.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ import time
 import weakref
 from typing import Any, Callable, Dict, Hashable, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
 
-from ...utils.logging import DEFAULT_LOGGER as logger
+from ..settings import choice, flag, mebibytes, read_setting
+from ..settings import logger as _mmeval_logger
 from ..wire import ALIGN, Frame
-from .transport import Call, keep_forever, setting_from_env
+from .transport import Call, keep_forever
 
 __all__ = [
     "logger",
@@ -49,6 +50,9 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+
+#: The ``mmeval`` logger (:func:`mmeval.core.settings.logger`).
+logger = _mmeval_logger()
 
 
 # -- block layout ------------------------------------------------------------------------------
@@ -275,57 +279,6 @@ def not_a_member(backend: str, who: str, group: str = "the group") -> RuntimeErr
         f"{backend}: this process ({who}) is not a member of {group} given to the backend; only the group's "
         "members may use it"
     )
-
-
-# -- settings ----------------------------------------------------------------------------------
-
-
-def read_setting(backend: str, key: str, parse: Callable[[str], _T], default: _T, expected: str) -> _T:
-    """The backend setting ``key`` from ``MMEVAL_<BACKEND>_<KEY>``, else ``MMEVAL_<KEY>``, else ``default``.
-
-    ``parse`` turns the text into the value and raises ``ValueError`` on bad
-    text; the error then names the variable, its value and ``expected``.
-    """
-    found = setting_from_env(backend, key)
-    if found is None:
-        return default
-    var, raw = found
-    try:
-        return parse(raw.strip())
-    except ValueError:
-        raise ValueError(f"{backend}: {var}={raw!r} is not {expected}") from None
-
-
-def choice(*options: str) -> Callable[[str], str]:
-    """A ``parse`` for :func:`read_setting` that accepts one of ``options`` (case-insensitive)."""
-
-    def parse(text: str) -> str:
-        if text.lower() not in options:
-            raise ValueError(text)
-        return text.lower()
-
-    return parse
-
-
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
-
-
-def flag(text: str) -> bool:
-    """A ``parse`` for :func:`read_setting`: ``1/true/yes/on`` or ``0/false/no/off``."""
-    if text.lower() in _TRUE:
-        return True
-    if text.lower() in _FALSE:
-        return False
-    raise ValueError(text)
-
-
-def mebibytes(text: str) -> int:
-    """A ``parse`` for :func:`read_setting`: a number of MiB (``0``: none), as bytes."""
-    value = float(text)
-    if not value >= 0:  # also NaN
-        raise ValueError(text)
-    return int(value * 2**20)
 
 
 # -- start-up that cannot be interrupted -------------------------------------------------------

@@ -32,7 +32,7 @@ import contextvars
 import os
 import threading
 import time
-from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence
 
 from ..errors import CollectiveTimeoutError, PeerLost
 from ..wire import Frame, encode_question
@@ -51,19 +51,6 @@ _kept: List[Any] = []
 def keep_forever(obj: Any) -> None:
     """Keep ``obj`` alive until the process exits (buffers of a transfer that was given up)."""
     _kept.append(obj)
-
-
-def setting_from_env(backend: str, key: str) -> Optional[Tuple[str, str]]:
-    """``(variable, text)`` of the first non-empty of ``MMEVAL_<BACKEND>_<KEY>`` and ``MMEVAL_<KEY>``, else ``None``.
-
-    The one place the order of a backend setting's environment variables is
-    decided (timeouts, codecs, the plugins' own settings).
-    """
-    for var in (f"MMEVAL_{backend.upper()}_{key}", f"MMEVAL_{key}"):
-        text = os.environ.get(var)
-        if text:
-            return var, text
-    return None
 
 
 # -- the question: what every rank must agree on, carried in the header ---------------

@@ -23,7 +23,7 @@ A frame is an encoded object::
 The slot header also carries the sender's deadline (wall clock), so that a
 rank whose call pairs with a peer's abandoned one fails (see
 :data:`DEADLINE_SKEW`). This module knows nothing of codecs beyond their
-one-byte id (:data:`CODEC_IDS`): see :mod:`mmeval.core.codecs` for what the
+one-byte id (:data:`CODEC_IDS`): see :mod:`mmeval.core.wire.codecs` for what the
 meta stream and buffers mean.
 """
 
@@ -31,10 +31,7 @@ from __future__ import annotations
 
 from .frames import ALIGN, Buffer, Frame, assemble_frame, split_frame
 from .question import canonical_question, encode_question, question_fields
-from .slots import (  # noqa: F401  (the decoder fuzzer forges slots with them)
-    _SLOT_CRC,
-    _SLOT_HEAD,
-    _SLOT_VERSION,
+from .slots import (
     CODEC_IDS,
     DEADLINE_SKEW,
     HEADER_SIZE,
@@ -48,6 +45,9 @@ from .slots import (  # noqa: F401  (the decoder fuzzer forges slots with them)
     parse_reduce_descriptor,
     parse_slot,
 )
+from .slots import SLOT_CRC as _SLOT_CRC  # noqa: F401  (the decoder fuzzer forges slots with these three)
+from .slots import SLOT_HEAD as _SLOT_HEAD  # noqa: F401
+from .slots import SLOT_VERSION as _SLOT_VERSION  # noqa: F401
 
 __all__ = [
     "SLOT_SIZE",

@@ -7,7 +7,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from ..errors import FrameDecodeError
 
-__all__ = ["ALIGN", "Buffer", "Frame", "assemble_frame", "split_frame"]
+__all__ = ["ALIGN", "Buffer", "Frame", "as_byte_view", "assemble_frame", "split_frame"]
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -41,7 +41,7 @@ class Frame:
         """Write the whole frame to ``out[:nbytes]`` (``out`` must be writable, 1-D bytes)."""
         if out.nbytes < self.nbytes:
             raise ValueError(f"frame of {self.nbytes} bytes does not fit in {out.nbytes}")
-        self.write_range(_as_byte_view(out)[: self.nbytes], 0)
+        self.write_range(as_byte_view(out)[: self.nbytes], 0)
 
     @property
     def parts(self) -> List[Tuple[int, memoryview]]:
@@ -74,7 +74,7 @@ class Frame:
         Lets a transport send a large frame in chunks through a small staging
         buffer instead of copying all of it into one fresh buffer first.
         """
-        out = _as_byte_view(out)
+        out = as_byte_view(out)
         stop = min(start + out.nbytes, self.nbytes)
         if start < 0 or start > stop:
             raise ValueError(f"range starting at {start} is outside the {self.nbytes}-byte frame")
@@ -103,7 +103,8 @@ class Frame:
         return bytes(buf)
 
 
-def _as_byte_view(buf: Any) -> memoryview:
+def as_byte_view(buf: Any) -> memoryview:
+    """A flat unsigned-byte view of any buffer (casts a typed or multi-dimensional one; no copy)."""
     mv = memoryview(buf)
     if mv.ndim != 1 or mv.format != "B":
         mv = mv.cast("B")
@@ -113,7 +114,7 @@ def _as_byte_view(buf: Any) -> memoryview:
 def assemble_frame(codec: int, meta: Buffer, buffers: Sequence[memoryview]) -> Frame:
     """A frame of codec id ``codec``: ``meta`` then each buffer at a 64-byte boundary (nothing is copied)."""
     nbuf = len(buffers)
-    meta_mv = _as_byte_view(meta)
+    meta_mv = as_byte_view(meta)
     head = bytearray(_FRAME_PREFIX.size + 8 * nbuf)
     _FRAME_PREFIX.pack_into(head, 0, _FRAME_MAGIC, codec, 0, 0, nbuf, meta_mv.nbytes)
     for i, b in enumerate(buffers):
@@ -133,7 +134,7 @@ def split_frame(frame: Buffer) -> Tuple[int, memoryview, List[memoryview]]:
     Raises :class:`FrameDecodeError` for anything that is not a well-formed
     frame; nothing is read outside ``frame``.
     """
-    mv = _as_byte_view(frame)
+    mv = as_byte_view(frame)
     size = mv.nbytes
     if size < _FRAME_PREFIX.size:
         raise FrameDecodeError(f"frame of {size} bytes is shorter than its prefix")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
 
 from ..errors import FrameDecodeError
-from .frames import Buffer, Frame, _as_byte_view
+from .frames import Buffer, Frame, as_byte_view
 
 __all__ = [
     "SLOT_SIZE",
@@ -44,12 +44,12 @@ CODEC_IDS: Dict[str, int] = {"pickle": 1, "safe": 2}
 DEADLINE_SKEW = 1.0
 
 _SLOT_MAGIC = b"MMEV"
-_SLOT_VERSION = 3
+SLOT_VERSION = 3
 # magic, version, status, op, codec, seq, root, payload_size, inline flag, question length, deadline (wall clock
 # seconds since the epoch; 0: none)
-_SLOT_HEAD = struct.Struct("<4sBBBBQqQBxH4xd")
-_SLOT_CRC = struct.Struct("<I")
-assert _SLOT_HEAD.size + _SLOT_CRC.size <= HEADER_SIZE
+SLOT_HEAD = struct.Struct("<4sBBBBQqQBxH4xd")
+SLOT_CRC = struct.Struct("<I")
+assert SLOT_HEAD.size + SLOT_CRC.size <= HEADER_SIZE
 
 
 class Op:
@@ -129,7 +129,7 @@ def build_slot(
     is written inline. ``question`` is at most :data:`QUESTION_MAX` bytes;
     ``deadline`` is the sender's wall-clock deadline (0 or ``inf``: none).
     """
-    out = _as_byte_view(out)
+    out = as_byte_view(out)
     if len(question) > QUESTION_MAX:
         raise ValueError(f"question of {len(question)} bytes is longer than {QUESTION_MAX}")
     qlen = len(question)
@@ -148,12 +148,12 @@ def build_slot(
             payload.write_into(out[body_at : body_at + size])
             inline = True
     deadline = deadline if math.isfinite(deadline) else 0.0
-    _SLOT_HEAD.pack_into(
-        out, 0, _SLOT_MAGIC, _SLOT_VERSION, status, op, codec, seq, root, size, int(inline), qlen, deadline
+    SLOT_HEAD.pack_into(
+        out, 0, _SLOT_MAGIC, SLOT_VERSION, status, op, codec, seq, root, size, int(inline), qlen, deadline
     )
-    crc = zlib.crc32(out[: _SLOT_HEAD.size])
+    crc = zlib.crc32(out[: SLOT_HEAD.size])
     crc = zlib.crc32(out[HEADER_SIZE : body_at + (size if inline else 0)], crc)
-    _SLOT_CRC.pack_into(out, _SLOT_HEAD.size, crc)
+    SLOT_CRC.pack_into(out, SLOT_HEAD.size, crc)
     return inline
 
 
@@ -162,15 +162,15 @@ def parse_slot(block: Buffer, known_codecs: Sequence[int] = ()) -> SlotHeader:
 
     ``known_codecs``: the codec ids this rank knows (empty: any id).
     """
-    mv = _as_byte_view(block)
+    mv = as_byte_view(block)
     if mv.nbytes < SLOT_SIZE:
         raise FrameDecodeError(f"slot of {mv.nbytes} bytes is shorter than {SLOT_SIZE}")
-    magic, version, status, op, codec, seq, root, size, inline, qlen, deadline = _SLOT_HEAD.unpack_from(mv, 0)
+    magic, version, status, op, codec, seq, root, size, inline, qlen, deadline = SLOT_HEAD.unpack_from(mv, 0)
     if magic != _SLOT_MAGIC:
         raise FrameDecodeError(f"bad slot magic {bytes(magic)!r}: the peer is not an mmeval backend")
-    if version != _SLOT_VERSION:
+    if version != SLOT_VERSION:
         raise FrameDecodeError(
-            f"peer speaks slot version {version}, this rank {_SLOT_VERSION}: install the same mmeval-core on every rank"
+            f"peer speaks slot version {version}, this rank {SLOT_VERSION}: install the same mmeval-core on every rank"
         )
     body_at = HEADER_SIZE + qlen
     if qlen > QUESTION_MAX or inline not in (0, 1) or (inline and size > SLOT_SIZE - body_at) or op not in Op.NAMES:
@@ -181,9 +181,9 @@ def parse_slot(block: Buffer, known_codecs: Sequence[int] = ()) -> SlotHeader:
         or not (math.isfinite(deadline) and deadline >= 0)
     ):
         raise FrameDecodeError("corrupted slot header (status, codec or deadline out of range)")
-    crc = zlib.crc32(mv[: _SLOT_HEAD.size])
+    crc = zlib.crc32(mv[: SLOT_HEAD.size])
     crc = zlib.crc32(mv[HEADER_SIZE : body_at + (size if inline else 0)], crc)
-    (sent_crc,) = _SLOT_CRC.unpack_from(mv, _SLOT_HEAD.size)
+    (sent_crc,) = SLOT_CRC.unpack_from(mv, SLOT_HEAD.size)
     if crc != sent_crc:
         raise FrameDecodeError("slot checksum mismatch: corrupted bytes from a peer")
     data = mv[body_at : body_at + size] if inline else None

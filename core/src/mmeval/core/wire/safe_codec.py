@@ -31,7 +31,7 @@ import struct
 import sys
 from typing import Any, Dict, List, Sequence, Tuple
 
-from .errors import FrameDecodeError, UnsafePayloadError
+from ..errors import FrameDecodeError, UnsafePayloadError
 
 __all__ = ["dumps", "loads", "MAX_DEPTH", "MAX_SAME_HASH"]
 

@@ -33,21 +33,20 @@ positions.
 from __future__ import annotations
 
 import heapq
-import logging
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .dist_backends.base_backend import BaseDistBackend
-from .dist_backends.transport import asking
+from ..dist_backends.base_backend import BaseDistBackend
+from ..dist_backends.transport import asking
+from ..results import select
+from ..settings import logger
 from .gather import SHARED_FAILURES, answered_by_rank0, pack_exception, plain_data_only, unpack_exception
 from .ordering import dataset_positions
-from .results import select
 
 if TYPE_CHECKING:
-    from .base_metric import BaseMetric
+    from .protocols import PartitionedMetric
 
-logger = logging.getLogger(__name__)
 
 __all__ = ["balanced_owners", "kept_positions", "part_loads_of", "partitioned_compute", "world_owners"]
 
@@ -111,7 +110,7 @@ def balanced_owners(loads: np.ndarray, world_size: int) -> np.ndarray:
 LOAD_BITS = 16
 
 
-def part_loads_of(metric: "BaseMetric") -> Optional[Tuple[int, np.ndarray]]:
+def part_loads_of(metric: "PartitionedMetric") -> Optional[Tuple[int, np.ndarray]]:
     """``metric._part_loads()`` as it travels -- ``(shift, uint16 loads rounded up after >> shift)`` -- or
     ``None`` when it gives none or they cannot be read."""
     try:
@@ -125,7 +124,7 @@ def part_loads_of(metric: "BaseMetric") -> Optional[Tuple[int, np.ndarray]]:
         scaled = (out + ((1 << shift) - 1)) >> shift  # rounded up: a key with some load keeps some
         return shift, scaled.astype(np.uint16)
     except Exception as exc:  # only the balance depends on it: every rank falls back to owners=None
-        logger.debug("mmeval: %s._part_loads() failed (the parts are not balanced): %r", metric.name, exc)
+        logger().debug("mmeval: %s._part_loads() failed (the parts are not balanced): %r", metric.name, exc)
         return None
 
 
@@ -159,7 +158,7 @@ def _failed(step: str, rank: int, exc: BaseException) -> Tuple[str, Dict[str, An
 
 
 def partitioned_compute(
-    metric: "BaseMetric",
+    metric: "PartitionedMetric",
     backend: BaseDistBackend,
     question: Dict[str, Any],
     counts: Sequence[int],

@@ -10,11 +10,11 @@ import functools
 import inspect
 from typing import TYPE_CHECKING, Any, Callable
 
-from .inputs import as_indices
+from ..inputs import as_indices
 from .refusals import adding_rank
 
 if TYPE_CHECKING:
-    from .base_metric import BaseMetric
+    from .protocols import IndexedMetric
 
 __all__ = ["accepting_indices", "with_indices"]
 
@@ -30,7 +30,7 @@ def accepting_indices(add: Callable[..., None]) -> Callable[..., None]:
     """
 
     @functools.wraps(add)
-    def add_with_indices(self: "BaseMetric", *args: Any, indices: Any = None, **kwargs: Any) -> None:
+    def add_with_indices(self: "IndexedMetric", *args: Any, indices: Any = None, **kwargs: Any) -> None:
         if self._adding:  # a subclass's add() calling super().add(): the outermost call keeps the indices
             add(self, *args, **kwargs)
             return

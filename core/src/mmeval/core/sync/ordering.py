@@ -13,10 +13,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .dist_backends.base_backend import BaseDistBackend
-from .dist_backends.transport import asking
-from .errors import ShardingWarning
-from .inputs import warn_user
+from ..dist_backends.base_backend import BaseDistBackend
+from ..dist_backends.transport import asking
+from ..errors import ShardingWarning
+from ..inputs import warn_user
 
 __all__ = [
     "DENSE_CLAIMS_SLACK",

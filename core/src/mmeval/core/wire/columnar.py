@@ -13,7 +13,7 @@ import operator
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._gc import gc_paused
+from .._gc import gc_paused
 
 __all__ = ["COLUMNAR_MIN", "columnarize"]
 

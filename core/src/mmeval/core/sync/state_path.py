@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any, Dict, Optional
 
 import numpy as np
 
-from .dist_backends.base_backend import BaseDistBackend
-from .dist_backends.transport import asking
+from ..dist_backends.base_backend import BaseDistBackend
+from ..dist_backends.transport import asking
+from ..state import pack, unpack
 from .ordering import check_layout, kept_count, kept_samples, warn_sharding, warn_short
-from .state import pack, unpack
 
 if TYPE_CHECKING:
-    from .base_metric import BaseMetric
+    from .protocols import StateMetric
 
 __all__ = ["FLAGS", "TAIL_BUDGET", "compute_state"]
 
@@ -29,7 +29,7 @@ TAIL_BUDGET = 2048
 
 
 def compute_state(
-    metric: "BaseMetric",
+    metric: "StateMetric",
     backend: BaseDistBackend,
     question: Dict[str, Any],
     size: Optional[int],

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .dist import get_default_dist_backend, launcher_environment, running_dist_backend, validate_backend_name
-from .dist_backends.base_backend import BaseDistBackend
-from .dist_backends.transport import asking
-from .errors import CollectiveFailedError, CollectiveMismatchError, CollectiveTimeoutError
+from ..dist import get_default_dist_backend, launcher_environment, running_dist_backend, validate_backend_name
+from ..dist_backends.base_backend import BaseDistBackend
+from ..dist_backends.transport import asking
+from ..errors import CollectiveFailedError, CollectiveMismatchError, CollectiveTimeoutError
 
 if TYPE_CHECKING:
-    from .base_metric import BaseMetric
+    from .protocols import RefusingMetric
 
 __all__ = ["adding_rank", "check_arguments", "check_runtime", "refusal", "refuse"]
 
@@ -59,7 +59,7 @@ def _unexpected_arguments(cls: type, unexpected: Dict[str, Any]) -> str:
     return " ".join(lines)
 
 
-def refusal(metric: "BaseMetric", size: Any, backend: BaseDistBackend) -> Optional[str]:
+def refusal(metric: "RefusingMetric", size: Any, backend: BaseDistBackend) -> Optional[str]:
     """Why this rank cannot take part in ``metric.compute(size)`` (``None``: it can), naming the argument."""
     name, kept = metric.name, metric._kept
     if size is not None and (isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size <= 0):
@@ -75,7 +75,7 @@ def refusal(metric: "BaseMetric", size: Any, backend: BaseDistBackend) -> Option
     return None
 
 
-def adding_rank(metric: "BaseMetric") -> Optional[Tuple[int, int]]:
+def adding_rank(metric: "RefusingMetric") -> Optional[Tuple[int, int]]:
     """``(rank, world_size)`` of the metric's backend when it already runs across ranks here (else ``None``).
 
     Starts nothing: a backend not yet created or initialised in this process
@@ -96,7 +96,7 @@ def adding_rank(metric: "BaseMetric") -> Optional[Tuple[int, int]]:
     return None
 
 
-def check_runtime(metric: "BaseMetric", backend: BaseDistBackend) -> None:
+def check_runtime(metric: "RefusingMetric", backend: BaseDistBackend) -> None:
     """Raise when a backend named explicitly is not running while a launcher started several processes."""
     named = metric.dist_backend if metric.dist_backend is not None else get_default_dist_backend()
     label = named if isinstance(named, str) else (backend.name or type(backend).__name__)

@@ -6,9 +6,9 @@ Two codecs, each an object a backend holds (never process-wide state):
   buffers (numpy arrays; framework tensors through a backend's *reducers*) are
   not copied into the pickle stream but placed in the frame as they are, and
   rebuilt on the receiving side as views of the received bytes. Long
-  homogeneous lists travel columnar (:mod:`mmeval.core.columnar`). It runs
+  homogeneous lists travel columnar (:mod:`mmeval.core.wire.columnar`). It runs
   whatever the peer's bytes say: every rank of a group must trust every other.
-* :class:`SafeCodec` -- plain data only (:mod:`mmeval.core.safe_codec`), with
+* :class:`SafeCodec` -- plain data only (:mod:`mmeval.core.wire.safe_codec`), with
   decoding bounded in time and memory by the payload.
 
 A backend's reducers (``{type: reducer}``, see :class:`PickleCodec`) apply to
@@ -22,10 +22,11 @@ import io
 import pickle
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Union
 
-from ._gc import GC_PAUSE_MIN, gc_paused
+from .._gc import GC_PAUSE_MIN, gc_paused
+from ..errors import FrameDecodeError, UnsafePayloadError
 from .columnar import columnarize
-from .errors import FrameDecodeError, UnsafePayloadError
-from .wire import CODEC_IDS, Buffer, Frame, assemble_frame, split_frame
+from .frames import Buffer, Frame, assemble_frame, split_frame
+from .slots import CODEC_IDS
 
 __all__ = ["CODECS", "Codec", "PickleCodec", "SafeCodec", "Reducer", "codec_id", "make_codec", "encode", "decode"]
 
@@ -154,7 +155,7 @@ class _Pickler(pickle.Pickler):
 
 
 class SafeCodec(Codec):
-    """Plain data only (see :mod:`mmeval.core.safe_codec`); refuses pickle frames."""
+    """Plain data only (see :mod:`mmeval.core.wire.safe_codec`); refuses pickle frames."""
 
     name = "safe"
     id = CODECS["safe"]

@@ -8,27 +8,27 @@ views of the receive buffer, copied once into their place in the output.
 from __future__ import annotations
 
 import itertools
-import logging
 import pickle
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .dist_backends.base_backend import BaseDistBackend
-from .dist_backends.transport import asking
-from .errors import (
+from ..dist_backends.base_backend import BaseDistBackend
+from ..dist_backends.transport import asking
+from ..errors import (
     CollectiveFailedError,
     CollectiveMismatchError,
     CollectiveTimeoutError,
     RemoteMetricError,
     RemoteSerializationError,
 )
+from ..results import ArrayResults, select
+from ..settings import logger
 from .ordering import round_robin_order, round_robin_spans, warn_short
-from .results import ArrayResults, select
 
 if TYPE_CHECKING:
-    from .base_metric import BaseMetric
+    from .protocols import PerSampleMetric
 
 __all__ = [
     "ArrayBatches",
@@ -45,8 +45,6 @@ __all__ = [
     "unpack_exception",
     "warn_short",
 ]
-
-logger = logging.getLogger("mmeval")
 
 
 #: Ranks that only send their array results send up to this many batches unmerged.
@@ -127,7 +125,7 @@ class Placement:
     """Where each rank's j-th kept row goes in the output (dataset order), without a permutation of all rows.
 
     ``'cat'``: rank after rank. ``'unzip'``: round-robin over the ranks that
-    have rows (:func:`~mmeval.core.ordering.round_robin_spans`).
+    have rows (:func:`~mmeval.core.sync.ordering.round_robin_spans`).
     With ``by_index`` (each rank's dataset indices of its rows) a row goes to
     its index's rank among all of them: one sorted copy of the indices when
     they are distinct (what ``compute()`` keeps), else the inverse of their
@@ -262,7 +260,7 @@ def collect(parts: Sequence[Any], mode: str, name: str) -> Union[List[Any], Arra
 
 
 def gather_and_compute(
-    metric: "BaseMetric",
+    metric: "PerSampleMetric",
     backend: BaseDistBackend,
     question: Dict[str, Any],
     size: Optional[int],
@@ -330,7 +328,7 @@ def answered_by_rank0(
 
 
 def _results_in_order(
-    metric: "BaseMetric",
+    metric: "PerSampleMetric",
     box: List[List[Any]],
     own: bool,
     plain: bool,
@@ -383,7 +381,7 @@ def broadcast_failure(backend: BaseDistBackend, exc: BaseException) -> None:
     try:
         backend.broadcast_object(("error", pack_exception(exc)), src=0)
     except Exception as second:  # the others are gone too: keep the original error
-        logger.debug("mmeval: could not tell the other ranks about %r: %s", exc, second)
+        logger().debug("mmeval: could not tell the other ranks about %r: %s", exc, second)
 
 
 def pack_exception(exc: BaseException) -> Dict[str, Any]:
