@@ -42,7 +42,7 @@ class VOCMeanAP(CurveMixin, BaseMetric):
         drop_class_ap: leave classes without ground truth (in a scale range)
             out of the means; otherwise they count as AP 0.
         classwise: also return ``classwise_result``: per class a dict with
-            ``num_gts`` and ``ap`` (lists indexed [iou_thr][scale_range]) and
+            ``num_gts`` and ``ap`` (lists indexed ``[iou_thr][scale_range]``) and
             ``num_dets``.
         **kwargs: :class:`~mmeval.core.BaseMetric` arguments.
 
