@@ -2,14 +2,16 @@
 
 ``import mmeval`` is cheap: submodules (and numpy) load on first use of
 ``mmeval.Accuracy``, ``mmeval.core``, ``mmeval.metrics``, ...
-``dir(mmeval)`` lists the public API only (:data:`__all__`).
+``dir(mmeval)`` lists the public API only (:data:`__all__`). ``__version__`` is
+mmeval-core's own version, ``MMEVAL_API_VERSION`` the MMEval release whose API
+it implements (see :mod:`mmeval.version`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .version import __version__
+from .version import MMEVAL_API_VERSION, __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from typing import Any, List
@@ -20,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "__version__",
+    "MMEVAL_API_VERSION",
     "core",
     "metrics",
     "BaseMetric",

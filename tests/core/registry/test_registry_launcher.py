@@ -28,7 +28,9 @@ EVAL = textwrap.dedent("""
     acc.add(np.array([0, 1, 1]) if rank else np.array([1, 1]), np.array([0, 1, 0]) if rank else np.array([1, 1]))
     first = acc.compute()
     second = acc.compute()  # the warning is once per process
-    print(json.dumps({"result": first, "backend": type(acc.dist_comm).__name__}))
+    # what the README's sampler recipe would be given (asked after compute(): the question itself auto-selects)
+    seen = list(dist.get_rank_and_world_size()) if backend is None else None
+    print(json.dumps({"result": first, "backend": type(acc.dist_comm).__name__, "rank_and_world_size": seen}))
 """)
 
 
@@ -87,7 +89,11 @@ def test_torchrun_without_init_process_group_warns_once_per_rank():
         assert "WORLD_SIZE=2" in run.stderr and "one of several" in run.stderr
         if rank:
             assert "RANK=1" in run.stderr and "LOCAL_RANK=1" in run.stderr
-        assert "its own shard only" in run.stderr
+        # with the README's sampler recipe (get_rank_and_world_size() answers (0, 1) here) every rank evaluates
+        # the whole dataset; "its own shard" was true only of a sampler that reads RANK/WORLD_SIZE itself
+        assert "its own shard only" not in run.stderr
+        assert json.loads(run.stdout)["rank_and_world_size"] == [0, 1]
+        assert "whole dataset on every rank" in run.stderr and "get_rank_and_world_size()" in run.stderr
         # what to do: install the torch plugin (this env has none) and initialise torch.distributed
         assert (
             "torch_cpu / torch_cuda are not installed" in run.stderr

@@ -21,6 +21,7 @@ from .dist_backends.transport import asking
 from .errors import RemoteMetricError, ShardingWarning
 from .results import ArrayResults, RankResults, select
 from .state import MetricState, StateSpec, check_rows, declared, reduce_rows
+from .sync import coverage as _coverage
 from .sync.add_indices import accepting_indices
 from .sync.gather import gather_and_compute
 from .sync.ordering import kept_in_one_process, kept_samples
@@ -353,6 +354,18 @@ class BaseMetric(metaclass=ABCMeta):
     #: Attributes never part of the question the ranks must agree on (see :meth:`_question`).
     _NOT_ASKED = frozenset(("dataset_meta", "logger", "dist_backend", "dist_collect_mode"))
 
+    #: Set ``metric.coverage = True`` (on every rank) for a :class:`~mmeval.core.sync.coverage.CoverageReport` after
+    #: each :meth:`compute` in :attr:`coverage_report`, at the cost of the exchange compute() makes anyway.
+    coverage: bool = False
+
+    @property
+    def coverage_report(self) -> Optional["_coverage.CoverageReport"]:
+        """What the last :meth:`compute` covered (with ``coverage = True``; else ``None``).
+
+        See :mod:`~mmeval.core.sync.coverage`.
+        """
+        return self.__dict__.get("_coverage_report")
+
     def _question(self, size: Optional[int]) -> Dict[str, Any]:
         """What every rank's :meth:`compute` must agree on: the metric, its configuration, the mode and ``size``.
 
@@ -406,6 +419,7 @@ class BaseMetric(metaclass=ABCMeta):
         """
         backend = self.dist_comm
         check_runtime(self, backend)
+        _coverage.start(self)
         try:
             self._summarize_pending()
         except Exception as exc:  # every rank must hear of it: a refusal (below) reaches them all
@@ -447,6 +461,8 @@ class BaseMetric(metaclass=ABCMeta):
         keep = kept_in_one_process(
             kept.num_results, kept.index_flag(), kept.indices(), self.dist_collect_mode, size, self.name
         )
+        if self.coverage:
+            _coverage.deliver(_coverage.report_here(kept, self.dist_collect_mode, size), self)
         if self._is_state_metric:
             return self.compute_metric(self._reduce_state(self._local_rows(), keep))
         results = self._local_results()

@@ -141,7 +141,13 @@ def check_batch_shapes(preds: np.ndarray, labs: np.ndarray) -> None:
     if preds.ndim not in (1, 2):
         raise ValueError(f"predictions must have shape (N,) (labels) or (N, C) (scores), got {preds.shape}")
     if labs.ndim != 1:
-        raise ValueError(f"labels must have shape (N,), got {labs.shape}")
+        hint = ""
+        if labs.ndim == 2 and labs.shape[1] > 1:  # one-hot (or multi-hot) rows: the class index is the argmax
+            hint = (
+                "; one-hot labels? pass the class indices, labels.argmax(1) (numpy: axis=1, torch: dim=1); "
+                "several classes per sample are MultiLabelMetric's input"
+            )
+        raise ValueError(f"labels must have shape (N,) (class indices), got {labs.shape}{hint}")
     if preds.shape[0] != labs.shape[0]:
         raise ValueError(
             f"predictions and labels have different lengths: {preds.shape[0]} predictions, {labs.shape[0]} labels"

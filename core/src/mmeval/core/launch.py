@@ -156,8 +156,11 @@ def launch_message(registry: "BackendRegistry", asked: Optional[str], seen: Dict
     variables = ", ".join(f"{k}={v}" for k, v in seen.items())
     return (
         f"mmeval: this process is one of several started by a launcher ({variables}), but the dist backend "
-        f"'non_dist' {how}: every rank will compute the metric over its own shard only, and the results will "
-        f"differ from the whole dataset's. To evaluate across the processes:\n"
+        f"'non_dist' {how}: every rank will compute the metric alone, over only the samples it added -- the "
+        f"whole dataset on every rank if its sampler takes rank and world size from get_rank_and_world_size() "
+        f"(which answers (0, 1) here, so each rank repeats the whole evaluation), or a shard if the sampler splits "
+        f"by RANK/WORLD_SIZE (then each rank's result is its shard's, not the dataset's). To evaluate across the "
+        f"processes:\n"
         + "\n".join(lines)
         + "\nIf per-rank results are what you want, silence this with warnings.filterwarnings('ignore', "
         "category=mmeval.core.dist.DistributedLaunchWarning)."

@@ -9,6 +9,7 @@ import numpy as np
 from ..core.base_metric import ArrayResults, BaseMetric
 from ..core.errors import MetricArgumentError
 from ..core.inputs import to_numpy
+from .curves import CurveMixin, PRCurves, pr_curve, thin
 from .multi_label import OnehotFlags, dense_rows
 
 __all__ = ["AveragePrecision", "average_precision"]
@@ -48,7 +49,7 @@ def _class_ap(scores: np.ndarray, labels: np.ndarray) -> float:
     return float((tp[hits] / (hits + 1.0)).sum() / max(total, 1))
 
 
-class AveragePrecision(OnehotFlags, BaseMetric):
+class AveragePrecision(CurveMixin, OnehotFlags, BaseMetric):
     """Average precision per class of multi-label classification, and its mean (mAP).
 
     The names, arguments and result keys are MMEval 0.2.1's ``AveragePrecision``.
@@ -158,6 +159,14 @@ class AveragePrecision(OnehotFlags, BaseMetric):
             p, lab = zip(*results)
             scores, gt = self._checked(list(p), list(lab), self._label_is_onehot)
         ap = average_precision(scores, gt) * 100
+        if self.keep_curves:  # plot(): one curve per class (see mmeval.metrics.curves)
+            per_class = [thin(*pr_curve(scores[:, c], gt[:, c])) for c in range(scores.shape[1])]
+            names = [str(c) for c in (self.dataset_meta or {}).get("classes", range(len(per_class)))]
+            self._keep(
+                PRCurves(
+                    "AveragePrecision", names, [r for r, _ in per_class], [p for _, p in per_class], list(ap / 100)
+                )
+            )
         if self.average is None:
             return {"AP_classwise": [round(float(v), 4) for v in ap]}
         return {"mAP": round(float(ap.mean()), 4)}

@@ -34,6 +34,7 @@ from .coco_accumulate import combine_partials, runs, summarize_sums
 from .coco_inputs import _Annotations, _Categories, _ignore_bits, _Image, _records, read_image
 from .coco_matching import _match_images
 from .coco_parts import join_parts, split_summaries
+from .coco_results import ResultsLike, add_results, clean_xywh, with_mask_boxes
 
 __all__ = ["COCODetection"]
 
@@ -79,7 +80,7 @@ class COCODetection(BaseMetric):
 
     ``add(predictions, groundtruths)``, one dict per image. A prediction:
     ``bboxes`` (K, 4) ``x1, y1, x2, y2``, ``scores`` (K,), ``labels`` (K,)
-    (indices into ``dataset_meta['classes']``), ``img_id``, and for ``'segm'``
+    (indices into ``dataset_meta['classes']``, else the ``ann_file``'s categories), ``img_id``, and for ``'segm'``
     ``masks`` (K RLE dicts, or (H, W) binary arrays) and optionally
     ``mask_scores`` (K,). A ground truth (``ann_file=None``): ``img_id``,
     ``bboxes`` (M, 4), ``labels`` (M,), optionally ``ignore_flags`` (M,)
@@ -218,9 +219,11 @@ class COCODetection(BaseMetric):
 
     @property
     def classes(self) -> List[str]:
-        """The class names (``dataset_meta['classes']``)."""
+        """The class names (``dataset_meta['classes']``; without it, every category of ``ann_file`` in its order)."""
         meta = self.dataset_meta or {}
         classes = meta.get("classes", meta.get("CLASSES"))
+        if classes is None and self._ann is not None:
+            return [c["name"] for c in self._ann.categories]
         if classes is None:
             raise MetricArgumentError(
                 f"COCODetection: dataset_meta={self.dataset_meta!r} has no 'classes'; pass "
@@ -271,6 +274,8 @@ class COCODetection(BaseMetric):
                 f"COCODetection.add(): {len(predictions)} predictions but {len(groundtruths)} "
                 f"groundtruths; give one of each per image"
             )
+        if "segm" in self.metrics:  # a segmentation without boxes: its masks' boxes, as COCO.loadRes gives them
+            predictions = [with_mask_boxes(p) for p in predictions]
         cats = self._categories()
         # each mask's RLE dict lives until its batch is matched: unpaused, the collector walks a framework's
         # ~10^5 objects again and again meanwhile (segm: a third of add() with torch imported); no cycles here
@@ -303,6 +308,13 @@ class COCODetection(BaseMetric):
         if self._ann is None:
             raise MetricArgumentError("COCODetection.add_predictions() needs ann_file; use add() otherwise")
         self.add(predictions, [{}] * len(predictions))
+
+    def add_results(self, results: ResultsLike) -> int:
+        """Add a COCO results json (a path) or its list of dicts (needs ``ann_file``); the images added.
+
+        See :func:`mmeval.metrics.coco_results.add_results`.
+        """
+        return add_results(self, results)
 
     def _summarize_pending(self) -> None:
         super()._summarize_pending()
@@ -475,7 +487,7 @@ class COCODetection(BaseMetric):
             img_id, xywh, scores, labels, seg_scores, rles = rec
             image_id = img_id if img_id is not None else (int(ids[pos]) if ids is not None else pos)
             for b, s, lab in zip(xywh.tolist(), scores.tolist(), labels.tolist()):
-                bbox.append({"image_id": image_id, "bbox": b, "score": s, "category_id": cats.ids[lab]})
+                bbox.append({"image_id": image_id, "bbox": clean_xywh(b), "score": s, "category_id": cats.ids[lab]})
             if rles is not None:
                 segm = [] if segm is None else segm
                 ms = (seg_scores if seg_scores is not None else scores).tolist()
@@ -484,7 +496,7 @@ class COCODetection(BaseMetric):
                     segm.append(
                         {
                             "image_id": image_id,
-                            "bbox": b,
+                            "bbox": clean_xywh(b),
                             "score": s,
                             "category_id": cats.ids[lab],
                             "segmentation": {"size": list(r["size"]), "counts": counts},

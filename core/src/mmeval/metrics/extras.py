@@ -21,6 +21,7 @@ EXTRAS: Dict[str, Tuple[str, str]] = {
     "cv2": ("opencv", "opencv-python-headless"),
     "shapely": ("shapely", "shapely"),
     "nltk": ("text", "nltk"),
+    "matplotlib": ("plot", "matplotlib"),
 }
 
 

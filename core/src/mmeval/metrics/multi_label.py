@@ -179,12 +179,12 @@ class MultiLabelMetric(OnehotFlags, BaseMetric):
             classes; support: the total positive labels), ``'micro'`` (from
             the counts summed over classes; keys end in ``_micro``) or
             ``None`` (per class: keys end in ``_classwise``, lists of C values).
-        pred_is_onehot, label_is_onehot: MMEval 0.2.1's attributes of these
-            names (settable after construction too, before :meth:`add`): how
-            the rows of predictions / labels are read. ``None`` (default):
-            each row on its own, see below; ``True``: every row is C values
-            (scores -- any real numbers -- or one-hot); ``False``: every row
-            is class indices.
+        pred_is_onehot: MMEval 0.2.1's attribute of this name (settable after
+            construction too, before :meth:`add`): how the rows of predictions
+            are read. ``None`` (default): each row on its own, see below;
+            ``True``: every row is C values (scores -- any real numbers -- or
+            one-hot); ``False``: every row is class indices.
+        label_is_onehot: the same for the rows of labels.
         **kwargs: :class:`~mmeval.core.BaseMetric` arguments (``dist_backend``,
             ``dist_collect_mode``, ``dataset_meta``).
 

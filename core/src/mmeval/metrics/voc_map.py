@@ -11,6 +11,7 @@ from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentMissingError
 from ..core.inputs import to_numpy
 from ..core.packed import pack_arrays, trits_to_words, unpack_arrays, words_to_trits
+from .curves import CurveMixin, PRCurves, thin
 
 __all__ = ["VOCMeanAP"]
 
@@ -18,7 +19,7 @@ _Range = Tuple[Optional[float], Optional[float]]
 _EVAL_MODES = ("area", "11points")
 
 
-class VOCMeanAP(BaseMetric):
+class VOCMeanAP(CurveMixin, BaseMetric):
     """PASCAL VOC mAP at one or more IoU thresholds and box scale ranges.
 
     The names, arguments and result keys are MMEval 0.2.1's ``VOCMeanAP``.
@@ -41,7 +42,7 @@ class VOCMeanAP(BaseMetric):
         drop_class_ap: leave classes without ground truth (in a scale range)
             out of the means; otherwise they count as AP 0.
         classwise: also return ``classwise_result``: per class a dict with
-            ``num_gts`` and ``ap`` (lists indexed [iou_thr][scale_range]) and
+            ``num_gts`` and ``ap`` (lists indexed ``[iou_thr][scale_range]``) and
             ``num_dets``.
         **kwargs: :class:`~mmeval.core.BaseMetric` arguments.
 
@@ -247,6 +248,8 @@ class VOCMeanAP(BaseMetric):
         bounds = np.searchsorted(labels[order], np.arange(self.num_classes + 1))
         per_class = []
         eps = float(np.finfo(np.float32).eps)
+        full = self.scale_ranges.index((None, None))
+        kept: List[Tuple[np.ndarray, np.ndarray]] = []  # keep_curves: each class's curve at the first IoU threshold
         for cls in range(self.num_classes):
             num_gts = np.broadcast_to(num_gts_all[cls], (n_thr, n_rng))
             seg = order[bounds[cls] : bounds[cls + 1]]
@@ -260,7 +263,16 @@ class VOCMeanAP(BaseMetric):
                 for i in range(n_thr):
                     for j in range(n_rng):
                         ap[i, j] = _average_precision(recall[i, j], precision[i, j], self.eval_mode)
+                if self.keep_curves:
+                    kept.append(thin(recall[0, full], precision[0, full]))
+            elif self.keep_curves:
+                kept.append((np.zeros(0), np.zeros(0)))
             per_class.append((np.array(num_gts), int(seg.size), ap))
+        if self.keep_curves:
+            names = [str(c) for c in (self.dataset_meta or {}).get("classes", range(self.num_classes))]
+            title = f"{type(self).__name__}, IoU {self.iou_thrs[0]:g}"
+            aps = [float(ap[0, full]) for _, _, ap in per_class]
+            self._keep(PRCurves(title, names, [r for r, _ in kept], [p for _, p in kept], list(aps)))
         del lengths
         out: Dict[str, Any] = {}
         means = np.full((n_thr, n_rng), np.nan)
@@ -268,7 +280,6 @@ class VOCMeanAP(BaseMetric):
             for j in range(n_rng):
                 aps = [ap[i, j] for g, _, ap in per_class if g[i, j] > 0 or not self.drop_class_ap]
                 means[i, j] = float(np.mean(aps)) if aps else float("nan")
-        full = self.scale_ranges.index((None, None))
         for i, thr in enumerate(self.iou_thrs):
             out[f"AP{round(thr * 100)}"] = float(means[i, full])
         for j, rng in enumerate(self.scale_ranges):

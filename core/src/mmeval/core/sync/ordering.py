@@ -17,6 +17,7 @@ from ..dist_backends.base_backend import BaseDistBackend
 from ..dist_backends.transport import asking
 from ..errors import ShardingWarning
 from ..inputs import warn_user
+from . import coverage
 
 __all__ = [
     "DENSE_CLAIMS_SLACK",
@@ -130,6 +131,11 @@ def owned_positions(
     top = max(m for _, _, m in layout)
     total = sum(int(c) for c, _, _ in layout)
     first = first_occurrences(indices)
+    if question.get("coverage"):  # the same exchange, carrying what the coverage report needs
+        dense = top < 2 * total + DENSE_CLAIMS_SLACK
+        keep, report = coverage.owned_with_report(backend, question, indices, first, layout, dense, question["size"])
+        coverage.deliver(report)
+        return keep
     if top < 2 * total + DENSE_CLAIMS_SLACK:
         claims = np.full(top + 1, ws, dtype=np.int32)
         claims[indices] = rank
@@ -232,6 +238,8 @@ def kept_samples(
     counts = [int(c) for c, _, _ in layout]
     if not check_layout(layout, name):
         warn_sharding(counts, mode, size, name)
+        if question.get("coverage"):
+            coverage.deliver(coverage.report_of_layout(counts, mode, size))
         return kept_by_size(counts, backend.rank, mode, size), None
     own = np.zeros(0, dtype=np.int64) if indices is None else indices
     return owned_positions(backend, question, own, layout), own

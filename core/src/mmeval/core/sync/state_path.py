@@ -15,6 +15,7 @@ import numpy as np
 from ..dist_backends.base_backend import BaseDistBackend
 from ..dist_backends.transport import asking
 from ..state import pack, unpack
+from . import coverage
 from .ordering import check_layout, kept_count, kept_samples, warn_sharding, warn_short
 
 if TYPE_CHECKING:
@@ -71,6 +72,8 @@ def compute_state(
     layout = [(int(first[r]), FLAGS[int(first[ws + r])], int(first[2 * ws + r])) for r in range(ws)]
     counts = [c for c, _, _ in layout]
     by_index = check_layout(layout, metric.name)  # raises on every rank when only some gave indices
+    if not by_index and question.get("coverage"):
+        coverage.deliver(coverage.report_of_layout(counts, metric.dist_collect_mode, size))
     if size is not None and size > sum(counts) and not by_index:
         warn_short(metric.name, size, sum(counts))
     mode = metric.dist_collect_mode
