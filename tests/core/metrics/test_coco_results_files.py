@@ -201,3 +201,25 @@ def test_results_files_are_checked_against_the_ann_file(tmp_path):
         metric.add_results({"annotations": good})
     with pytest.raises(MetricArgumentError, match="needs results\\[0\\]\\['segmentation'\\]"):
         COCODetection(ann_file=ann, metric="segm").add_results(good)
+
+
+def _ranks_worker(backend: Any, ann: str, results: List[Dict[str, Any]]) -> Any:
+    metric = COCODetection(ann_file=ann, metric=["bbox", "segm"], print_results=False, dist_backend=backend)
+    images = sorted({d["image_id"] for d in results})
+    mine = set(images[backend.rank :: backend.world_size])  # each rank a share of the images
+    metric.add_results([d for d in results if d["image_id"] in mine])
+    return metric.compute()
+
+
+def test_a_results_file_shared_among_ranks_equals_pycocotools(tmp_path):
+    from hub_backend import run_ranks
+
+    preds, gts = detections(30, C, seed=9, masks=True)
+    ann = _ann_file(tmp_path, gts)
+    results = _results(preds, boxes=False, masks=True)
+    out = run_ranks(_ranks_worker, 3, str(ann), results, timeout=180)
+    want = _pycocotools(ann, json.loads(json.dumps(results)), "segm")
+    for rank in range(3):
+        status, got = out[rank]
+        assert status == "ok", got
+        assert np.abs(_stats(got, "segm") - want).max() <= 1e-12
