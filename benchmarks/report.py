@@ -445,6 +445,32 @@ def catalogue_table(result: Dict[str, Any]) -> List[str]:
     return table(["case", "kind", "where", "n", "sent at n", "compute ms at n", "sent at 4n", "compute ms at 4n"], rows)
 
 
+def section(title: str, text: str, rows: List[str]) -> List[str]:
+    """A report section: its title, its text and its table, or nothing when the table has no rows."""
+    return ["", f"## {title}", "", text, "", *rows] if len(rows) > 2 else []
+
+
+def collection_table(result: Dict[str, Any]) -> List[str]:
+    """Five metrics in one MetricCollection.compute() against their five own compute() calls."""
+    rows = []
+    for rec in sorted(records(result, "collection"), key=lambda r: (r["backend"], r["ws"], r["samples_per_rank"])):
+        one, five = rec["collection"], rec["separate"]
+        rows.append(
+            [
+                f"{rec['backend']} ws={rec['ws']}",
+                f"{rec['samples_per_rank']:,}",
+                f"{one['collectives']} / {five['collectives']}",
+                f"{fmt_bytes(one['sent_bytes'])} / {fmt_bytes(five['sent_bytes'])}",
+                f"{fmt_ms(one['compute_s'])} / {fmt_ms(five['compute_s'])}",
+                f"{five['compute_s'] / one['compute_s']:.2f}x" if one["compute_s"] else "-",
+                f"{fmt_ms(one.get('cpu_s'))} / {fmt_ms(five.get('cpu_s'))}",
+                "yes" if rec["equal"] else "NO",
+            ]
+        )
+    header = ["where", "samples / rank", "collectives", "sent (most of any rank)", "ms", "speed-up", "CPU ms", "equal"]
+    return table(header, rows)
+
+
 #: The pycocotools stats a detection result may differ from (|diff|), issue 21's bound of "equal".
 DETECTION_EXACT = 1e-12
 
@@ -1115,36 +1141,45 @@ def render(result: Dict[str, Any], out_dir: Path) -> str:
         "",
         *compute_table(result),
     ]
-    cat = catalogue_table(result)
-    if len(cat) > 2:
-        lines += [
-            "",
-            "## The metric catalogue",
-            "",
+    lines += section(
+        "The metric catalogue",
+        (
             "`benchmarks/catalogue.py`: every case of the shared test table (tests/metric_cases*.py, 40 to 120 "
             "samples each), added as round-robin shards of n and of 4n samples (the case's samples repeated), "
             "then `compute(size=...)`. sent: the most any rank sent during compute() (comm-stats hook; rank 0 "
             "also broadcasts the result); a state metric's is the same at n and 4n. compute ms: the slowest "
-            "rank's, median over iterations. refused: the metric refuses repeated samples (a frame added twice).",
-            "",
-            *cat,
-        ]
-    det = detection_table(result)
-    if len(det) > 2:
-        lines += [
-            "",
-            "## COCO detection",
-            "",
+            "rank's, median over iterations. refused: the metric refuses repeated samples (a frame added twice)."
+        ),
+        catalogue_table(result),
+    )
+    lines += section(
+        "COCO detection",
+        (
             "`benchmarks/detection.py` on synthetic COCO-like data (`benchmarks/coco_data.py`, the same images "
             "for every side). total = evaluate + accumulate for pycocotools / faster-coco-eval (building their "
             "COCO objects apart), add() + compute() for the metrics (each the slowest rank's, median over "
             "iterations). B per detection: what our compute() sends per rank (comm-stats hook), or for the "
             "others the bytes of the states every rank hands to the all-gather. peak extra: VmHWM during "
             "compute() minus VmRSS before it, rank 0 (the heap trimmed first, so that memory freed by an "
-            "earlier evaluation in the process is not reused unseen).",
-            "",
-            *det,
-        ]
+            "earlier evaluation in the process is not reused unseen)."
+        ),
+        detection_table(result),
+    )
+    lines += section(
+        "Five metrics in one exchange (`MetricCollection`)",
+        (
+            "`benchmarks/collection.py`: Accuracy(topk=(1, 5)), SingleLabelMetric, MultiLabelMetric, "
+            "AveragePrecision macro and per class over one input (10 classes), each rank adding its round-robin "
+            "shard, then one `MetricCollection.compute(size=...)` / the five metrics' own `compute(size=...)` one "
+            "after the other (each cell: collection / separate). sent: bytes during the call (comm-stats hook), "
+            "the most any rank sent; ms: the slowest rank's wall time, median over iterations (the two sides "
+            "interleaved); CPU ms: the ranks' CPU time summed, the figure a loaded machine disturbs least; "
+            "equal: the collection's "
+            "results are the separate ones. The collection is one all-gather of the layouts, one all-reduce of "
+            "every state, one gather of every per-sample result and one reply (docs/collection-and-adapters.md)."
+        ),
+        collection_table(result),
+    )
     lines += [
         "",
         "## Start-up",
