@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from conftest import HERE, free_port, launch
+from adapter_launch import HERE, free_port, launch
 
 pytest.importorskip("lightning", reason="the adapters env installs Lightning")
 

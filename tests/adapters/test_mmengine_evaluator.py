@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from conftest import torchrun
+from adapter_launch import torchrun
 
 pytest.importorskip("mmengine", reason="the adapters env installs MMEngine")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
-from conftest import launch
+from adapter_launch import launch
 
 pytest.importorskip("torchmetrics", reason="the adapters env installs torchmetrics")
 pytest.importorskip("mpi4py", reason="the adapters env installs mpi4py")
