@@ -318,11 +318,13 @@ class _Round:
         del gathered
 
         def compute() -> Dict[str, Any]:
-            every = box.pop()
+            every = [list(payloads) for payloads in box.pop()]
             out: Dict[str, Any] = {}
             for i, name in enumerate(names):
                 metric, (keep, indices) = metrics[name], kept[name]
                 part = [[rank_payloads[i] for rank_payloads in every]]
+                for rank_payloads in every:  # this metric's received results go once it is computed
+                    rank_payloads[i] = None
                 try:
                     results = _results_in_order(metric, part, owns[i], plain, keep, indices, self.size)
                     out[name] = metric.compute_metric(results)
