@@ -160,6 +160,60 @@ def test_metrics_fed_their_own_inputs_are_each_exact():
         assert out[rank] == ("ok", want), out[rank]
 
 
+def coco_images(n: int = 14, classes: int = 3) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """``n`` images' predictions and ground truths: boxes near the truths plus a few false ones."""
+    rng = np.random.default_rng(35)
+    preds, gts = [], []
+    for i in range(n):
+        m = int(rng.integers(1, 4))
+        xy = rng.uniform(0, 60, (m, 2))
+        boxes = np.concatenate([xy, xy + rng.uniform(10, 40, (m, 2))], axis=1)
+        labels = rng.integers(0, classes, m)
+        false = rng.uniform(0, 80, (2, 4))
+        false[:, 2:] += false[:, :2]
+        gts.append({"img_id": i, "width": 100, "height": 120, "bboxes": boxes, "labels": labels})
+        preds.append(
+            {
+                "img_id": i,
+                "bboxes": np.concatenate([boxes + rng.normal(0, 3, (m, 4)), false]),
+                "scores": rng.random(m + 2),
+                "labels": np.concatenate([labels, rng.integers(0, classes, 2)]),
+            }
+        )
+    return preds, gts
+
+
+def _coco_worker(backend: Any) -> Dict[str, Any]:
+    """COCODetection, which computes in parts alone, in a collection beside Accuracy (each fed its own inputs)."""
+    from mmeval import COCODetection
+
+    preds, gts = coco_images()
+    scores, labels = data()
+    meta = {"classes": ("a", "b", "c")}
+    rank, ws = backend.rank, backend.world_size
+    mine = list(range(len(preds)))[rank::ws]
+
+    def coco() -> Any:
+        metric = COCODetection(print_results=False, dataset_meta=meta, dist_backend=backend)
+        metric.add([preds[i] for i in mine], [gts[i] for i in mine])
+        return metric
+
+    both = MetricCollection({"coco": coco(), "acc": Accuracy(thrs=None, dist_backend=backend)})
+    both["acc"].add(scores[rank::ws], labels[rank::ws])
+    alone = coco()
+    return {"together": both.compute(), "alone": alone.compute(), "in_parts": alone._computes_in_parts()}
+
+
+def test_a_metric_computing_in_parts_alone_gives_the_same_numbers_in_a_collection():
+    out = run_ranks(_coco_worker, 2, timeout=120, backend_kwargs={"timeout": TIMEOUT})
+    for rank in range(2):
+        status, got = out[rank]
+        assert status == "ok", got
+        assert got["in_parts"]
+        coco = {k[len("coco/") :]: v for k, v in got["together"].items() if k.startswith("coco/")}
+        assert coco == got["alone"] and 0 < coco["bbox_mAP"] < 1, (coco, got["alone"])
+
+
 def _timed(fn: Any) -> Tuple[str, str, float]:
     start = time.monotonic()
     try:
