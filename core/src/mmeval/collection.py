@@ -170,7 +170,8 @@ def compute_collection(metrics: Mapping[str, BaseMetric], size: Optional[int] = 
     """``{name: metric.compute(size)}`` for every metric, synced in one exchange (see the module's docstring).
 
     Every metric must resolve to the same backend instance. Each result
-    equals that metric's own ``compute(size)``; warnings are the same. On
+    equals that metric's own ``compute(size)``; a sharding warning is raised
+    once for the metrics that hold the same samples, naming the first. On
     several ranks, a rank that refuses raises ``ValueError`` naming its reason
     and its peers :class:`~mmeval.core.errors.CollectiveMismatchError` naming
     it, at once (as a metric alone does); ranks whose collections differ
@@ -181,6 +182,8 @@ def compute_collection(metrics: Mapping[str, BaseMetric], size: Optional[int] = 
     state) after every collective, so no rank is left waiting.
     """
     names = list(metrics)
+    if not names:
+        raise ValueError("compute_collection() needs at least one metric")
     backend = _one_backend(metrics)
     refusals: List[str] = []
     for name, metric in metrics.items():

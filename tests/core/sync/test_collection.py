@@ -296,6 +296,8 @@ def test_names_that_collide_are_refused():
         MetricCollection({"x": object()})  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="at least one metric"):
         MetricCollection({})
+    with pytest.raises(ValueError, match="at least one metric"):
+        compute_collection({})
 
 
 def test_metrics_on_other_backends_are_refused():
