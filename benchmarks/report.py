@@ -12,7 +12,7 @@ new memory), ``floor`` the same into a buffer preallocated once; ratios are
 
 Each benchmark family renders its own section from its own module (``report_collectives``,
 ``report_compute``, ``report_catalogue``, ``report_detection``, ``report_startup``,
-``report_codec``; ``report_metrics`` has targets only); shared helpers are in ``report_common``.
+``report_collection``, ``report_codec``; ``report_metrics`` has targets only); shared helpers are in ``report_common``.
 This module puts the document together: the header, every family's targets in one table, the
 sections in order, the scaling plot.
 """
@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional
 
 import report_catalogue
 import report_codec
+import report_collection
 import report_collectives
 import report_compute
 import report_detection
@@ -67,6 +68,7 @@ FAMILIES = (
     report_compute,
     report_catalogue,
     report_detection,
+    report_collection,
     report_startup,
     report_codec,
 )

@@ -24,6 +24,8 @@ out is reported as such; the others still run):
 * ``detection`` -- ``detection.py``: issue 21's figures (COCO mAP on synthetic COCO-like data): pycocotools,
   faster-coco-eval and ours in one process; ours on torch_cpu at world sizes 2 and 3 and on mpi4py at 2,
   torchmetrics' ``MeanAveragePrecision`` at 2, MMEval 0.2.1's ``COCODetection`` at 2 (its own venv);
+* ``collection`` -- ``collection.py``: five metrics in one ``MetricCollection.compute()`` against their five
+  own ``compute()`` calls (collectives, bytes sent, time) on torch_cpu at world size 2;
 * ``startup`` -- ``startup.py``; ``codec`` -- ``codec.py``.
 
 Every child runs with ``MALLOC_MMAP_THRESHOLD_=65536``, gloo on the loopback
@@ -53,7 +55,17 @@ import common  # noqa: E402
 import mmeval021_env  # noqa: E402
 import report  # noqa: E402
 
-PARTS = ("collectives", "mmeval021", "compute", "metrics", "catalogue", "detection", "startup", "codec")
+PARTS = (
+    "collectives",
+    "mmeval021",
+    "compute",
+    "metrics",
+    "catalogue",
+    "detection",
+    "collection",
+    "startup",
+    "codec",
+)
 #: Distributions of the test suite's fixture plugins: never part of a measurement.
 FIXTURE_DISTS = "mmeval-fixture-plugin,mmeval-fixture-rival"
 
@@ -353,6 +365,9 @@ def plan(args: argparse.Namespace, notes: List[str]) -> List[Job]:
             )
     if "detection" in parts:
         jobs += detection_jobs(args, py, old_py, notes)
+    if "collection" in parts:
+        cmd = [py, str(HERE / "collection.py"), "--world-size", "2", *(["--quick", "--iters", "1"] if quick else [])]
+        jobs.append(Job("collection", "collection torch_cpu ws=2", cmd, 600))
     if "startup" in parts:
         jobs.append(Job("startup", "start-up", [py, str(HERE / "startup.py"), "--reps", "3" if quick else "9"], 600))
     if "codec" in parts:

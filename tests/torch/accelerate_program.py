@@ -4,8 +4,9 @@ Usage: ``accelerate launch --cpu --num_processes N accelerate_program.py OUT_DIR
 whole batches round-robin and pads the last round by wrapping to the dataset's start, so ``size=``
 cannot drop the padding exactly; ``indices=`` can. Each rank writes ``OUT_DIR/rank<R>.json``: the
 metrics computed with ``indices=`` (Accuracy on the state path, AveragePrecision per sample), Accuracy
-computed with ``size=`` and the ShardingWarnings it raised, the backend picked, and the single-process
-results over the whole dataset.
+computed with ``size=`` and the ShardingWarnings it raised, the backend picked, the same two metrics
+in one ``MetricCollection`` (each fed its own inputs, one exchange), and the single-process results over
+the whole dataset. The indices come from the accelerate adapter's ``IndexedDataset``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import torch
 from accelerate import Accelerator
 from torch.utils.data import DataLoader, TensorDataset
 
-from mmeval import Accuracy, AveragePrecision
+from mmeval import Accuracy, AveragePrecision, MetricCollection
+from mmeval.core.hooks import enable_comm_stats
 from mmeval.core.sample_index import ShardingWarning
+from mmeval.integrations.accelerate import IndexedDataset, backend_for
 
 N = 1003
 
@@ -41,21 +44,30 @@ def main(out_dir: str) -> None:
     ml_labels = (rng.random((N, 4)) < 0.3).astype(np.int64)
     ml_labels[np.arange(N), rng.integers(0, 4, N)] = 1  # every sample has a positive label
     data = TensorDataset(
-        torch.arange(N),
         torch.from_numpy(scores),
         torch.from_numpy(labels),
         torch.from_numpy(ml_scores),
         torch.from_numpy(ml_labels),
     )
-    loader = accelerator.prepare(DataLoader(data, batch_size=16, shuffle=True))
+    loader = accelerator.prepare(DataLoader(IndexedDataset(data), batch_size=16, shuffle=True))
 
     acc, ap, acc_sized = Accuracy(topk=(1, 3)), AveragePrecision(), Accuracy(topk=(1, 3))
+    backend = backend_for(accelerator)
+    both = MetricCollection(
+        {"acc": Accuracy(topk=(1, 3), dist_backend=backend), "ap": AveragePrecision(dist_backend=backend)}
+    )
     seen = 0
-    for idx, s, lab, ms, ml in loader:
+    for idx, (s, lab, ms, ml) in loader:
         acc.add(s, lab, indices=idx)
         ap.add(ms, ml, indices=idx)
         acc_sized.add(s, lab)
+        both["acc"].add(s, lab, indices=idx)
+        both["ap"].add(ms, ml, indices=idx)
         seen += len(idx)
+    stats = enable_comm_stats(print_at_exit=False)
+    stats.reset()
+    together = both.compute()
+    collection_calls = stats.calls
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         sized = acc_sized.compute(size=N)
@@ -66,6 +78,8 @@ def main(out_dir: str) -> None:
         "accuracy": acc.compute(),
         "average_precision": ap.compute(),
         "accuracy_sized": sized,
+        "collection": together,
+        "collection_calls": collection_calls,
         "sharding_warnings": [str(w.message) for w in record if issubclass(w.category, ShardingWarning)],
         "expected": {
             "accuracy": Accuracy(topk=(1, 3))(scores, labels),

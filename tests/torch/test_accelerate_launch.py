@@ -3,7 +3,9 @@
 Accelerate shards a DataLoader by whole batches dealt round-robin and pads the last round by wrapping
 to the dataset's start (1003 samples in batches of 16 on 3 ranks: 1008 seen). With ``indices=`` every
 metric must equal the single-process result (Accuracy on the state path, AveragePrecision per sample);
-with ``size=`` only, the answer is wrong and every rank must get a ShardingWarning saying so.
+with ``size=`` only, the answer is wrong and every rank must get a ShardingWarning saying so. The indices
+come from mmeval.integrations.accelerate's IndexedDataset; the two metrics in one MetricCollection give
+the same results in one exchange.
 
 ``--multi_gpu`` is accelerate's launcher over ``torch.distributed.run`` (its ``--cpu`` flag starts one
 process unless MPI is configured); the program's ``Accelerator(cpu=True)`` keeps the ranks on the CPU,
@@ -72,6 +74,15 @@ def test_indices_give_the_single_process_result(reports: List[Dict[str, Any]]) -
     for r in reports:
         assert r["accuracy"] == r["expected"]["accuracy"]
         assert r["average_precision"] == r["expected"]["average_precision"]
+
+
+def test_a_collection_fed_by_index_gives_each_result_in_one_exchange(reports: List[Dict[str, Any]]) -> None:
+    for r in reports:
+        want = {f"acc/{k}": v for k, v in r["expected"]["accuracy"].items()}
+        want.update({f"ap/{k}": v for k, v in r["expected"]["average_precision"].items()})
+        assert r["collection"] == want
+        # the layouts, one deduplication of the shared indices, the state's reduction, the gather, the reply
+        assert r["collection_calls"] == 5
 
 
 def test_size_alone_is_wrong_and_warns_on_every_rank(reports: List[Dict[str, Any]]) -> None:

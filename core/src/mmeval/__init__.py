@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from typing import Any, List
 
     from . import core, metrics
+    from .collection import MetricCollection
     from .core import BaseMetric
     from .metrics import Accuracy, AveragePrecision, MeanIoU, MultiLabelMetric, SingleLabelMetric, VOCMeanAP
 
@@ -26,6 +27,7 @@ __all__ = [
     "core",
     "metrics",
     "BaseMetric",
+    "MetricCollection",
     "Accuracy",
     "MeanIoU",
     "VOCMeanAP",
@@ -38,6 +40,7 @@ _LAZY = {
     "core": ("mmeval.core", None),
     "metrics": ("mmeval.metrics", None),
     "BaseMetric": ("mmeval.core.base_metric", "BaseMetric"),
+    "MetricCollection": ("mmeval.collection", "MetricCollection"),
     "Accuracy": ("mmeval.metrics.accuracy", "Accuracy"),
     "MeanIoU": ("mmeval.metrics.mean_iou", "MeanIoU"),
     "SingleLabelMetric": ("mmeval.metrics.single_label", "SingleLabelMetric"),

@@ -418,13 +418,7 @@ class BaseMetric(metaclass=ABCMeta):
         launcher's variables say several processes run (``RuntimeError``).
         """
         backend = self.dist_comm
-        check_runtime(self, backend)
-        _coverage.start(self)
-        try:
-            self._summarize_pending()
-        except Exception as exc:  # every rank must hear of it: a refusal (below) reaches them all
-            self._kept.refusals.append(f"summarizing the samples added on this rank failed: {exc!r}")
-        refused = refusal(self, size, backend)
+        refused = self._refusal(size, backend)
         if not backend.is_initialized or backend.world_size == 1:
             if refused is not None:
                 raise ValueError(refused)
@@ -453,6 +447,19 @@ class BaseMetric(metaclass=ABCMeta):
             owners = world_owners([x[3] if len(x) > 3 else None for x in layout], backend.world_size)
             return partitioned_compute(self, backend, question, [int(x[0]) for x in layout], keep, indices, owners)
         return gather_and_compute(self, backend, question, size, keep, indices)
+
+    def _refusal(self, size: Any, backend: BaseDistBackend) -> Optional[str]:
+        """Why this rank cannot take part in ``compute(size)`` on ``backend`` (``None``: it can), once summarized.
+
+        Raises at once (see :func:`~mmeval.core.sync.refusals.check_runtime`) when the named backend is not running.
+        """
+        check_runtime(self, backend)
+        _coverage.start(self)
+        try:
+            self._summarize_pending()
+        except Exception as exc:  # every rank must hear of it: a refusal reaches them all
+            self._kept.refusals.append(f"summarizing the samples added on this rank failed: {exc!r}")
+        return refusal(self, size, backend)
 
     def _compute_here(self, size: Optional[int]) -> Dict[str, Any]:
         """:meth:`compute` in one process: duplicates of an index dropped (results in index order), or ``size``."""

@@ -1,7 +1,7 @@
 """COCODetection's summaries split by category owner and joined again on the owning rank.
 
 Across ranks, rank ``r`` accumulates the categories ``k`` with ``owners[k] ==
-r`` (:mod:`mmeval.core.partitioned` deals them by the world's detections per
+r`` (:mod:`mmeval.core.sync.partitioned` deals them by the world's detections per
 category; ``k % world_size`` without that): :func:`split_summaries` makes,
 from a rank's packed image summaries, one part per rank; :func:`join_parts`
 joins the parts every rank sent one rank, the images in ranking order, and

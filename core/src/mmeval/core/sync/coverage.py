@@ -5,7 +5,7 @@ question every rank must agree on); after :meth:`~mmeval.core.BaseMetric.compute
 every rank holds the same :class:`CoverageReport` in ``metric.coverage_report``.
 
 What it costs is the exchange ``compute()`` already makes to decide which
-samples count (:func:`mmeval.core.ordering.owned_positions`), no other collective:
+samples count (:func:`mmeval.core.sync.ordering.owned_positions`), no other collective:
 
 - with ``add(..., indices=)`` and dense indices (the largest below ``2 n +
   1024`` for ``n`` samples in the world), the owner array's ``all_reduce(min)``
@@ -151,7 +151,7 @@ def owned_with_report(
     dense: bool,
     size: Optional[int],
 ) -> Tuple[np.ndarray, CoverageReport]:
-    """:func:`~mmeval.core.ordering.owned_positions`' exchange with the coverage riding in it.
+    """:func:`~mmeval.core.sync.ordering.owned_positions`' exchange with the coverage riding in it.
 
     ``first``: the positions of this rank's first occurrence of each index;
     ``dense``: the owner-array path (else the all-gather of distinct indices).

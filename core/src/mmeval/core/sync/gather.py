@@ -39,8 +39,11 @@ __all__ = [
     "broadcast_failure",
     "collect",
     "gather_and_compute",
+    "gather_to_rank0",
     "pack_exception",
     "plain_data_only",
+    "results_in_order",
+    "sent_results",
     "truncate",
     "unpack_exception",
     "warn_short",
@@ -268,12 +271,30 @@ def gather_and_compute(
     indices: Optional[np.ndarray],
 ) -> Dict[str, Any]:
     """The per-sample path: what this rank keeps goes to rank 0, which computes and broadcasts the result."""
+    plain = plain_data_only(backend)
+    payload, own = sent_results(metric, backend, keep, indices)
+    gathered = gather_to_rank0(backend, question, payload)
+    box: List[List[Any]] = [gathered] if gathered is not None else []
+    del gathered
+
+    def compute() -> Dict[str, Any]:
+        return metric.compute_metric(results_in_order(metric, box, own, plain, keep, indices, size))
+
+    return answered_by_rank0(backend, metric.name, plain, compute)
+
+
+def sent_results(
+    metric: "PerSampleMetric", backend: BaseDistBackend, keep: Optional[np.ndarray], indices: Optional[np.ndarray]
+) -> Tuple[Any, bool]:
+    """What this rank sends rank 0 for ``metric``'s per-sample path, and whether rank 0 keeps its own out (``own``).
+
+    With ``own`` the payload is ``None``: rank 0's array results go straight from its batches to their
+    places in the output (see :func:`results_in_order`), with no serialized copy of them.
+    """
     computes = backend.rank == 0
     # the safe codec moves plain data only: array results travel as a plain dict, and an error
     # report's pickled exception is never unpickled (a hostile rank 0 could run code with it)
     plain = plain_data_only(backend)
-    # rank 0 keeps its own array results out of the gather (no serialized copy of them): they go
-    # straight from its batches to their places in the output (see _assemble)
     own = computes and sendable_batches(metric._kept.batches)
     local: Any
     if own:
@@ -288,25 +309,25 @@ def gather_and_compute(
         local = ArrayBatches(metric._kept.batches)
     if plain and isinstance(local, ArrayResults):
         local = dict(local)
-    payload = local if indices is None or own else (local, indices if keep is None else indices[keep])
+    return (local if indices is None or own else (local, indices if keep is None else indices[keep])), own
+
+
+def gather_to_rank0(backend: BaseDistBackend, question: Dict[str, Any], payload: Any) -> Optional[List[Any]]:
+    """Every rank's ``payload`` on rank 0 (``None`` elsewhere), asking ``question``; the reply comes next.
+
+    A failure of rank 0 alone (e.g. it could not decode a peer's results) is
+    told to the others, who would otherwise wait in the reply
+    (:func:`answered_by_rank0`) for the whole timeout.
+    """
     try:
         with asking(question):
-            gathered = backend.gather_object(payload, dst=0)
+            return backend.gather_object(payload, dst=0)
     except SHARED_FAILURES:
         raise  # every rank of the group raises these together
     except Exception as exc:
-        # a failure of this rank alone (e.g. rank 0 could not decode a peer's results): tell the
-        # others, who would otherwise wait in the broadcast below for the whole timeout
-        if computes:
+        if backend.rank == 0:
             broadcast_failure(backend, exc)
         raise
-    box: List[List[Any]] = [gathered] if gathered is not None else []
-    del gathered
-
-    def compute() -> Dict[str, Any]:
-        return metric.compute_metric(_results_in_order(metric, box, own, plain, keep, indices, size))
-
-    return answered_by_rank0(backend, metric.name, plain, compute)
 
 
 def answered_by_rank0(
@@ -327,7 +348,7 @@ def answered_by_rank0(
     return value  # type: ignore[no-any-return]
 
 
-def _results_in_order(
+def results_in_order(
     metric: "PerSampleMetric",
     box: List[List[Any]],
     own: bool,
