@@ -82,7 +82,7 @@ def test_distribution_metadata() -> None:
     dist = metadata.distribution("mmeval-mpi4py")
     assert dist.version == "0.1.0"
     requires = [r.replace(" ", "") for r in dist.requires or []]
-    assert any(r.startswith("mmeval-core") and ">=0.1" in r and "<0.2" in r for r in requires), requires
+    assert any(r.startswith("mmeval-core") and ">=0.3" in r and "<0.4" in r for r in requires), requires
     assert any(r.startswith("mpi4py>=3.1") for r in requires), requires
     assert any(r.startswith("mpich") and 'extra=="mpich"' in r for r in requires), requires
     eps = [ep for ep in dist.entry_points if ep.group == "mmeval.dist_backends"]

@@ -33,7 +33,7 @@ def test_backends_table():
     assert f"mmeval-core {mmeval.__version__};" in out and "plugin API" not in out
     lines = {line.split()[0]: line for line in out.splitlines() if line and not line.startswith((" ", "-"))}
     assert "ok" in lines["star"] and "mmeval-fixture-plugin 1.2.3" in lines["star"]
-    assert "mmeval-core<0.2,>=0.1" in lines["star"]
+    assert "mmeval-core<0.4,>=0.3" in lines["star"]
     assert "conflict" in lines["twin"] and "mmeval-fixture-rival" in lines["twin"]
     assert "invalid" in lines["Star-Invalid"]
 

@@ -302,5 +302,5 @@ def test_core_requirement_check():
     assert satisfies("0.1.0.post1", "mmeval-core>=0.1.0")
     assert not satisfies("0.1.0+local", "mmeval-core!=0.1.0")
     infos = {i.name: i for i in dist.backend_infos()}
-    assert infos["star"].core_requirement == "mmeval-core<0.2,>=0.1"
+    assert infos["star"].core_requirement == "mmeval-core<0.4,>=0.3"
     assert infos["star"].status == "ok"
