@@ -1,0 +1,206 @@
+"""Every case of the shared metric table, at world sizes 1-4 under every sharding, compared bit for bit with
+one process (issue 32 item 6); writes the docs table.
+
+Usage (from the repository root, with the core and scikit-learn installed)::
+
+    python tools/bitwise_table.py                      # print the table (markdown)
+    python tools/bitwise_table.py --write docs/bitwise.md --json out.json
+    python tools/bitwise_table.py --world-sizes 2 3 --cases MeanSquaredError Perplexity
+
+Each world size runs as real processes over the in-tree test backend (tests/core/hub_backend.py, a
+TCP hub), one launch per world size running every case. The reference is one process
+(``dist_backend="non_dist"``) given every sample in dataset order, batches of
+``metric_cases.BATCH``. Shardings: ``padded``, ``uneven``, ``cat``, ``indices`` (those of
+tests/metric_cases.py: padded ``DistributedSampler`` with ``compute(size=n)``, uneven round robin,
+contiguous blocks, shuffled with duplicates through ``add(..., indices=)``) and ``shuffled``
+(``DistributedSampler(shuffle=True)``: a seeded permutation padded by wrapping, dealt round robin,
+``compute(size=n)``). A result is *bit-identical* when every float in it has the same bits
+(``float64`` or the result's own dtype) and everything else is equal; otherwise the cell names the
+shardings that differ and the largest distance in units in the last place (ulp).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+import time
+import warnings
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for _p in (os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "core")):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+import metric_cases  # noqa: E402
+
+SHARDINGS = metric_cases.SHARDINGS + ("shuffled",)
+WORLD_SIZES = (1, 2, 3, 4)
+
+
+def _ulps(a: float, b: float) -> float:
+    """Distance of two float64s in units in the last place (inf when one is NaN and the other not)."""
+    if math.isnan(a) or math.isnan(b):
+        return 0.0 if math.isnan(a) and math.isnan(b) else math.inf
+
+    def key(x: float) -> int:
+        i: int = struct.unpack("<q", struct.pack("<d", x))[0]
+        return i if i >= 0 else -(i & 0x7FFFFFFFFFFFFFFF)
+
+    return float(abs(key(a) - key(b)))
+
+
+def bit_distance(got: Any, want: Any) -> float:
+    """0 when ``got`` and ``want`` are the same to the bit (through dicts, lists, tuples and arrays); else the
+    largest float distance in ulp, or ``inf`` when they differ otherwise (keys, lengths, dtypes, integers)."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict) or list(got) != list(want):
+            return math.inf
+        return max([bit_distance(got[k], want[k]) for k in want], default=0.0)
+    if isinstance(want, (list, tuple)):
+        if not isinstance(got, (list, tuple)) or len(got) != len(want):
+            return math.inf
+        return max([bit_distance(g, w) for g, w in zip(got, want)], default=0.0)
+    if isinstance(want, str) or isinstance(got, str):
+        return 0.0 if got == want else math.inf
+    g, w = np.asarray(got), np.asarray(want)
+    if g.shape != w.shape or g.dtype != w.dtype:
+        return math.inf
+    if w.dtype.kind != "f":
+        return 0.0 if np.array_equal(g, w) else math.inf
+    if g.tobytes() == w.tobytes():
+        return 0.0
+    pairs = zip(g.astype(np.float64).ravel().tolist(), w.astype(np.float64).ravel().tolist())
+    return max(max((_ulps(a, b) for a, b in pairs), default=0.0), 0.5)  # same value, other bits (-0.0): 0.5
+
+
+def shuffled_order(n: int, ws: int, seed: int = 32) -> List[int]:
+    """``DistributedSampler(shuffle=True)``'s order: a seeded permutation, padded by wrapping to a multiple of ws."""
+    order = [int(i) for i in np.random.default_rng(seed + ws).permutation(n)]
+    return order + order[: -n % ws]
+
+
+def rank_body(backend: Any, payload: Dict[str, Dict[str, Any]]) -> Dict[str, float]:
+    """Every case under every sharding on this rank: ``{"case/sharding": bit distance}`` (-1: raised)."""
+    warnings.simplefilter("ignore")  # the uneven shardings' ShardingWarning, on purpose here
+    out: Dict[str, float] = {}
+    for name, case in payload.items():
+        cls = metric_cases.metric_class(case["metric"])
+
+        def make(_cls: Any = cls, _kw: Dict[str, Any] = case["kwargs"], **kwargs: Any) -> Any:
+            return _cls(**_kw, **kwargs)
+
+        inputs, n = case["inputs"], case["n"]
+        try:
+            results = metric_cases.shard_results(backend, make, inputs, n)
+            metric = make(dist_backend=backend)
+            order = shuffled_order(n, backend.world_size)
+            metric_cases.feed(metric, inputs, order[backend.rank :: backend.world_size])
+            results["shuffled"] = metric.compute(size=n)
+        except Exception:  # the table says "raised"
+            out.update({f"{name}/{s}": -1.0 for s in SHARDINGS})
+            continue
+        for sharding in SHARDINGS:
+            out[f"{name}/{sharding}"] = bit_distance(results[sharding], case["want"])
+    return out
+
+
+def run_world(world_size: int, payload: Dict[str, Dict[str, Any]], timeout: float) -> Dict[str, float]:
+    """Every rank's distances at ``world_size``, the largest over the ranks for each case and sharding."""
+    from hub_backend import run_ranks
+
+    out = run_ranks(rank_body, world_size, payload, timeout=timeout)
+    merged: Dict[str, float] = {}
+    for rank in range(world_size):
+        status, value = out[rank]
+        if status != "ok":
+            raise RuntimeError(f"world size {world_size}, rank {rank}: {value}")
+        for key, d in value.items():
+            merged[key] = -1.0 if d < 0 or merged.get(key, 0.0) < 0 else max(merged.get(key, 0.0), d)
+    return merged
+
+
+def cell(distances: Dict[str, float], case: str) -> str:
+    """One table cell: ``same`` or the shardings that differ, with their largest distance."""
+    parts = []
+    for s in SHARDINGS:
+        d = distances[f"{case}/{s}"]
+        if d < 0:
+            parts.append(f"{s}: raised")
+        elif d:
+            parts.append(f"{s}: {'differs' if math.isinf(d) else f'{d:g} ulp'}")
+    return "same" if not parts else ", ".join(parts)
+
+
+def table(by_ws: Dict[int, Dict[str, float]], cases: Sequence[str]) -> Tuple[str, int, int]:
+    """The markdown table, the number of (case, world size, sharding) runs and how many are bit-identical."""
+    sizes = sorted(by_ws)
+    lines = ["| case | " + " | ".join(f"{ws} rank{'s' if ws > 1 else ''}" for ws in sizes) + " |"]
+    lines.append("| --- |" + " --- |" * len(sizes))
+    total = same = 0
+    for case in cases:
+        lines.append(f"| {case} | " + " | ".join(cell(by_ws[ws], case) for ws in sizes) + " |")
+        for ws in sizes:
+            for s in SHARDINGS:
+                total += 1
+                same += by_ws[ws][f"{case}/{s}"] == 0
+    return "\n".join(lines), total, same
+
+
+HEADER = """# Bit for bit at any world size
+
+Generated by `python tools/bitwise_table.py --write docs/bitwise.md` (do not edit by hand). Every case of
+the shared metric table (`tests/metric_cases*.py`), run at world sizes 1-4 as real processes (the in-tree
+TCP hub backend) under five shardings -- `padded` (`DistributedSampler`, `compute(size=n)`), `uneven`
+(round robin, no padding), `cat` (contiguous blocks), `indices` (shuffled, duplicates, `add(...,
+indices=)`), `shuffled` (`DistributedSampler(shuffle=True)`, `compute(size=n)`) -- and compared bit for
+bit with one process given every sample in dataset order. `same`: all five shardings give the
+one-process bits; otherwise the shardings that differ and by how many units in the last place.
+
+Why it holds: a per-sample metric computes on rank 0 over the samples in dataset order, and a state
+metric's float sums are declared `exact_sum` (`mmeval.core.exact_sum`): each rank keeps the exact sum
+of its rows as integer limbs, the ranks add the limbs with the same integer `all_reduce` as the counts,
+and the total is rounded to float64 once -- the correctly rounded sum, whatever the partition or order.
+"""
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--world-sizes", type=int, nargs="+", default=list(WORLD_SIZES))
+    parser.add_argument("--cases", nargs="+", help="only these cases (default: every case of the table)")
+    parser.add_argument("--write", help="write the docs page here")
+    parser.add_argument("--json", help="write every distance here")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds one world size may take")
+    args = parser.parse_args(argv)
+    payload = metric_cases.build_payload()
+    if args.cases:
+        unknown = sorted(set(args.cases) - set(payload))
+        if unknown:
+            parser.error(f"unknown cases {unknown}; the table has {list(payload)}")
+        payload = {k: v for k, v in payload.items() if k in args.cases}
+    by_ws: Dict[int, Dict[str, float]] = {}
+    for ws in args.world_sizes:
+        t0 = time.perf_counter()
+        by_ws[ws] = run_world(ws, payload, args.timeout)
+        print(f"world size {ws}: {time.perf_counter() - t0:.0f}s", file=sys.stderr)
+    text, total, same = table(by_ws, list(payload))
+    summary = f"{same} of {total} runs bit-identical ({len(payload)} cases x {len(by_ws)} world sizes"
+    summary += f" x {len(SHARDINGS)} shardings)."
+    print(text + "\n\n" + summary)
+    if args.write:
+        with open(args.write, "w") as f:
+            f.write(HEADER + "\n" + text + "\n\n" + summary + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({str(ws): d for ws, d in by_ws.items()}, f, indent=1, sort_keys=True)
+    return 0 if same == total else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
