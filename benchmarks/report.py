@@ -445,6 +445,22 @@ def catalogue_table(result: Dict[str, Any]) -> List[str]:
     return table(["case", "kind", "where", "n", "sent at n", "compute ms at n", "sent at 4n", "compute ms at 4n"], rows)
 
 
+def exactsum_table(result: Dict[str, Any]) -> List[str]:
+    """Each float-state metric: bytes sent per rank and compute() time, its sums plain and exact, at n and 4 n."""
+    rows = []
+    for rec in sorted(records(result, "exactsum"), key=lambda r: (r["backend"], r["ws"])):
+        cells = [rec["case"], f"{rec['backend']} ws={rec['ws']}", str(rec["n"])]
+        for scale in ("x1", "x4"):
+            plain, exact = rec[f"plain_{scale}"], rec[f"exact_{scale}"]
+            cells += [fmt_bytes(max(plain["sent_bytes_per_rank"])), fmt_bytes(max(exact["sent_bytes_per_rank"]))]
+            cells += [fmt_ms(plain["compute_s"]), fmt_ms(exact["compute_s"])]
+        rows.append(cells)
+    heads = ["case", "where", "n"]
+    for at in ("n", "4n"):
+        heads += [f"sent plain ({at})", f"sent exact ({at})", f"compute ms plain ({at})", f"compute ms exact ({at})"]
+    return table(heads, rows)
+
+
 #: The pycocotools stats a detection result may differ from (|diff|), issue 21's bound of "equal".
 DETECTION_EXACT = 1e-12
 
@@ -1129,6 +1145,15 @@ def render(result: Dict[str, Any], out_dir: Path) -> str:
             "",
             *cat,
         ]
+    exact = exactsum_table(result)
+    if len(exact) > 2:
+        blurb = (
+            "`benchmarks/exact_sums.py` (issue 32): every case of the table whose metric declares an `exact_sum` "
+            "statistic, as shipped (exact: int64 limbs, the same bits at any world size, see docs/bitwise.md) and "
+            "with the same statistics re-declared plain float64 sums (the state before), side by side in one run, "
+            "measured as in the catalogue above."
+        )
+        lines += ["", "## Exact float sums", "", blurb, "", *exact]
     det = detection_table(result)
     if len(det) > 2:
         lines += [
