@@ -183,3 +183,17 @@ def test_a_state_without_its_accumulator_counts_its_value_once() -> None:
     other = reduce_rows(SPECS, {"s": np.array([[0.2, -0.0]]), "n": np.ones(1, dtype=np.int64)})
     got = combine(SPECS, mine, other)
     assert got["s"].tobytes() == np.array([reference([0.1, 0.2]), -0.0]).tobytes()
+
+
+@PROPERTY
+@given(st.lists(st.one_of(finite, extreme, st.sampled_from([math.inf, -math.inf, math.nan])), max_size=40))
+def test_python_and_numpy_digits_agree(values: List[float]) -> None:
+    """accumulate() sums a few values as Python ints and more as numpy digits: the same accumulator either way."""
+    rows = np.array(values, dtype=np.float64).reshape(-1, 2) if len(values) % 2 == 0 else np.array(values)
+    small = exact_sum.normalised(exact_sum.accumulate(rows))
+    saved, exact_sum._SMALL = exact_sum._SMALL, -1
+    try:
+        vectorised = exact_sum.normalised(exact_sum.accumulate(rows))
+    finally:
+        exact_sum._SMALL = saved
+    assert np.array_equal(small, vectorised)
