@@ -1148,7 +1148,7 @@ def render(result: Dict[str, Any], out_dir: Path) -> str:
     exact = exactsum_table(result)
     if len(exact) > 2:
         blurb = (
-            "`benchmarks/exact_sums.py` (issue 32): every case of the table whose metric declares an `exact_sum` "
+            "`benchmarks/exact_sums.py`: every case of the table whose metric declares an `exact_sum` "
             "statistic, as shipped (exact: int64 limbs, the same bits at any world size, see docs/bitwise.md) and "
             "with the same statistics re-declared plain float64 sums (the state before), side by side in one run, "
             "measured as in the catalogue above."
