@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 import warnings
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -46,8 +46,16 @@ def _cases(path: str) -> Dict[str, Dict[str, Any]]:
         return pickle.load(f)  # type: ignore[no-any-return]
 
 
-def _measure(comm: Comm, backend: str, case: Dict[str, Any], scale: int, iters: int) -> Dict[str, Any]:
-    """Bytes sent and compute() time of one case at ``scale`` times its samples, on this rank."""
+def _measure(
+    comm: Comm,
+    backend: str,
+    case: Dict[str, Any],
+    scale: int,
+    iters: int,
+    prepare: Optional[Callable[[Any], None]] = None,
+) -> Dict[str, Any]:
+    """Bytes sent and compute() time of one case at ``scale`` times its samples, on this rank (``prepare(metric)``,
+    when given, runs on each metric once its samples are added)."""
     if TESTS not in sys.path:
         sys.path.insert(0, TESTS)
     import metric_cases
@@ -60,6 +68,8 @@ def _measure(comm: Comm, backend: str, case: Dict[str, Any], scale: int, iters: 
     def fed() -> Any:
         metric = cls(**case["kwargs"], dist_backend=backend)
         metric_cases.feed(metric, case["inputs"], mine)
+        if prepare is not None:
+            prepare(metric)
         return metric
 
     metric = fed()
@@ -117,28 +127,49 @@ def run_rank(comm: Comm, args: argparse.Namespace, backend: str) -> List[Dict[st
     return records
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def cases_parser(doc: str, iters: int) -> argparse.ArgumentParser:
+    """The options of a script that measures cases of the table on ranks (this one, ``exact_sums.py``)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--backend", choices=("torch_cpu", "mpi4py"), default="torch_cpu")
     parser.add_argument("--world-size", type=int, default=2)
-    parser.add_argument("--iters", type=int, default=3)
-    parser.add_argument("--payload", default=None, help="the table's cases, pickled (built here when not given)")
+    parser.add_argument("--iters", type=int, default=iters)
+    parser.add_argument("--payload", default=None, help="the cases, pickled (built here when not given)")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
-    if args.payload is None:  # built once here, read by every rank (scikit-learn needed here only)
-        sys.path.insert(0, TESTS)
-        import metric_cases
+    return parser
 
-        fd, args.payload = tempfile.mkstemp(prefix="mmeval-catalogue-", suffix=".pkl")
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(metric_cases.all_cases(), f, protocol=pickle.HIGHEST_PROTOCOL)
-        argv = [*(argv if argv is not None else sys.argv[1:]), "--payload", args.payload]
-        try:
-            return launch(__file__, args, argv, run_rank)
-        finally:
-            os.unlink(args.payload)
-    return launch(__file__, args, argv, run_rank)
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = cases_parser(__doc__, 3).parse_args(argv)
+    return launch_with_cases(__file__, args, argv, run_rank, _all_cases)
+
+
+def _all_cases() -> Dict[str, Dict[str, Any]]:
+    sys.path.insert(0, TESTS)
+    import metric_cases
+
+    return metric_cases.all_cases()  # type: ignore[no-any-return]
+
+
+def launch_with_cases(
+    script: str,
+    args: argparse.Namespace,
+    argv: Optional[List[str]],
+    work: Any,
+    cases: Callable[[], Dict[str, Dict[str, Any]]],
+) -> int:
+    """:func:`compute.launch` of ``work``, the ranks reading ``args.payload``: when not given, ``cases()``
+    pickled here once (scikit-learn needed here only) and passed on as ``--payload``."""
+    if args.payload is not None:
+        return launch(script, args, argv, work)
+    fd, args.payload = tempfile.mkstemp(prefix="mmeval-cases-", suffix=".pkl")
+    with os.fdopen(fd, "wb") as f:
+        pickle.dump(cases(), f, protocol=pickle.HIGHEST_PROTOCOL)
+    argv = [*(argv if argv is not None else sys.argv[1:]), "--payload", args.payload]
+    try:
+        return launch(script, args, argv, work)
+    finally:
+        os.unlink(args.payload)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ new memory), ``floor`` the same into a buffer preallocated once; ratios are
 ``method / raw``, with ``method / floor`` beside them.
 
 Each benchmark family renders its own section from its own module (``report_collectives``,
-``report_compute``, ``report_catalogue``, ``report_detection``, ``report_startup``,
+``report_compute``, ``report_catalogue``, ``report_exactsum``, ``report_detection``, ``report_startup``,
 ``report_collection``, ``report_codec``; ``report_metrics`` has targets only); shared helpers are in ``report_common``.
 This module puts the document together: the header, every family's targets in one table, the
 sections in order, the scaling plot.
@@ -30,6 +30,7 @@ import report_collection
 import report_collectives
 import report_compute
 import report_detection
+import report_exactsum
 import report_startup
 from report_catalogue import catalogue_table, catalogue_targets
 from report_common import (
@@ -67,6 +68,7 @@ FAMILIES = (
     report_collectives,
     report_compute,
     report_catalogue,
+    report_exactsum,
     report_detection,
     report_collection,
     report_startup,

@@ -21,6 +21,8 @@ out is reported as such; the others still run):
   path, a per-sample metric's peak memory on rank 0) on torch_cpu and mpi4py at world sizes 2 and 4;
 * ``catalogue`` -- ``catalogue.py``: every metric of the shared test table (MMEval 0.2.1's catalogue):
   bytes sent per rank and ``compute()`` time at n and 4 n samples, on torch_cpu (and mpi4py) at world size 2;
+* ``exactsum`` -- ``exact_sums.py``: issue 32's figures (the float-state metrics with their sums exact and
+  plain, side by side: bytes sent by ``compute()`` and its time) on torch_cpu at world size 2;
 * ``detection`` -- ``detection.py``: issue 21's figures (COCO mAP on synthetic COCO-like data): pycocotools,
   faster-coco-eval and ours in one process; ours on torch_cpu at world sizes 2 and 3 and on mpi4py at 2,
   torchmetrics' ``MeanAveragePrecision`` at 2, MMEval 0.2.1's ``COCODetection`` at 2 (its own venv);
@@ -61,6 +63,7 @@ PARTS = (
     "compute",
     "metrics",
     "catalogue",
+    "exactsum",
     "detection",
     "collection",
     "startup",
@@ -363,6 +366,9 @@ def plan(args: argparse.Namespace, notes: List[str]) -> List[Job]:
                     900,
                 )
             )
+    if "exactsum" in parts:
+        cmd = [py, str(HERE / "exact_sums.py"), "--backend", "torch_cpu", "--world-size", "2"]
+        jobs.append(Job("exactsum", "exact float sums torch_cpu ws=2", cmd + ["--iters", "1" if quick else "5"], 600))
     if "detection" in parts:
         jobs += detection_jobs(args, py, old_py, notes)
     if "collection" in parts:

@@ -10,6 +10,7 @@ BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import report  # noqa: E402
+import report_exactsum  # noqa: E402
 
 
 def _rec(case: str, kind: str, sent_1: float, sent_4: Any) -> Dict[str, Any]:
@@ -62,3 +63,20 @@ def test_the_table_lists_every_case_and_a_refusal() -> None:
     body = "\n".join(lines)
     assert "| Accuracy | state | torch_cpu ws=2 | 61 | 4.0 KB |" in body
     assert "| AVAMeanAP | per-sample |" in body and "refused" in body
+
+
+def test_the_exact_sum_table_puts_plain_and_exact_side_by_side() -> None:
+    """Issue 32: each float-state case's bytes and compute() time, plain float sums then exact sums."""
+
+    def measured(sent: float, seconds: float) -> Dict[str, Any]:
+        return {"sent_bytes_per_rank": [sent, sent], "compute_s": seconds, "collectives": 1}
+
+    rec = {"kind": "exactsum", "case": "MeanSquaredError", "backend": "torch_cpu", "ws": 2, "n": 41}
+    rec.update({"plain_x1": measured(12288, 0.02), "exact_x1": measured(4096, 0.01)})
+    rec.update({"plain_x4": measured(12288, 0.03), "exact_x4": measured(4096, 0.015)})
+    lines = report_exactsum.exactsum_table({"runs": [{"records": [rec]}]})
+    assert (
+        lines[2]
+        == "| MeanSquaredError | torch_cpu ws=2 | 41 | 12.0 KB | 4.0 KB | 20.0 | 10.0 | 12.0 KB | 4.0 KB | 30.0 | 15.0 |"
+    )
+    assert report_exactsum.exactsum_table({"runs": []})[2:] == []

@@ -116,8 +116,11 @@ class BaseMetric(metaclass=ABCMeta):
         """Declare one sufficient statistic (call in ``__init__``): the metric becomes a state metric.
 
         ``shape`` is the per-sample (and reduced) shape, ``dtype`` ``'int64'``
-        (exact) or ``'float64'`` (sums exact up to reordering, see
-        :mod:`mmeval.core.state`), ``reduction`` ``'sum'``, ``'min'`` or ``'max'``.
+        (exact) or ``'float64'``, ``reduction`` ``'sum'``, ``'min'`` or ``'max'``,
+        or ``'exact_sum'`` for a float64 sum that is the same to the bit at any
+        world size, under any sharding and in any order (the correctly rounded
+        sum; a plain float64 ``'sum'`` may differ in the last bits, see
+        :mod:`mmeval.core.state`). Declare a float sum ``'exact_sum'``.
         """
         self._state_specs.append(declared(self._state_specs, name, shape, dtype, reduction, self.name))
 
@@ -328,7 +331,9 @@ class BaseMetric(metaclass=ABCMeta):
             rows = rows.take(keep)
         if rows is None or not len(rows):
             return reduce_rows(self._state_specs, None)
-        state = MetricState(self._state_of_rows(rows))
+        reduced = self._state_of_rows(rows)
+        state = MetricState(reduced)
+        state.exact = dict(getattr(reduced, "exact", {}))  # exact_sum statistics keep their exact accumulators
         for spec in self._state_specs:
             state[spec.name] = np.asarray(state[spec.name], dtype=spec.dtype).reshape(spec.shape)
         state.num_samples = len(rows)

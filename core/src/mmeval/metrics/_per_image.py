@@ -1,7 +1,7 @@
 """The shape the image metrics share: one score per image, the result their mean.
 
-:class:`MeanOfImageScores` is a state metric whose only statistic is the float64 sum of the images'
-scores (``compute()`` moves one float whatever the number of images); :class:`ComparedImages` adds
+:class:`MeanOfImageScores` is a state metric whose only statistic is the exact sum of the images'
+scores (``compute()`` moves one fixed-size sum whatever the number of images); :class:`ComparedImages` adds
 the ``crop_border`` / ``input_order`` / ``convert_to`` / ``channel_order`` arguments of MMEval's
 PSNR, SNR and SSIM. Also the argument and input checks they all use.
 """
@@ -121,10 +121,11 @@ class MeanOfImageScores(BaseMetric):
     """A state metric reporting ``{KEY: mean of the images' scores}``.
 
     A subclass computes one score per image in ``add()`` and passes them to
-    :meth:`_add_scores`; the state is their float64 sum (and the image count),
-    so :meth:`~mmeval.core.BaseMetric.compute` moves a few bytes whatever the
-    number of images. The mean equals MMEval's mean of per-image results up to
-    the order of the float additions.
+    :meth:`_add_scores`; the state is their sum, declared ``exact_sum`` (the
+    correctly rounded sum, the same bits at any world size and in any order),
+    and the image count, so :meth:`~mmeval.core.BaseMetric.compute` moves a
+    few hundred bytes whatever the number of images. The mean equals MMEval's
+    mean of per-image results up to the order of MMEval's float additions.
     """
 
     #: the result key
@@ -132,7 +133,7 @@ class MeanOfImageScores(BaseMetric):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._declare_state("score_sum", (), "float64", "sum")
+        self._declare_state("score_sum", (), "float64", "exact_sum")
 
     def _add_scores(self, scores: Sequence[float]) -> None:
         self._add_rows(score_sum=np.asarray(scores, dtype=np.float64).reshape(-1))

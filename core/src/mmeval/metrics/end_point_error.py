@@ -40,8 +40,8 @@ class EndPointError(BaseMetric):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._declare_state("epe_sum", (), "float64", "sum")
-        self._declare_state("valid_pixels", (), "float64", "sum")
+        self._declare_state("epe_sum", (), "float64", "exact_sum")
+        self._declare_state("valid_pixels", (), "float64", "exact_sum")
 
     def add(self, predictions: Any, labels: Any, valid_masks: Any = None) -> None:
         """Add a batch; see the class docstring. Keeps nothing of a batch it refuses."""

@@ -63,7 +63,7 @@ class Perplexity(BaseMetric):
                 )
             labels = sorted({int(v) for v in given})
         self.ignore_labels = labels
-        self._declare_state("nll", (), "float64")
+        self._declare_state("nll", (), "float64", "exact_sum")
         self._declare_state("tokens")
 
     def add(self, predictions: Any, targets: Any) -> None:

@@ -115,7 +115,7 @@ class ROUGE(BaseMetric):
         self.accumulate = accumulate
         self.lowercase = bool(lowercase)
         # per key: the sums over the samples of (F1, precision, recall)
-        self._declare_state("scores", (len(keys), 3), "float64")
+        self._declare_state("scores", (len(keys), 3), "float64", "exact_sum")
 
     def _tokens(self, text: str, tokenize: Tokenizer) -> List[str]:
         if tokenize is str.split:

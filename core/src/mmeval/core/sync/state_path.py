@@ -14,7 +14,7 @@ import numpy as np
 
 from ..dist_backends.base_backend import BaseDistBackend
 from ..dist_backends.transport import asking
-from ..state import pack, unpack
+from ..state import pack, packed_as, packed_width, unpack
 from . import coverage
 from .ordering import check_layout, kept_count, kept_samples, warn_sharding, warn_short
 
@@ -41,8 +41,9 @@ def compute_state(
     """The state path: normally one int64 ``all_reduce`` carrying the layout, the state and the last rows.
 
     The first reduction carries every rank's count, index flag and largest
-    index (in its own slots), the int64 sums over all its rows, and -- when
-    every statistic is an int64 sum and it fits :data:`TAIL_BUDGET` -- its
+    index (in its own slots), the int64 sums over all its rows (an
+    ``exact_sum`` statistic's limbs among them), and -- when every statistic
+    is such an int64 sum and it fits :data:`TAIL_BUDGET` -- its
     last ``world_size - 1`` rows, so that the padding ``size`` cuts (at most
     ``world_size - 1`` samples a rank under ``DistributedSampler``) is
     subtracted without a second round. Otherwise (indices, min / max / float
@@ -51,8 +52,8 @@ def compute_state(
     rank, ws = backend.rank, backend.world_size
     specs = metric._state_specs
     n = metric.num_results
-    sums_only = all((s.dtype, s.reduction) == ("int64", "sum") for s in specs)
-    width = sum(int(np.prod(s.shape, dtype=np.int64)) for s in specs) + 1  # + the sample count
+    sums_only = all(packed_as(s) == ("int64", "sum") for s in specs)  # exact float sums too: int64 limbs
+    width = sum(packed_width(s) for s in specs) + 1  # + the sample count
     tail = ws - 1 if sums_only and ws * (ws - 1) * width * 8 <= TAIL_BUDGET else 0
     head = np.zeros(3 * ws, dtype=np.int64)
     head[[rank, ws + rank, 2 * ws + rank]] = n, FLAGS.index(flag), top

@@ -191,7 +191,7 @@ class KeypointMetric(BaseMetric):
         if self._state_specs or (self._needs_k and self.num_keypoints is None):
             return
         for name, (shape, dtype) in self._state_shapes(self.num_keypoints or 0).items():
-            self._declare_state(name, shape, dtype, "sum")
+            self._declare_state(name, shape, dtype, "exact_sum" if dtype == "float64" else "sum")
 
     # -- to implement ----------------------------------------------------------
 
@@ -333,7 +333,7 @@ class KeypointMetric(BaseMetric):
         # which knows K and this one disagree on the question's num_keypoints (every rank raises, naming it)
         # rather than on which collective to call
         for name, (shape, dtype) in self._state_shapes(0).items():
-            self._declare_state(name, shape, dtype, "sum")
+            self._declare_state(name, shape, dtype, "exact_sum" if dtype == "float64" else "sum")
         try:
             return super().compute(size)
         finally:
