@@ -586,6 +586,7 @@ def _notice_state(comm: Any) -> Tuple[int, Dict[int, Any]]:
 
 def _abort_at_exit() -> None:
     """Make mpi4py call ``MPI_Abort`` instead of ``MPI_Finalize`` when Python exits."""
+    notice.aborting = True
     try:
         from mpi4py.run import set_abort_status
 

@@ -55,6 +55,8 @@ WHY_MAX = 2000
 _lock = threading.Lock()
 #: communicators the backends used, by handle (strong references: a notice goes to every one of them)
 _comms: Dict[int, Any] = {}
+#: set when this process will call ``MPI_Abort`` at exit (a collective failed): no lingering then
+aborting = False
 #: communicators this rank has sent its notice on (one notice per communicator)
 _told: Set[int] = set()
 _state_of: Optional[Callable[[Any], Tuple[int, Dict[int, Any]]]] = None
@@ -140,7 +142,7 @@ def send_notices(why: str, linger: bool = True, comm: Any = None) -> None:
         from mmeval.core.dist_backends import keep_forever
 
         keep_forever((requests, keep))
-    if linger:
+    if linger and not aborting:  # MPI_Abort at exit ends every rank: no notice can reach a finalized one
         _linger(every, state_of, time.monotonic() + LINGER)
 
 
