@@ -217,15 +217,17 @@ def run_program(
     env: Optional[Dict[str, str]] = None,
     launcher_args: Sequence[str] = (),
     count_flag: str = "-n",
+    prefix: Sequence[str] = (),
 ) -> MPIRun:
     """Run ``programs/<program>`` on ``n`` ranks (``n=None``: plain ``python``, no launcher), at most ``timeout`` s.
 
     ``mpiexec`` is the launcher to use (``mpiexec`` or ``mpirun``); ``count_flag`` its
     process-count option. The implementation's own options
     (:attr:`MPIImpl.launcher_args`) come first, then ``launcher_args``.
+    ``prefix`` runs each rank's Python through another program (a shell parent).
     """
     script = str(PROGRAMS / program)
-    cmd = [sys.executable, script, *args]
+    cmd = [*prefix, sys.executable, script, *args]
     if n is not None:
         assert mpiexec is not None
         impl = mpi_implementation(mpiexec)

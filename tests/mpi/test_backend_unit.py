@@ -198,6 +198,7 @@ def test_wait_times_out_and_the_core_keeps_the_buffers() -> None:
     from mmeval.core.dist_backends import transport
 
     b = MPI4PyDist(FakeComm(0, 2, handle=904))
+    b.leave_notice = False  # no probing for leave notices on a fake communicator (tests/mpi/test_leave_notice.py)
     req = FakeRequest(done_after=10**9)
     buf = np.empty(10, np.uint8)
     call = _call(0.3)
@@ -222,13 +223,15 @@ def test_wait_times_out_and_the_core_keeps_the_buffers() -> None:
 def test_a_failed_step_is_reraised_for_the_core_to_poison() -> None:
     b = MPI4PyDist(FakeComm(0, 2, handle=905))
     b.abort_at_exit = False  # (True would make this test process MPI_Abort at exit)
+    b.leave_notice = False  # (no notice sent on a fake communicator)
+    call = _call(5.0)
 
     def boom() -> None:
         raise TimeoutError("late peer")
 
     with pytest.raises(TimeoutError, match="late peer"):
-        b._guarded(boom)
-    assert b._guarded(lambda: 7) == 7
+        b._guarded(call, boom)
+    assert b._guarded(call, lambda: 7) == 7
 
 
 def test_null_and_inter_communicators_are_refused() -> None:

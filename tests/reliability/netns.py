@@ -2,8 +2,9 @@
 
 :class:`TwoHosts` creates namespaces ``mmrel<pid>a`` / ``mmrel<pid>b``, a veth
 pair whose ends are both named :data:`IFNAME` (one in each namespace), and
-the addresses ``10.231.X.1/24`` and ``10.231.X.2/24``, X chosen so that no
-interface or route of the machine uses ``10.231.X.0/24``. Nothing outside the
+the addresses ``198.18.X.1/24`` and ``198.18.X.2/24`` (198.18.0.0/15 is the
+range reserved for benchmarking networks, RFC 2544), X chosen so that no
+interface or route of the machine uses ``198.18.X.0/24``. Nothing outside the
 two namespaces is touched; :meth:`TwoHosts.close` SIGKILLs what still runs in
 them and deletes both (which deletes the veth pair). Every ``ip`` call has a
 timeout.
@@ -48,13 +49,13 @@ def ip(*args: str, check: bool = True) -> str:
 
 
 def free_subnet() -> str:
-    """``10.231.X`` for the first X in 200..254 that no address or route of this machine mentions."""
+    """``198.18.X`` for the first X from 200 + pid % 40 to 254 that no address or route of this machine mentions."""
     used = ip("-o", "addr") + ip("route") + ip("-4", "route", "show", "table", "all", check=False)
     for x in range(200 + os.getpid() % 40, 255):
-        prefix = f"10.231.{x}"
+        prefix = f"198.18.{x}"
         if prefix + "." not in used:
             return prefix
-    raise RuntimeError("no free 10.231.X.0/24 subnet")
+    raise RuntimeError("no free 198.18.X.0/24 subnet")
 
 
 class TwoHosts:
@@ -118,6 +119,18 @@ class TwoHosts:
     def exec_prefix(self, ns: str) -> List[str]:
         """The command prefix that runs a program in namespace ``ns``."""
         return ["ip", "netns", "exec", ns]
+
+    def netem(self, *spec: str) -> None:
+        """Shape both ends of the link with netem (``'delay', '100ms', 'loss', '5%'``), so both directions."""
+        for ns in (self.ns_a, self.ns_b):
+            proc = subprocess.run(
+                ["tc", "-n", ns, "qdisc", "replace", "dev", IFNAME, "root", "netem", *spec],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            if proc.returncode != 0:
+                raise RuntimeError(f"tc netem {' '.join(spec)} failed in {ns}: {proc.stderr.strip()}")
 
     def cut(self) -> None:
         """Take the link down (from host a's side: b's end loses its carrier too)."""

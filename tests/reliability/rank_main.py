@@ -660,13 +660,16 @@ def make_backend(args: argparse.Namespace) -> Any:
 
         from mmeval_torch import TorchCPUDist
 
-        dist.init_process_group(
-            "gloo",
-            init_method=f"tcp://{args.addr}:{args.port}",
-            rank=args.rank,
-            world_size=args.world_size,
-            timeout=timedelta(seconds=args.pg_timeout),
-        )
+        if args.rank < 0:  # under torchrun: RANK, WORLD_SIZE, MASTER_ADDR / MASTER_PORT from its environment
+            dist.init_process_group("gloo", timeout=timedelta(seconds=args.pg_timeout))
+        else:
+            dist.init_process_group(
+                "gloo",
+                init_method=f"tcp://{args.addr}:{args.port}",
+                rank=args.rank,
+                world_size=args.world_size,
+                timeout=timedelta(seconds=args.pg_timeout),
+            )
         return TorchCPUDist(timeout=args.timeout, codec=codec)
     if args.backend == "mpi4py":
         from mmeval_mpi4py import MPI4PyDist
@@ -698,7 +701,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         params[key] = json.loads(value)
     rank = args.rank
     if rank < 0:  # under mpiexec: the launcher's rank, read without initializing MPI
-        rank = int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
+        rank = int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("RANK", "0"))))
     _out_path = os.path.join(args.out, f"rank{rank}.jsonl")
     try:
         backend = make_backend(args)

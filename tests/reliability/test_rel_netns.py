@@ -94,7 +94,7 @@ def test_mpi_across_namespaces(two_hosts: netns.TwoHosts, scratch: Path, figures
     """MPI across the namespaces: Hydra's ``mpiexec`` runs in host a and reaches host b through its ssh launcher.
 
     ``-launcher ssh -launcher-exec SCRIPT`` makes Hydra start host b's proxy
-    with ``SCRIPT -x 10.231.X.2 'hydra_pmi_proxy ...'``; the script runs that in
+    with ``SCRIPT -x 198.18.X.2 'hydra_pmi_proxy ...'``; the script runs that in
     b's namespace (``ip netns exec``). ``-iface`` makes the proxies call back
     over the veth. The ranks use MPICH's ofi netmod with libfabric's tcp
     provider on the veth: the default UCX netmod finds the peer "on the same

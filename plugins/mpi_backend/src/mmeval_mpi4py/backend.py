@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, Optional, Seque
 
 import numpy as np
 
-from mmeval.core.dist_backends import SLOT_SIZE, Call, Frame, FramedDistBackend, native_pairs
+from mmeval.core.dist_backends import SLOT_SIZE, Call, Frame, FramedDistBackend, group_state, native_pairs
 from mmeval.core.dist_backends.plugin_kit import (
     GroupToken,
     blocks_at,
@@ -30,6 +30,7 @@ from mmeval.core.dist_backends.plugin_kit import (
     write_block,
 )
 
+from . import notice
 from .buffers import DEFAULT_CACHE_BYTES, BufferPool, aligned_empty
 from .launcher import launch_info
 from .layout import INT_MAX, Layout, plan_block, plan_blocks
@@ -179,6 +180,10 @@ class MPI4PyDist(FramedDistBackend):
         )
         #: Call ``MPI_Abort`` at exit after a collective timed out or failed (see :meth:`_guarded`).
         self.abort_at_exit: bool = read_setting(self.name, "ABORT_AT_EXIT", flag, True, "1 or 0")
+        #: Tell the peers when this process leaves, and raise when a peer did (see mmeval_mpi4py.notice).
+        self.leave_notice: bool = read_setting(self.name, "LEAVE_NOTICE", flag, True, "1 or 0")
+        if self.leave_notice:
+            notice.watch(comm, _notice_state)
         self._big_count: Optional[bool] = None
         self._types: Dict[int, Any] = {}
 
@@ -255,16 +260,7 @@ class MPI4PyDist(FramedDistBackend):
         communicator's handle to the next one, which then inherited the old
         group's sequence and poison.
         """
-        global _KEYVAL
-        comm = self.comm
-        with _TOKEN_LOCK:
-            if _KEYVAL is None:
-                _KEYVAL = comm.Create_keyval()  # (MPI.Comm's classmethod) no copy function: a Dup() gets no token
-            token = comm.Get_attr(_KEYVAL)
-            if token is None:
-                token = GroupToken(f"communicator {int(comm.py2f()):#x}")
-                comm.Set_attr(_KEYVAL, token)
-        return token
+        return _token(self.comm)
 
     # -- large counts ----------------------------------------------------------
 
@@ -315,8 +311,12 @@ class MPI4PyDist(FramedDistBackend):
         MPI may still touch them when a late peer arrives.
         """
         call.keep(request, *keep)
+        done: Callable[[], Any] = request.Test
+        if self.leave_notice:
+            listener = notice.Listener(self.comm, call.seq, _notice_state(self.comm)[1])
+            done = lambda: request.Test() or listener()  # noqa: E731
         call.wait_until(
-            request.Test,
+            done,
             what,
             busy=self.busy_seconds,
             spin=self.spin_seconds,
@@ -326,37 +326,43 @@ class MPI4PyDist(FramedDistBackend):
 
     # -- transport primitives ------------------------------------------------
 
-    def _guarded(self, step: Callable[[], _T]) -> _T:
+    def _guarded(self, call: Call, step: Callable[[], _T]) -> _T:
         """Run one transport step; if it fails, make the process ``MPI_Abort`` at exit (``abort_at_exit``).
 
         The core poisons the communicator (later collectives raise at once);
         ``MPI_Finalize`` at exit could wait forever for the peer that never
-        came, so the process aborts instead.
+        came, so the process aborts instead. A failure of this rank's own (a
+        ``MemoryError`` allocating a buffer, an MPI error, its timeout) is
+        told to the peers at once (a leave notice on this communicator), so
+        that they raise naming this rank and the step instead of waiting.
         """
         try:
             return step()
-        except BaseException:
+        except BaseException as exc:
             if self.abort_at_exit:
                 _abort_at_exit()
+            if self.leave_notice and not getattr(exc, "departed", False):
+                why = f"{call.op} (collective #{call.seq}) failed on it while {call.doing}: {type(exc).__name__}: {exc}"
+                notice.send_notices(why, linger=False, comm=self.comm)
             raise
 
     def _exchange_slots(self, call: Call, slot: memoryview) -> Sequence[memoryview]:
         """``Iallgather`` in place of one ``SLOT_SIZE`` block per rank."""
-        return self._guarded(lambda: self._slots(call, slot))
+        return self._guarded(call, lambda: self._slots(call, slot))
 
     def _all_gather_bytes(self, call: Call) -> Sequence[memoryview]:
         """``Iallgatherv`` in place: this rank's frame is written at its own offset of the receive buffer."""
-        return self._guarded(lambda: self._allgatherv(call, call.sizes, sent_frame(call)))
+        return self._guarded(call, lambda: self._allgatherv(call, call.sizes, sent_frame(call)))
 
     def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
         """``Igatherv`` to ``call.root`` (in place there); other ranks send from a buffer of their own size."""
-        return self._guarded(lambda: self._gatherv(call, call.sizes, sent_frame(call), call.root))
+        return self._guarded(call, lambda: self._gatherv(call, call.sizes, sent_frame(call), call.root))
 
     def _broadcast_bytes(self, call: Call) -> Optional[memoryview]:
         """``Ibcast`` of the root's frame size from ``call.root``."""
         src = call.root
         frame = sent_frame(call) if call.rank == src else None
-        return self._guarded(lambda: self._bcast(call, int(call.sizes[src]), frame, src))
+        return self._guarded(call, lambda: self._bcast(call, int(call.sizes[src]), frame, src))
 
     def _all_reduce_array(self, call: Call, array: np.ndarray, op: str) -> np.ndarray:
         """Native ``Iallreduce`` (SUM / MIN / MAX on the array's MPI datatype), polled with ``MPI_Test``.
@@ -366,11 +372,11 @@ class MPI4PyDist(FramedDistBackend):
         checks it); the summation order is the library's, so a float sum may
         differ in its last bits from the core's rank-order (inline) reduction.
         """
-        return self._guarded(lambda: self._native_reduce(call, array, op, -1))  # type: ignore[return-value]
+        return self._guarded(call, lambda: self._native_reduce(call, array, op, -1))  # type: ignore[return-value]
 
     def _reduce_array(self, call: Call, array: np.ndarray, op: str) -> Optional[np.ndarray]:
         """Native ``Ireduce`` to ``call.root``, polled with ``MPI_Test``."""
-        return self._guarded(lambda: self._native_reduce(call, array, op, call.root))
+        return self._guarded(call, lambda: self._native_reduce(call, array, op, call.root))
 
     def _native_reduce(self, call: Call, array: np.ndarray, op: str, root: int) -> Optional[np.ndarray]:
         mpi = _mpi()
@@ -551,8 +557,31 @@ def _segment_bytes(frame: Frame, start: int, stop: int) -> Optional[np.ndarray]:
     return None if view is None else np.frombuffer(view, dtype=np.uint8)
 
 
+def _token(comm: Any) -> GroupToken:
+    """The token cached on ``comm`` (see ``MPI4PyDist._sequence_key``), made on first use."""
+    global _KEYVAL
+    with _TOKEN_LOCK:
+        if _KEYVAL is None:
+            _KEYVAL = comm.Create_keyval()  # (MPI.Comm's classmethod) no copy function: a Dup() gets no token
+        token = comm.Get_attr(_KEYVAL)
+        if token is None:
+            token = GroupToken(f"communicator {int(comm.py2f()):#x}")
+            comm.Set_attr(_KEYVAL, token)
+    return token  # type: ignore[no-any-return]
+
+
+def _notice_state(comm: Any) -> Tuple[int, Dict[int, Any]]:
+    """Collectives this process completed on ``comm`` (a failed or unfinished one does not count), and the
+    leave notices read from it (kept on the communicator's token; see mmeval_mpi4py.notice)."""
+    token = _token(comm)
+    state = group_state(token)
+    done = state.seq - (1 if state.running is not None or state.poisoned is not None else 0)
+    return done, token.state.setdefault("departed", {})
+
+
 def _abort_at_exit() -> None:
     """Make mpi4py call ``MPI_Abort`` instead of ``MPI_Finalize`` when Python exits."""
+    notice.aborting = True
     try:
         from mpi4py.run import set_abort_status
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Dict, List
 
 from ._compat import LEGACY_BACKENDS, resolve
 from .base_backend import BaseDistBackend, TensorBaseDistBackend
+from .leave import install as _install_leave_hooks
 from .non_dist import NonDist
 from .reduction import REDUCE_OPS, native_pairs
 
@@ -77,6 +78,8 @@ _LAZY: Dict[str, str] = {
     "Call": ".transport",
     "asking": ".transport",
     "keep_forever": ".transport",
+    "group_state": ".guard",
+    "on_leave": ".leave",
     "PeerLost": "..errors",
     "SLOT_SIZE": "..wire",
     "Frame": "..wire",
@@ -98,3 +101,7 @@ def __getattr__(attr: str) -> Any:
 
 def __dir__() -> List[str]:
     return sorted(set(globals()) | set(LEGACY_CLASS_NAMES) | set(_LAZY))
+
+
+# a rank that leaves tells its peers where a plugin can (mmeval.core.dist_backends.leave)
+_install_leave_hooks()

@@ -235,6 +235,10 @@ class GroupGuard:
         if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: raised as they are
             return exc
         where = f"{call.backend}: {call.op} (collective #{call.seq} on rank {call.rank} of {call.world_size})"
+        if getattr(exc, "departed", False):  # a peer said it left, and why (a transport's leave notice)
+            return CollectiveFailedError(
+                f"{where} failed while {call.doing}: {exc}. The group cannot be used for further collectives."
+            )
         if _lost_peer(exc):
             return CollectiveFailedError(
                 f"{where} failed while {call.doing}: a peer rank has probably died or closed its connection "
