@@ -94,3 +94,32 @@ def test_ranked_equals_the_pure_ranking(monkeypatch):
     want = coco_accumulate.ranked(scores, cats, lens, k_all)
     for g, w in zip(got, want):
         assert np.array_equal(g, w)
+
+
+def test_mask_area_and_iou_equal_pycocotools():
+    """Random blobs, empty masks and full ones (areas past 2**16), crowd and not: pycocotools' area and iou."""
+    from pycocotools import mask as mask_api
+
+    rng = np.random.default_rng(7)
+    h, w = 300, 400
+    arrays = [np.zeros((h, w), np.uint8), np.ones((h, w), np.uint8)]
+    for _ in range(30):
+        m = np.zeros((h, w), np.uint8)
+        y, x = rng.integers(0, h), rng.integers(0, w)
+        m[y : y + rng.integers(1, 200), x : x + rng.integers(1, 300)] = 1
+        m[rng.random((h, w)) < 0.05] ^= 1
+        arrays.append(m)
+    rles = [mask_api.encode(np.asfortranarray(m)) for m in arrays]
+    counts = [r["counts"] for r in rles]
+    offsets = np.r_[0, np.cumsum([len(c) for c in counts])].astype(np.int64)
+    runs = np.empty(int(offsets[-1]), np.uint32)
+    starts = np.empty(len(rles) + 1, np.int64)
+    area = np.empty(len(rles))
+    native.rle_decode(b"".join(counts), offsets, runs, starts, area)
+    assert area.tolist() == [float(mask_api.area(r)) for r in rles]
+    a, b = (g.ravel().astype(np.int64) for g in np.meshgrid(np.arange(len(rles)), np.arange(len(rles))))
+    for crowd in (0, 1):
+        got = np.empty(a.shape[0])
+        native.rle_iou(runs, starts, area, a, b, np.full(a.shape[0], crowd, np.uint8), got)
+        want = np.asarray(mask_api.iou(rles, rles, [crowd] * len(rles)))  # (dets, gts)
+        assert np.array_equal(got, want[a, b])

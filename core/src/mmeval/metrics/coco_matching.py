@@ -3,7 +3,7 @@ images at once, each image's detections turned into scores, categories and packe
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
@@ -73,7 +73,11 @@ def _match_images(
     g_sorted = g_order
     g_key_s = g_key[g_sorted]
     # detection areas and outside flags
-    if segm:
+    native = kernels()
+    masks = _native_masks(native, images) if native is not None and segm else None
+    if masks is not None:
+        d_area = masks[2][kept]
+    elif segm:
         mask = import_extra("pycocotools.mask", "COCODetection")
         all_rles = [r for im in images for r in (im.det_rles or [])]
         # one call per mask: pycocotools' area() of a list of masks overflows (a uint8 result) past 255 pixels
@@ -85,12 +89,16 @@ def _match_images(
     # pairs (detection, ground truth) of the same group
     lo = np.searchsorted(g_key_s, d_key_k, "left")
     cnt = np.searchsorted(g_key_s, d_key_k, "right") - lo
-    native = kernels()
     iou = None
-    if native is not None and segm and cnt.sum():  # pycocotools' mask IoU, then the matching in C
+    if native is not None and segm and cnt.sum():  # the mask IoU (pycocotools' where sizes differ), then the matching
         p_det = np.repeat(np.arange(kept.shape[0]), cnt)
         p_gt = g_sorted[np.repeat(lo, cnt) + np.arange(p_det.shape[0]) - np.repeat(np.cumsum(cnt) - cnt, cnt)]
-        iou = _mask_iou_pairs(images, kept, p_det, p_gt, n_det, n_gt)
+        a, b = kept[p_det], int(n_det.sum()) + p_gt
+        if masks is not None and np.array_equal(masks[3][a], masks[3][b]):
+            iou = np.empty(a.shape[0])
+            native.rle_iou(masks[0], masks[1], masks[2], a, b, g_crowd[p_gt].astype(np.uint8), iou)
+        else:
+            iou = _mask_iou_pairs(images, kept, p_det, p_gt, n_det, n_gt)
     if native is not None:
         words = _native_words(
             native, d_key_k, d_box[kept], g_key_s, g_sorted, g_box, g_area, g_crowd, g_idnz, d_out, thrs, iou
@@ -172,6 +180,25 @@ def _native_words(
         words,
     )
     return words
+
+
+def _native_masks(native: Any, images: List[_Image]) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Every detection's then every ground truth's mask of ``images`` decoded by mmeval-coco-native: (runs,
+    each mask's first run and the end, areas as pycocotools' ``area``, (height, width)); None unless every
+    mask is a compressed RLE (then pycocotools' own calls do it)."""
+    rles = [r for im in images for r in (im.det_rles or [])] + [r for im in images for r in (im.gts.rles or [])]
+    counts = [r["counts"] for r in rles]
+    if not all(isinstance(c, bytes) for c in counts):
+        return None
+    sizes = np.array([r["size"] for r in rles], dtype=np.int64).reshape(-1, 2)
+    buf = b"".join(counts)
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, counts), dtype=np.int64, count=len(counts)), out=offsets[1:])
+    runs = np.empty(len(buf), dtype=np.uint32)
+    starts = np.empty(len(counts) + 1, dtype=np.int64)
+    area = np.empty(len(counts))
+    native.rle_decode(buf, offsets, runs, starts, area)
+    return runs, starts, area, sizes[:, 0] * (1 << 32) + sizes[:, 1]
 
 
 def _mask_iou_pairs(
