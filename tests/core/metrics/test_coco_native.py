@@ -82,13 +82,20 @@ def test_pairwise_sum_is_numpys():
         assert native.pairwise_sum(a) == a.sum()
 
 
-def test_ranked_equals_the_pure_ranking(monkeypatch):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ranked_equals_the_pure_ranking(monkeypatch, dtype):
+    """Ties (place order), 0.0 and -0.0 (equal), infinities, NaN of either sign (last), float32 and float64."""
     rng = np.random.default_rng(5)
     lens = rng.integers(0, 30, 40)
     n, k_all = int(lens.sum()), 9
     cats = np.concatenate([np.sort(rng.integers(0, k_all, int(m))) for m in lens]).astype(np.uint16)
-    scores = rng.integers(0, 5, n).astype(np.float32) / 4  # many ties
+    scores = (rng.integers(-2, 5, n) / 4).astype(dtype)  # many ties
     scores[::17] = np.nan
+    scores[::19] = -np.nan
+    scores[::13] = -0.0
+    scores[::23] = np.inf
+    scores[::29] = -np.inf
+    scores[1::7] = rng.random(scores[1::7].shape[0])
     got = coco_accumulate.ranked(scores, cats, lens, k_all)
     monkeypatch.setenv("MMEVAL_COCO_NATIVE", "0")
     want = coco_accumulate.ranked(scores, cats, lens, k_all)

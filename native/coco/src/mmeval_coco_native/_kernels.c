@@ -188,7 +188,7 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
     uint8_t *st = NULL;
     double *pr = NULL, *q = NULL;
     int64_t *pcol = NULL;
-    int32_t *wk = NULL;
+    uint8_t *m0 = NULL;
     if (have_q < 0) goto done;
     for (Py_ssize_t k = 0; k < K; k++)
         if (bounds[k + 1] - bounds[k] > nmax) nmax = bounds[k + 1] - bounds[k];
@@ -196,8 +196,14 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
     pr = malloc(sizeof(double) * (size_t)(nmax ? nmax : 1) * (P ? P : 1));
     q = malloc(sizeof(double) * (R ? R : 1));
     pcol = malloc(sizeof(int64_t) * (M ? M : 1) * 3);
-    wk = malloc(sizeof(int32_t) * (size_t)(nmax ? nmax : 1));
-    if (!st || !pr || !q || !pcol || !wk) { PyErr_NoMemory(); goto done; }
+    m0 = malloc((size_t)(nmax ? nmax : 1));
+    if (!st || !pr || !q || !pcol || !m0) { PyErr_NoMemory(); goto done; }
+    if (M > 255) { PyErr_SetString(PyExc_ValueError, "mmeval_coco_native.accumulate: more than 255 maxDets"); goto done; }
+    for (Py_ssize_t m = 1; m < M; m++)
+        if (max_dets[m] < max_dets[m - 1]) {
+            PyErr_SetString(PyExc_ValueError, "mmeval_coco_native.accumulate: maxDets must rise");
+            goto done;
+        }
     int64_t *ntp = pcol + M, *nfp = pcol + 2 * M;
     for (Py_ssize_t m = 0; m < M; m++) {
         pcol[m] = -1;
@@ -215,7 +221,10 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
         for (Py_ssize_t j = 0; j < nk; j++) {
             Py_ssize_t d = order[lo + j];
             const uint64_t *w = words + d * W;
-            wk[j] = within[d];
+            int32_t w0 = within[d];
+            uint8_t mm = 0;
+            while (mm < M && w0 >= max_dets[mm]) mm++;  /* maxDets rise (the caller sorts them) */
+            m0[j] = mm;
             for (Py_ssize_t ww = 0; ww < W; ww++) {
                 uint64_t acc = w[ww];
                 uint32_t half[2] = {(uint32_t)(acc % 3486784401ULL), (uint32_t)(acc / 3486784401ULL)};
@@ -228,9 +237,10 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
             }
         }
         for (Py_ssize_t a = 0; a < A; a++) {
-            /* the fewest true positives c with c / npig >= r (coco_accumulate._fewest_tps, the same floats) */
             int64_t ng = npig[k * A + a];
-            for (Py_ssize_t rr = 0; rr < R && ng > 0; rr++) {
+            if (ng <= 0) continue;  /* no ground truth in this area range: -1 and 0, as set */
+            /* the fewest true positives c with c / npig >= r (coco_accumulate._fewest_tps, the same floats) */
+            for (Py_ssize_t rr = 0; rr < R; rr++) {
                 int64_t c = (int64_t)ceil(rec[rr] * (double)ng);
                 if ((double)c / (double)ng < rec[rr]) c++;
                 if (c > 0 && (double)(c - 1) / (double)ng >= rec[rr]) c--;
@@ -242,10 +252,9 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
                 for (Py_ssize_t j = 0; j < nk; j++) {
                     uint8_t s = srow[j];
                     if (s == ST_IGNORED) continue;
-                    int32_t w = wk[j];
-                    for (Py_ssize_t m = 0; m < M; m++) {
-                        if (w >= max_dets[m]) continue;
-                        if (s == ST_TP) {
+                    Py_ssize_t m = m0[j];  /* the maxDets keeping this detection: m0[j] .. M-1 */
+                    if (s == ST_TP) {
+                        for (; m < M; m++) {
                             int64_t n1 = ++ntp[m];
                             if (pcol[m] >= 0) {
                                 double d = (double)nfp[m];
@@ -253,12 +262,11 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
                                 d += DBL_EPSILON;
                                 pr[pcol[m] * nmax + n1 - 1] = (double)n1 / d;
                             }
-                        } else {
-                            nfp[m]++;
                         }
+                    } else {
+                        for (; m < M; m++) nfp[m]++;
                     }
                 }
-                if (ng <= 0) continue;
                 for (Py_ssize_t m = 0; m < M; m++) {
                     Py_ssize_t c = pcol[m];
                     int64_t n_tp = ntp[m];
@@ -279,7 +287,7 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
 done:
-    free(st); free(pr); free(q); free(pcol); free(wk);
+    free(st); free(pr); free(q); free(pcol); free(m0);
     PyBuffer_Release(&bo); PyBuffer_Release(&bwi); PyBuffer_Release(&bb); PyBuffer_Release(&bw);
     PyBuffer_Release(&bc); PyBuffer_Release(&bl); PyBuffer_Release(&bm); PyBuffer_Release(&bcol);
     PyBuffer_Release(&bp); PyBuffer_Release(&bt);
@@ -290,16 +298,14 @@ done:
 
 /* ---- ranking --------------------------------------------------------------------------------- */
 
-typedef struct { double key; int32_t idx; } Ranked;
-
-/* by -score (NaN last, as numpy sorts), ties by place: the unique order a stable sort gives */
-static int cmp_ranked(const void *x, const void *y) {
-    const Ranked *a = x, *b = y;
-    int an = a->key != a->key, bn = b->key != b->key;
-    if (an != bn) return an - bn;
-    if (!an && a->key < b->key) return -1;
-    if (!an && a->key > b->key) return 1;
-    return (a->idx > b->idx) - (a->idx < b->idx);
+/* a score as an unsigned key rising with -score: NaN last (as numpy sorts), -0.0 the same as 0.0 */
+static inline uint64_t neg_score_key(double x) {
+    if (x != x) return UINT64_MAX;
+    double y = -x;
+    if (y == 0.0) y = 0.0;
+    uint64_t b;
+    memcpy(&b, &y, 8);
+    return (b >> 63) ? ~b : b | 0x8000000000000000ULL;
 }
 
 /* ranked(scores f4/f8[n], cat u1/u2/i4/i8[n], cat itemsize, det_lens i8[images], bounds i8[K+1], order i4[n] (out),
@@ -315,18 +321,38 @@ static PyObject *py_ranked(PyObject *self, PyObject *args) {
     int32_t *order = bo.buf, *within = bw.buf;
     Py_ssize_t n = bs.len / ss, n_img = bl.len / 8, K = bb.len / 8 - 1;
     int64_t *fill = malloc(sizeof(int64_t) * (K ? K : 1));
-    Ranked *buf = malloc(sizeof(Ranked) * (n ? n : 1));
-    if (!fill || !buf) { PyErr_NoMemory(); goto done; }
+    uint64_t *key = malloc(sizeof(uint64_t) * (n ? n : 1) * 2);
+    int32_t *idx = malloc(sizeof(int32_t) * (n ? n : 1) * 2);
+    Py_ssize_t *hist = malloc(sizeof(Py_ssize_t) * 65536);
+    if (!fill || !key || !idx || !hist) { PyErr_NoMemory(); goto done; }
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t k = 0; k < K; k++) fill[k] = bounds[k];
+    /* a stable LSD radix sort by the score key (16 bits a pass, passes where every key agrees skipped), then a
+     * stable counting sort by category: by category, -score, then place -- a stable sort's unique order */
+    uint64_t *k0 = key, *k1 = key + n;
+    int32_t *i0 = idx, *i1 = idx + n;
+    uint64_t all_or = 0, all_and = UINT64_MAX;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Ranked *to = buf + fill[CAT(i)]++;
-        to->key = ss == 4 ? -(double)((const float *)bs.buf)[i] : -((const double *)bs.buf)[i];
-        to->idx = (int32_t)i;
+        k0[i] = neg_score_key(ss == 4 ? (double)((const float *)bs.buf)[i] : ((const double *)bs.buf)[i]);
+        i0[i] = (int32_t)i;
+        all_or |= k0[i];
+        all_and &= k0[i];
     }
-    for (Py_ssize_t k = 0; k < K; k++)
-        if (bounds[k + 1] - bounds[k] > 1) qsort(buf + bounds[k], bounds[k + 1] - bounds[k], sizeof(Ranked), cmp_ranked);
-    for (Py_ssize_t i = 0; i < n; i++) order[i] = buf[i].idx;
+    for (int shift = 0; shift < 64; shift += 16) {
+        if ((((all_or ^ all_and) >> shift) & 0xFFFF) == 0) continue;  /* every key has this digit */
+        memset(hist, 0, sizeof(Py_ssize_t) * 65536);
+        for (Py_ssize_t i = 0; i < n; i++) hist[(k0[i] >> shift) & 0xFFFF]++;
+        Py_ssize_t sum = 0;
+        for (int d = 0; d < 65536; d++) { Py_ssize_t c = hist[d]; hist[d] = sum; sum += c; }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t to = hist[(k0[i] >> shift) & 0xFFFF]++;
+            k1[to] = k0[i];
+            i1[to] = i0[i];
+        }
+        uint64_t *kt = k0; k0 = k1; k1 = kt;
+        int32_t *it = i0; i0 = i1; i1 = it;
+    }
+    for (Py_ssize_t k = 0; k < K; k++) fill[k] = bounds[k];
+    for (Py_ssize_t j = 0; j < n; j++) order[fill[CAT(i0[j])]++] = i0[j];
     /* each detection's distance from its (image, category) run's first detection */
     Py_ssize_t i = 0;
     for (Py_ssize_t im = 0; im < n_img; im++) {
@@ -338,7 +364,7 @@ static PyObject *py_ranked(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
 done:
-    free(fill); free(buf);
+    free(fill); free(key); free(idx); free(hist);
     PyBuffer_Release(&bs); PyBuffer_Release(&bc); PyBuffer_Release(&bl); PyBuffer_Release(&bb);
     PyBuffer_Release(&bo); PyBuffer_Release(&bw);
     if (PyErr_Occurred()) return NULL;
