@@ -45,9 +45,10 @@ def _same(a: Dict[str, Any], b: Dict[str, Any]) -> None:
     [
         {"metric": ["bbox", "proposal"]},
         {"metric": ["bbox", "proposal"], "iou_thrs": [0.3, 0.5, 0.75, 0.9], "proposal_nums": (3, 1, 100)},
+        {"metric": ["bbox", "proposal"], "proposal_nums": (300, 100, 200)},
         {"metric": ["bbox", "segm"]},
     ],
-    ids=["bbox-proposal", "thresholds-maxdets", "segm"],
+    ids=["bbox-proposal", "thresholds-maxdets", "precision-at-two-maxdets", "segm"],
 )
 @pytest.mark.parametrize("seed", [0, 1])
 def test_native_equals_pure_bit_for_bit(monkeypatch, kwargs, seed):

@@ -17,6 +17,7 @@
 enum { ST_IGNORED = 0, ST_TP = 1, ST_FP = 2 };
 
 static uint64_t POW3[TRITS];
+static uint8_t TRITS5[243][5];  /* the five base-3 digits of 0 .. 242, lowest first */
 
 /* numpy's pairwise sum of n contiguous doubles (DOUBLE_pairwise_sum): what ndarray.sum(axis=-1) gives */
 static double pairwise_sum(const double *a, Py_ssize_t n) {
@@ -193,7 +194,8 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
     for (Py_ssize_t k = 0; k < K; k++)
         if (bounds[k + 1] - bounds[k] > nmax) nmax = bounds[k + 1] - bounds[k];
     st = malloc((size_t)(nmax ? nmax : 1) * rows);
-    pr = malloc(sizeof(double) * (size_t)(nmax ? nmax : 1) * (P ? P : 1));
+    nmax += 1;  /* a slot past the last true positive (the branchless pass writes there) */
+    pr = malloc(sizeof(double) * (size_t)nmax * (P ? P : 1));
     q = malloc(sizeof(double) * (R ? R : 1));
     pcol = malloc(sizeof(int64_t) * (M ? M : 1) * 3);
     m0 = malloc((size_t)(nmax ? nmax : 1));
@@ -205,10 +207,14 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
             goto done;
         }
     int64_t *ntp = pcol + M, *nfp = pcol + 2 * M;
+    int last_only = M > 0;
     for (Py_ssize_t m = 0; m < M; m++) {
         pcol[m] = -1;
         for (Py_ssize_t c = 0; c < P; c++) if (cols[c] == m) pcol[m] = c;
+        if (m < M - 1 && pcol[m] >= 0) last_only = 0;
     }
+    if (M > 0 && pcol[M - 1] < 0) last_only = 0;
+    int64_t by_m0[257];
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t x = 0; x < T * K * A * P; x++) psum[x] = 0.0;
     for (Py_ssize_t x = 0; x < T * K * A * M; x++) tps[x] = -1;
@@ -232,7 +238,12 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
                 for (int hh = 0; hh < 2; hh++) {
                     uint32_t v = half[hh];
                     Py_ssize_t rb = r0 + hh * 20, re = rb + 20 < rows ? rb + 20 : rows;
-                    for (Py_ssize_t r = rb; r < re; r++) { st[r * nk + j] = (uint8_t)(v % 3); v /= 3; }
+                    for (Py_ssize_t r = rb; r < re; r += 5) {  /* five trits a table look-up */
+                        const uint8_t *five = TRITS5[v % 243];
+                        v /= 243;
+                        Py_ssize_t e = r + 5 < re ? r + 5 : re;
+                        for (Py_ssize_t x = r; x < e; x++) st[x * nk + j] = five[x - r];
+                    }
                 }
             }
         }
@@ -249,7 +260,28 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
             for (Py_ssize_t t = 0; t < T; t++) {
                 const uint8_t *srow = st + (a * T + t) * nk;
                 for (Py_ssize_t m = 0; m < M; m++) ntp[m] = nfp[m] = 0;
-                for (Py_ssize_t j = 0; j < nk; j++) {
+                if (last_only) {
+                    /* only the largest maxDet's precision is read: one pass, the smaller maxDets'
+                     * true positives counted by the first maxDet keeping each detection */
+                    int64_t tp = 0, fp = 0;
+                    double *p = pr + pcol[M - 1] * nmax;
+                    for (Py_ssize_t m = 0; m <= M; m++) by_m0[m] = 0;
+                    for (Py_ssize_t j = 0; j < nk; j++) {
+                        uint8_t s = srow[j], mj = m0[j];
+                        if (s == ST_TP && mj < M) {  /* true positives are the rare case: predicted branches */
+                            tp++;
+                            by_m0[mj]++;
+                            double d = (double)fp;
+                            d += (double)tp;
+                            d += DBL_EPSILON;
+                            p[tp - 1] = (double)tp / d;
+                        } else {
+                            fp += (s == ST_FP) & (mj < M);
+                        }
+                    }
+                    int64_t run = 0;
+                    for (Py_ssize_t m = 0; m < M; m++) { run += by_m0[m]; ntp[m] = run; }
+                } else for (Py_ssize_t j = 0; j < nk; j++) {
                     uint8_t s = srow[j];
                     if (s == ST_IGNORED) continue;
                     Py_ssize_t m = m0[j];  /* the maxDets keeping this detection: m0[j] .. M-1 */
@@ -473,5 +505,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels", NULL, -1,
 PyMODINIT_FUNC PyInit__kernels(void) {
     POW3[0] = 1;
     for (int i = 1; i < TRITS; i++) POW3[i] = POW3[i - 1] * 3;
+    for (int v = 0; v < 243; v++)
+        for (int i = 0, x = v; i < 5; i++, x /= 3) TRITS5[v][i] = (uint8_t)(x % 3);
     return PyModule_Create(&module);
 }
