@@ -3,6 +3,7 @@ images at once, each image's detections turned into scores, categories and packe
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any, List, Optional, Tuple
 
 import numpy as np
@@ -188,10 +189,13 @@ def _native_masks(native: Any, images: List[_Image]) -> Optional[Tuple[np.ndarra
     mask is a compressed RLE (then pycocotools' own calls do it)."""
     rles = [r for im in images for r in (im.det_rles or [])] + [r for im in images for r in (im.gts.rles or [])]
     counts = [r["counts"] for r in rles]
-    if not all(isinstance(c, bytes) for c in counts):
+    try:
+        buf = b"".join(counts)
+    except TypeError:  # not every mask a compressed RLE
         return None
-    sizes = np.array([r["size"] for r in rles], dtype=np.int64).reshape(-1, 2)
-    buf = b"".join(counts)
+    sizes = np.fromiter(chain.from_iterable(r["size"] for r in rles), dtype=np.int64, count=2 * len(rles)).reshape(
+        -1, 2
+    )
     offsets = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, counts), dtype=np.int64, count=len(counts)), out=offsets[1:])
     runs = np.empty(len(buf), dtype=np.uint32)
