@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import dataclasses
 import gc
 import io
@@ -92,6 +93,11 @@ BATCH = 8
 #: dist mode, ours: evaluations measuring rank 0's peak memory and the bytes sent, apart from the timed ones
 MEMORY_ITERS = 3
 #: pycocotools' IoU and recall thresholds (float64), handed to torchmetrics so that it computes the same stats.
+#: the single-process references: (C++, Python) pycocotools and faster-coco-eval, (Rust) hotcoco and
+#: ultrafast-pycocotools (issue 34: ours per core against the fastest; they run on ``--rust-threads`` threads,
+#: and again on 2 in a process of their own)
+REFS = ("pycocotools", "faster-coco-eval", "hotcoco", "ultrafast-pycocotools")
+RUST = ("hotcoco", "ultrafast-pycocotools")
 COCO_IOU_THRS = np.linspace(0.5, 0.95, int(np.round((0.95 - 0.5) / 0.05)) + 1, endpoint=True).tolist()
 COCO_REC_THRS = np.linspace(0.0, 1.00, int(np.round((1.00 - 0.0) / 0.01)) + 1, endpoint=True).tolist()
 
@@ -121,8 +127,17 @@ def _quiet() -> Iterator[None]:
 # --------------------------------------------------------------------------
 
 
-def _cocoeval(lib: str, gt: Dict[str, Any], dt: List[Dict[str, Any]], iou: str) -> Tuple[float, float, List[float]]:
-    """pycocotools' or faster-coco-eval's evaluation: (build s, evaluate + accumulate s, 12 stats)."""
+def _cocoeval(
+    lib: str, gt: Dict[str, Any], dt: List[Dict[str, Any]], iou: str
+) -> Tuple[float, float, List[float], int]:
+    """pycocotools', faster-coco-eval's, hotcoco's or ultrafast-pycocotools' evaluation: (build s, evaluate +
+    accumulate s, 12 stats, peak extra bytes of the process from building its objects to the end of
+    accumulate (VmHWM after a heap trim)). The Rust tools use ``RAYON_NUM_THREADS`` threads (``--rust-threads``)."""
+    gt = copy.deepcopy(gt)  # pycocotools writes its RLEs (bytes) into the ground truths, which hotcoco refuses
+    gc.collect()
+    common.trim_heap()
+    before = common.vm_status().get("VmRSS", 0)
+    common.reset_peak_rss()
     t0 = time.perf_counter()
     with _quiet():
         if lib == "pycocotools":
@@ -134,6 +149,18 @@ def _cocoeval(lib: str, gt: Dict[str, Any], dt: List[Dict[str, Any]], iou: str) 
             coco.createIndex()
             res = coco.loadRes([dict(d) for d in dt])  # loadRes writes into the dicts
             ev = COCOeval(coco, res, iou)
+        elif lib == "hotcoco":
+            import hotcoco
+
+            coco = hotcoco.COCO(gt)
+            res = coco.load_res([dict(d) for d in dt])
+            ev = hotcoco.COCOeval(coco, res, iou)
+        elif lib == "ultrafast-pycocotools":
+            import ultrafast_pycocotools
+
+            coco = ultrafast_pycocotools.COCO(gt, verbose=False)
+            res = coco.loadRes([dict(d) for d in dt])
+            ev = ultrafast_pycocotools.COCOeval(coco, res, iou)
         else:
             from faster_coco_eval import COCO as FCOCO
             from faster_coco_eval import COCOeval_faster
@@ -146,8 +173,9 @@ def _cocoeval(lib: str, gt: Dict[str, Any], dt: List[Dict[str, Any]], iou: str) 
         ev.evaluate()
         ev.accumulate()
         run = time.perf_counter() - t0
+        peak = common.vm_status().get("VmHWM", 0) - before
         ev.summarize()
-    return build, run, [float(x) for x in list(ev.stats)[:12]]
+    return build, run, [float(x) for x in list(ev.stats)[:12]], peak
 
 
 def _ours(spec: coco_data.Spec, backend: Optional[str]) -> Any:
@@ -260,16 +288,14 @@ def run_single(args: argparse.Namespace) -> List[Dict[str, Any]]:
             "ws": 1,
         }
         del images
-        base = {"pycocotools": {"build": [], "run": []}, "faster-coco-eval": {"build": [], "run": []}}
+        refs = [r for r in args.refs if r in REFS and _importable(r)]
+        base: Dict[str, Dict[str, List[float]]] = {name: {"build": [], "run": [], "peak": []} for name in refs}
         ours: Dict[str, List[float]] = {"add": [], "compute": [], "peak": []}
         stats: Dict[str, List[float]] = {}
         error: Optional[str] = None
         for it in range(args.iters):
-            names = (
-                ["pycocotools", "faster-coco-eval", "ours"]
-                if it < args.pycocotools_iters
-                else ["faster-coco-eval", "ours"]
-            )
+            names = [n for n in refs if n != "pycocotools" or it < args.pycocotools_iters]
+            names += ["ours"] if "ours" in args.refs else []
             for name in names[it % len(names) :] + names[: it % len(names)]:
                 gc.collect()
                 if name == "ours":
@@ -278,27 +304,33 @@ def run_single(args: argparse.Namespace) -> List[Dict[str, Any]]:
                     try:
                         metric = _ours(spec, None)
                         ours["add"].append(_add_all(metric, preds, gts))
-                        result, dt, peak, _ = _measure_compute(metric, None, False)
+                        # compute() is the wait after the last add(): timed without the heap trim that the
+                        # peak needs (it faults the heap back in), except in the first evaluation (the peak's)
+                        result, dt, peak, _ = _measure_compute(metric, None, False, memory=it == 0)
                     except Exception as exc:  # ours missing or failing: the others still run
                         error = f"{type(exc).__name__}: {exc}"
                         continue
                     ours["compute"].append(dt)
-                    ours["peak"].append(float(peak))
+                    if peak >= 0:
+                        ours["peak"].append(float(peak))
                     stats["ours"] = _stats_of(result, iou)
                     del metric, result
                 else:
-                    build, run, st = _cocoeval(name, gt_json, dt_json, iou)
+                    build, run, st, peak = _cocoeval(name, gt_json, dt_json, iou)
                     base[name]["build"].append(build)
                     base[name]["run"].append(run)
+                    base[name]["peak"].append(float(peak))
                     stats[name] = st
         for name, t in base.items():
             records.append(
                 {
                     **info,
                     "impl": name,
+                    "threads": args.rust_threads if name in RUST else 1,
                     "build_s": common.median(t["build"]),
                     "eval_s": common.median(t["run"]),
                     "times_s": t["run"],
+                    "peak_extra_bytes": common.median(t["peak"]),
                     "stats": stats.get(name),
                 }
             )
@@ -313,9 +345,66 @@ def run_single(args: argparse.Namespace) -> List[Dict[str, Any]]:
         }
         if error is not None:
             rec["error"] = error
-        records.append(rec)
-        _print(records[-3:])
+        if "ours" in args.refs:
+            records.append(rec)
+        if args.rust_threads == 1 and not args.no_rust2 and any(r in refs for r in RUST):
+            records += _rust_threads(case, args, 2)
+        _print(records[-(len(base) + 3) :])
+        if "ours" in args.refs:
+            _print_issue34(records, case)
     return records
+
+
+def _rust_threads(case: str, args: argparse.Namespace, threads: int) -> List[Dict[str, Any]]:
+    """The Rust tools on ``threads`` threads: in a process of their own (rayon sizes its pool once)."""
+    import json
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "rust.json")
+        cmd = [sys.executable, os.path.abspath(__file__), "--mode", "single", "--cases", case, "--refs", *RUST]
+        cmd += ["--rust-threads", str(threads), "--iters", str(args.iters), "--out", out]
+        cmd += ["--quick"] if args.quick else []
+        cmd += ["--images", str(args.images)] if args.images else []
+        env = {**os.environ, "RAYON_NUM_THREADS": str(threads)}
+        done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, check=False)
+        if done.returncode != 0 or not os.path.exists(out):
+            return [{"kind": "detection", "case": case, "impl": "hotcoco", "error": f"{threads} threads: failed"}]
+        with open(out) as f:
+            recs = [r for r in json.load(f)["records"] if r.get("impl") in RUST]
+    for r in recs:  # a row of their own in the report's table (keyed by case, impl, where, world size)
+        r["backend"] = f"single process, {threads} threads"
+    return recs
+
+
+def _importable(ref: str) -> bool:
+    """Whether reference ``ref``'s library is installed (the Rust tools are in the bench env, not the test envs)."""
+    import importlib.util
+
+    module = {"faster-coco-eval": "faster_coco_eval", "ultrafast-pycocotools": "ultrafast_pycocotools"}.get(ref, ref)
+    return importlib.util.find_spec(module) is not None
+
+
+def _print_issue34(records: Sequence[Dict[str, Any]], case: str) -> None:
+    """Issue 34's single-process figures of ``case``: ours over the fastest Rust tool, and the wait after the
+    last add() over that tool's evaluate + accumulate."""
+    mine = [r for r in records if r.get("case") == case and r.get("impl") == "ours" and not r.get("error")]
+    rust = [
+        r
+        for r in records
+        if r.get("case") == case and r.get("impl") in RUST and r.get("threads") == 1 and "eval_s" in r
+    ]
+    if not mine or not rust:
+        return
+    fastest = min(rust, key=lambda r: r["eval_s"])
+    total = mine[-1]["add_s"] + mine[-1]["compute_s"]
+    print(
+        f"  detection {case} issue 34: ours {total:.3f} s / {fastest['impl']} {fastest['eval_s']:.3f} s = "
+        f"{total / fastest['eval_s']:.2f} (target <= 1.0); last add() -> result {mine[-1]['compute_s'] * 1e3:.1f} ms "
+        f"= {mine[-1]['compute_s'] / fastest['eval_s']:.3f} of it (target <= 0.1)",
+        flush=True,
+    )
 
 
 def _print(recs: Sequence[Dict[str, Any]]) -> None:
@@ -324,12 +413,15 @@ def _print(recs: Sequence[Dict[str, Any]]) -> None:
             print(f"  detection {r['case']} {r['impl']} {r['backend']} ws={r['ws']}: ERROR {r['error']}", flush=True)
             continue
         if "eval_s" in r:
-            timing = f"build {r['build_s']:.2f}s, evaluate+accumulate {r['eval_s']:.2f}s"
+            threads = f" ({r['threads']} threads)" if r.get("impl") in RUST else ""
+            timing = f"build {r['build_s']:.2f}s, evaluate+accumulate {r['eval_s']:.3f}s{threads}"
         else:
-            timing = f"add {r['add_s']:.2f}s + compute {r['compute_s']:.2f}s"
+            timing = f"add {r['add_s']:.3f}s + compute {r['compute_s']:.3f}s"
         extra = ""
         if r.get("bytes_per_det") is not None:
             extra += f", {r['bytes_per_det']:.1f} B/det sent"
+        if r.get("peak_extra_bytes", -1) > 0:
+            extra += f", peak extra {r['peak_extra_bytes'] / 2**20:.1f} MB (build to accumulate)"
         if r.get("peak_extra_bytes_per_rank"):
             extra += f", rank 0 peak extra {r['peak_extra_bytes_per_rank'][0] / 2**20:.1f} MB"
         st = r.get("stats")
@@ -640,7 +732,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         default=["ours"],
         help="dist mode: what to run on the ranks",
     )
-    parser.add_argument("--cases", nargs="+", choices=tuple(coco_data.CASES), default=list(coco_data.CASES))
+    parser.add_argument(
+        "--cases",
+        nargs="+",
+        choices=tuple(coco_data.CASES),
+        default=[c for c in coco_data.CASES if c not in coco_data.HEAVY],
+    )
     parser.add_argument("--quick", action="store_true", help="the small sizes (a smoke run)")
     parser.add_argument("--images", type=int, default=0, help="this many images in every case instead")
     parser.add_argument("--backend", choices=("torch_cpu", "mpi4py"), default="torch_cpu")
@@ -648,6 +745,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--iters", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1, help="dist mode: untimed iterations first")
     parser.add_argument("--pycocotools-iters", type=int, default=1, help="single mode: pycocotools is slow")
+    parser.add_argument(
+        "--refs", nargs="+", choices=(*REFS, "ours"), default=[*REFS, "ours"], help="single mode: what to run"
+    )
+    parser.add_argument("--rust-threads", type=int, default=1, help="single mode: the Rust tools' threads")
+    parser.add_argument("--no-rust2", action="store_true", help="single mode: not the Rust tools on 2 threads too")
     parser.add_argument(
         "--no-single-beside",
         action="store_true",
@@ -661,6 +763,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     if args.mode == "single":
+        # before the Rust tools start their pools; OMP for faster-coco-eval
+        os.environ["RAYON_NUM_THREADS"] = str(args.rust_threads)
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
         records = run_single(args)
         if args.out:
             common.write_json(Path(args.out), {"meta": {"python": sys.executable}, "records": records})

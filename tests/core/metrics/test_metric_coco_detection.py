@@ -403,6 +403,10 @@ def _live_memory_worker(backend, n, classes):
     metric._summarize_pending()
     mine = sum(len(r[0] if isinstance(r, tuple) else r) for r in metric._local_results())
     del preds, gts
+    # numpy >= 2 imports numpy.ma on the first np.unique() (~1 MB of module objects): a one-time import, not
+    # compute()'s working memory; the pure matching calls np.unique() in add(), the native one does not
+    import numpy.ma  # noqa: F401
+
     tracemalloc.start()
     try:
         with warnings.catch_warnings():

@@ -37,6 +37,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..core.packed import TRITS_PER_WORD, trit_rows
+from .coco_native import kernels
 
 __all__ = [
     "AREA_LABELS",
@@ -94,6 +95,19 @@ def ranked(
     n = scores.shape[0]
     bounds = np.r_[0, np.cumsum(np.bincount(cat, minlength=k_all))].astype(np.int64)
     order = np.empty(n, dtype=np.int32)
+    native = kernels()
+    if native is not None:  # the same order: by category, then -score (NaN last), then place
+        within = np.empty(n, dtype=np.int32)
+        contig = np.ascontiguousarray
+        if scores.dtype != np.float32:
+            scores = contig(scores, dtype=np.float64)
+        if cat.dtype not in (np.uint8, np.uint16, np.int32, np.int64):
+            cat = cat.astype(np.int64)
+        cat = contig(cat)
+        native.ranked(
+            contig(scores), scores.itemsize, cat, cat.itemsize, contig(det_lens, dtype=np.int64), bounds, order, within
+        )
+        return order, within, bounds
     fill = bounds[:-1].copy()  # each category's next free place in the order
     for lo in range(0, n, RANK_CHUNK):
         c = cat[lo : lo + RANK_CHUNK]
@@ -249,6 +263,9 @@ def accumulate(
     ``npig`` (K, A) the ground truths that count. Each category's numbers do
     not depend on the group it is in.
     """
+    native = kernels()
+    if native is not None:
+        return _accumulate_native(native, ranking, states, npig, thrs, max_dets, classwise)
     n_thr, n_rec = thrs.shape[0], REC_THRS.shape[0]
     k_all, n_rng, n_m = npig.shape[0], npig.shape[1], len(max_dets)
     cols = precision_columns(max_dets)
@@ -312,6 +329,46 @@ def accumulate(
             # per category its (T, R) cells at area 'all', every one counted: pycocotools' mean of them
             per = q_all.transpose(1, 0, 2).reshape(nc, n_thr * n_rec).mean(axis=1)
             ap[k0:k1] = np.where(live[:, 0], per, np.nan)
+    return psum, tps, ap
+
+
+def _accumulate_native(
+    native: Any,
+    ranking: Tuple[np.ndarray, np.ndarray, np.ndarray],
+    states: np.ndarray,
+    npig: np.ndarray,
+    thrs: np.ndarray,
+    max_dets: Sequence[int],
+    classwise: bool,
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`accumulate` by mmeval-coco-native: one pass per (category, area range, threshold) in C, the
+    same floats (the precision sums are numpy's pairwise sums; the classwise AP numpy's mean of the cells)."""
+    n_thr, n_rec = thrs.shape[0], REC_THRS.shape[0]
+    k_all, n_rng, n_m = npig.shape[0], npig.shape[1], len(max_dets)
+    cols = precision_columns(max_dets)
+    order, within, bounds = ranking
+    psum = np.empty((n_thr, k_all, n_rng, len(cols)))
+    tps = np.empty((n_thr, k_all, n_rng, n_m), dtype=np.int32)
+    q_all = np.empty((k_all, n_thr, n_rec)) if classwise else None
+    live = npig > 0
+    c = np.ascontiguousarray
+    native.accumulate(
+        c(order, dtype=np.int32),
+        c(within, dtype=np.int32),
+        c(bounds, dtype=np.int64),
+        c(states, dtype=np.uint64),
+        c(npig, dtype=np.int64),
+        REC_THRS,
+        n_thr,
+        np.array(max_dets, dtype=np.int64),
+        np.array(cols, dtype=np.int64),
+        psum,
+        tps,
+        q_all,
+    )
+    ap = np.full(k_all if classwise else 0, np.nan)
+    if q_all is not None and k_all:
+        ap = np.where(live[:, 0], q_all.reshape(k_all, n_thr * n_rec).mean(axis=1), np.nan)
     return psum, tps, ap
 
 

@@ -336,12 +336,18 @@ class COCODetection(BaseMetric):
                     s.extend(arrays)
         out: List[Any] = []
         small = len(cats.ids) <= 255
-        for im, arrays in zip(images, sections):
+        if self._ann is None and images:  # every image's ground-truth categories and ignore bits at once
+            gt_at = np.r_[0, np.cumsum([im.gts.labels.shape[0] for im in images])]
+            all_cat = cats.kpos[np.concatenate([im.gts.labels for im in images])].astype(
+                np.uint8 if small else np.uint16
+            )
+            all_ig = _ignore_bits(
+                np.concatenate([im.gts.area for im in images]), np.concatenate([im.gts.crowd for im in images])
+            )
+        for i, (im, arrays) in enumerate(zip(images, sections)):
             meta = np.array([im.img_id if im.img_id is not None else 0, im.img_id is not None], dtype=np.int64)
             if self._ann is None:
-                g = im.gts
-                gt_cat = cats.kpos[g.labels].astype(np.uint8 if small else np.uint16)
-                gt_ig = _ignore_bits(g.area, g.crowd)
+                gt_cat, gt_ig = all_cat[gt_at[i] : gt_at[i + 1]], all_ig[gt_at[i] : gt_at[i + 1]]
             else:
                 gt_cat, gt_ig = np.zeros(0, np.uint8), np.zeros(0, np.uint8)
             blob = pack_arrays(meta, *arrays, gt_cat, gt_ig)

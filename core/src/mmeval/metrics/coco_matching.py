@@ -3,13 +3,15 @@ images at once, each image's detections turned into scores, categories and packe
 
 from __future__ import annotations
 
-from typing import List
+from itertools import chain
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
-from ..core.packed import trits_to_words
+from ..core.packed import TRITS_PER_WORD, trits_to_words
 from .coco_accumulate import AREA_RANGES, FP, IGNORED, TP
 from .coco_inputs import _Categories, _ignore_bits, _Image, _outside
+from .coco_native import kernels
 from .extras import import_extra
 
 
@@ -72,7 +74,11 @@ def _match_images(
     g_sorted = g_order
     g_key_s = g_key[g_sorted]
     # detection areas and outside flags
-    if segm:
+    native = kernels()
+    masks = _native_masks(native, images) if native is not None and segm else None
+    if masks is not None:
+        d_area = masks[2][kept]
+    elif segm:
         mask = import_extra("pycocotools.mask", "COCODetection")
         all_rles = [r for im in images for r in (im.det_rles or [])]
         # one call per mask: pycocotools' area() of a list of masks overflows (a uint8 result) past 255 pixels
@@ -81,30 +87,39 @@ def _match_images(
         d_area = d_box[kept, 2] * d_box[kept, 3]
     d_out = _outside(d_area)  # (n, A)
     n_thr, n_rng = thrs.shape[0], len(AREA_RANGES)
-    matched = np.zeros((kept.shape[0], n_thr, n_rng), dtype=bool)
-    to_ignored = np.zeros_like(matched)
-    to_zero_id = np.zeros_like(matched)
     # pairs (detection, ground truth) of the same group
     lo = np.searchsorted(g_key_s, d_key_k, "left")
-    hi = np.searchsorted(g_key_s, d_key_k, "right")
-    cnt = hi - lo
-    if cnt.sum():
+    cnt = np.searchsorted(g_key_s, d_key_k, "right") - lo
+    iou = None
+    if native is not None and segm and cnt.sum():  # the mask IoU (pycocotools' where sizes differ), then the matching
         p_det = np.repeat(np.arange(kept.shape[0]), cnt)
-        p_slot = np.arange(p_det.shape[0]) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        p_gt = g_sorted[np.repeat(lo, cnt) + p_slot]
-        if segm:
-            iou = _mask_iou_pairs(images, kept, p_det, p_gt, n_det, n_gt)
+        p_gt = g_sorted[np.repeat(lo, cnt) + np.arange(p_det.shape[0]) - np.repeat(np.cumsum(cnt) - cnt, cnt)]
+        a, b = kept[p_det], int(n_det.sum()) + p_gt
+        if masks is not None and np.array_equal(masks[3][a], masks[3][b]):
+            iou = np.empty(a.shape[0])
+            native.rle_iou(masks[0], masks[1], masks[2], a, b, g_crowd[p_gt].astype(np.uint8), iou)
         else:
-            iou = _box_iou_pairs(d_box[kept[p_det]], g_box[p_gt], g_crowd[p_gt])
-        _greedy(iou, p_det, p_slot, p_gt, cnt, d_key_k, g_area, g_crowd, g_idnz, thrs, matched, to_ignored, to_zero_id)
-    # (n, A, T) states: trit index a * T + t
-    matched, to_ignored, to_zero_id = (x.transpose(0, 2, 1) for x in (matched, to_ignored, to_zero_id))
-    effective = matched & ~to_zero_id
-    ignored = (matched & to_ignored) | (~effective & d_out[:, :, None])
-    state = np.full(matched.shape, FP, dtype=np.uint8)
-    state[effective] = TP
-    state[ignored] = IGNORED
-    words = trits_to_words(state.reshape(kept.shape[0], n_rng * n_thr))
+            iou = _mask_iou_pairs(images, kept, p_det, p_gt, n_det, n_gt)
+    if native is not None:
+        words = _native_words(
+            native, d_key_k, d_box[kept], g_key_s, g_sorted, g_box, g_area, g_crowd, g_idnz, d_out, thrs, iou
+        )
+    else:
+        matched = np.zeros((kept.shape[0], n_thr, n_rng), dtype=bool)
+        to_ignored = np.zeros_like(matched)
+        to_zero_id = np.zeros_like(matched)
+        if cnt.sum():
+            p_det = np.repeat(np.arange(kept.shape[0]), cnt)
+            p_slot = np.arange(p_det.shape[0]) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+            p_gt = g_sorted[np.repeat(lo, cnt) + p_slot]
+            if segm:
+                iou = _mask_iou_pairs(images, kept, p_det, p_gt, n_det, n_gt)
+            else:
+                iou = _box_iou_pairs(d_box[kept[p_det]], g_box[p_gt], g_crowd[p_gt])
+            _greedy(
+                iou, p_det, p_slot, p_gt, cnt, d_key_k, g_area, g_crowd, g_idnz, thrs, matched, to_ignored, to_zero_id
+            )
+        words = _states(matched, to_ignored, to_zero_id, d_out)
     small = len(cats.ids) <= 255
     d_cat = (cats.kpos[d_lab[kept]] if use_cats else np.zeros(kept.shape[0], np.int64)).astype(
         np.uint8 if small else np.uint16
@@ -119,6 +134,75 @@ def _match_images(
         [scores[bounds[i] : bounds[i + 1]], d_cat[bounds[i] : bounds[i + 1]], words[bounds[i] : bounds[i + 1]]]
         for i in range(n_img)
     ]
+
+
+def _states(matched: np.ndarray, to_ignored: np.ndarray, to_zero_id: np.ndarray, d_out: np.ndarray) -> np.ndarray:
+    """Each detection's packed (area range, threshold) states (trit ``a * T + t``) from the (n, T, A) flags."""
+    matched, to_ignored, to_zero_id = (x.transpose(0, 2, 1) for x in (matched, to_ignored, to_zero_id))
+    effective = matched & ~to_zero_id
+    ignored = (matched & to_ignored) | (~effective & d_out[:, :, None])
+    state = np.full(matched.shape, FP, dtype=np.uint8)
+    state[effective] = TP
+    state[ignored] = IGNORED
+    return trits_to_words(state.reshape(matched.shape[0], -1))
+
+
+def _native_words(
+    native: Any,
+    d_key: np.ndarray,
+    d_box: np.ndarray,
+    g_key_s: np.ndarray,
+    g_sorted: np.ndarray,
+    g_box: np.ndarray,
+    g_area: np.ndarray,
+    g_crowd: np.ndarray,
+    g_idnz: np.ndarray,
+    d_out: np.ndarray,
+    thrs: np.ndarray,
+    iou: Optional[np.ndarray] = None,
+) -> np.ndarray:
+    """:func:`_states`' words from mmeval-coco-native's matching: the box IoU computed there, or ``iou`` given
+    per (detection, ground truth of its group) pair in the pure path's pair order."""
+    n, n_rng = d_out.shape[0], len(AREA_RANGES)
+    words = np.zeros(n * -(-n_rng * thrs.shape[0] // TRITS_PER_WORD), dtype=np.uint64)
+    c = np.ascontiguousarray
+    native.match(
+        c(d_key, dtype=np.int64),
+        c(d_box, dtype=np.float64),
+        c(g_key_s, dtype=np.int64),
+        c(g_box[g_sorted], dtype=np.float64),
+        c(g_crowd[g_sorted], dtype=np.uint8),
+        c(_ignore_bits(g_area, g_crowd)[g_sorted], dtype=np.uint8),
+        c(g_idnz[g_sorted], dtype=np.uint8),
+        c(d_out, dtype=np.uint8),
+        c(np.minimum(thrs, 1 - 1e-10), dtype=np.float64),
+        n_rng,
+        None if iou is None else c(iou, dtype=np.float64),
+        words,
+    )
+    return words
+
+
+def _native_masks(native: Any, images: List[_Image]) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Every detection's then every ground truth's mask of ``images`` decoded by mmeval-coco-native: (runs,
+    each mask's first run and the end, areas as pycocotools' ``area``, (height, width)); None unless every
+    mask is a compressed RLE (then pycocotools' own calls do it)."""
+    rles = [r for im in images for r in (im.det_rles or [])] + [r for im in images for r in (im.gts.rles or [])]
+    counts = [r["counts"] for r in rles]
+    try:
+        buf = b"".join(counts)
+    except TypeError:  # not every mask a compressed RLE
+        return None
+    sizes = np.fromiter(chain.from_iterable(r["size"] for r in rles), dtype=np.int64, count=2 * len(rles)).reshape(
+        -1, 2
+    )
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, counts), dtype=np.int64, count=len(counts)), out=offsets[1:])
+    runs = np.empty(len(buf), dtype=np.uint32)
+    starts = np.empty(len(counts) + 1, dtype=np.int64)
+    area = np.empty(len(counts))
+    native.rle_decode(buf, offsets, runs, starts, area)
+    return runs, starts, area, sizes[:, 0] * (1 << 32) + sizes[:, 1]
 
 
 def _mask_iou_pairs(

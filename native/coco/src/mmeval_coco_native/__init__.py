@@ -1,0 +1,12 @@
+"""mmeval-coco-native: COCODetection's matching and accumulation kernels in C (optional).
+
+mmeval's ``COCODetection`` uses these when this distribution is installed and
+``MMEVAL_COCO_NATIVE`` is not ``0``; the numbers are the pure numpy path's, bit for bit.
+The functions take C-contiguous numpy arrays of the documented dtypes; call them
+through :mod:`mmeval.metrics.coco_native`, which checks them.
+"""
+
+from ._kernels import accumulate, match, pairwise_sum, ranked, rle_decode, rle_iou
+
+__all__ = ["accumulate", "match", "pairwise_sum", "ranked", "rle_decode", "rle_iou"]
+__version__ = "0.1.0"

@@ -1,0 +1,511 @@
+/* mmeval-coco-native: COCODetection's per-image matching and its accumulation, in C.
+ *
+ * The same numbers as the pure numpy path of mmeval.metrics.coco_matching / coco_accumulate, float
+ * operation for float operation (built with -ffp-contract=off: no fused multiply-adds).  Only the
+ * CPython buffer protocol is used (no numpy headers): arrays arrive as C-contiguous buffers of the
+ * dtype the Python wrapper (mmeval.metrics.coco_native) checked.  Written for mmeval.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <float.h>
+#include <math.h>
+
+#define TRITS 40
+enum { ST_IGNORED = 0, ST_TP = 1, ST_FP = 2 };
+
+static uint64_t POW3[TRITS];
+static uint8_t TRITS5[243][5];  /* the five base-3 digits of 0 .. 242, lowest first */
+
+/* numpy's pairwise sum of n contiguous doubles (DOUBLE_pairwise_sum): what ndarray.sum(axis=-1) gives */
+static double pairwise_sum(const double *a, Py_ssize_t n) {
+    if (n < 8) {
+        double res = 0.;
+        for (Py_ssize_t i = 0; i < n; i++) res += a[i];
+        return res;
+    } else if (n <= 128) {
+        double r[8], res;
+        Py_ssize_t i;
+        for (int j = 0; j < 8; j++) r[j] = a[j];
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (int j = 0; j < 8; j++) r[j] += a[i + j];
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) res += a[i];
+        return res;
+    } else {
+        Py_ssize_t n2 = n / 2;
+        n2 -= n2 % 8;
+        return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
+    }
+}
+
+/* ---- matching ------------------------------------------------------------------------------- */
+
+/* match(d_key i8[n], d_box f8[n*4], g_key i8[G], g_box f8[G*4], g_crowd u1[G], g_ig u1[G], g_idnz u1[G],
+ *       d_out u1[n*A], thr f8[T], n_rng, iou f8[pairs] or None, words u8[n*W] (out, zeroed))
+ * Detections: the kept ones in (group, score) order; ground truths sorted by group, in their order.
+ * Returns the number of (detection, ground truth) pairs. */
+static PyObject *py_match(PyObject *self, PyObject *args) {
+    Py_buffer bdk, bdb, bgk, bgb, bgc, bgi, bgz, bdo, bth, bw, biou;
+    PyObject *iou_obj;
+    int n_rng;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*iOw*", &bdk, &bdb, &bgk, &bgb, &bgc, &bgi, &bgz, &bdo, &bth,
+                          &n_rng, &iou_obj, &bw))
+        return NULL;
+    int have_iou = iou_obj != Py_None;
+    if (have_iou && PyObject_GetBuffer(iou_obj, &biou, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&bdk); PyBuffer_Release(&bdb); PyBuffer_Release(&bgk); PyBuffer_Release(&bgb);
+        PyBuffer_Release(&bgc); PyBuffer_Release(&bgi); PyBuffer_Release(&bgz); PyBuffer_Release(&bdo);
+        PyBuffer_Release(&bth); PyBuffer_Release(&bw);
+        return NULL;
+    }
+    const int64_t *d_key = bdk.buf, *g_key = bgk.buf;
+    const double *d_box = bdb.buf, *g_box = bgb.buf, *thr = bth.buf;
+    const uint8_t *g_crowd = bgc.buf, *g_ig = bgi.buf, *g_idnz = bgz.buf, *d_out = bdo.buf;
+    const double *iou_in = have_iou ? (const double *)biou.buf : NULL;
+    uint64_t *words = bw.buf;
+    Py_ssize_t n = bdk.len / 8, G = bgk.len / 8, T = bth.len / 8, A = n_rng;
+    Py_ssize_t rows = A * T, W = (rows + TRITS - 1) / TRITS;
+    Py_ssize_t pairs = 0;
+    Py_ssize_t gmax = 1;
+    /* the largest group of ground truths */
+    for (Py_ssize_t lo = 0; lo < G;) {
+        Py_ssize_t hi = lo;
+        while (hi < G && g_key[hi] == g_key[lo]) hi++;
+        if (hi - lo > gmax) gmax = hi - lo;
+        lo = hi;
+    }
+    double *iou = malloc(sizeof(double) * gmax);
+    uint8_t *taken = malloc((size_t)rows * gmax);
+    int8_t *st = malloc(rows);
+    if (!iou || !taken || !st) { free(iou); free(taken); free(st); PyErr_NoMemory(); goto done; }
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t gp = 0;  /* first ground truth of the current detection's group */
+    int64_t cur = INT64_MIN;
+    Py_ssize_t glo = 0, ghi = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (d_key[i] != cur) {  /* a new group: its ground truths, nothing taken yet */
+            cur = d_key[i];
+            while (gp < G && g_key[gp] < cur) gp++;
+            glo = gp;
+            ghi = glo;
+            while (ghi < G && g_key[ghi] == cur) ghi++;
+            memset(taken, 0, (size_t)rows * (ghi - glo > 0 ? ghi - glo : 1));
+        }
+        Py_ssize_t ng = ghi - glo;
+        const double *db = d_box + 4 * i;
+        for (Py_ssize_t g = 0; g < ng; g++) {
+            if (have_iou) { iou[g] = iou_in[pairs + g]; continue; }
+            /* pycocotools' bbIou, operation for operation */
+            const double *gb = g_box + 4 * (glo + g);
+            double da = db[2] * db[3], ga = gb[2] * gb[3];
+            double w = (db[2] + db[0] < gb[2] + gb[0] ? db[2] + db[0] : gb[2] + gb[0]) - (db[0] > gb[0] ? db[0] : gb[0]);
+            double h = (db[3] + db[1] < gb[3] + gb[1] ? db[3] + db[1] : gb[3] + gb[1]) - (db[1] > gb[1] ? db[1] : gb[1]);
+            double in = w * h;
+            double u = g_crowd[glo + g] ? da : da + ga - in;
+            iou[g] = (w > 0 && h > 0) ? in / u : 0.0;
+        }
+        pairs += ng;
+        for (Py_ssize_t a = 0; a < A; a++) {
+            int out = d_out[i * A + a] != 0;
+            for (Py_ssize_t t = 0; t < T; t++) {
+                uint8_t *tk = taken + (a * T + t) * ng;
+                Py_ssize_t m = -1;
+                double best = thr[t];
+                int m_ig = 0;
+                /* non-ignored first (the largest IoU, the last on ties), else the ignored ones */
+                for (int pass = 0; pass < 2 && m < 0; pass++) {
+                    best = thr[t];
+                    for (Py_ssize_t g = 0; g < ng; g++) {
+                        Py_ssize_t gg = glo + g;
+                        int ig = (g_ig[gg] >> a) & 1;
+                        if (ig != pass) continue;
+                        if (tk[g] && !g_crowd[gg]) continue;
+                        if (iou[g] < best) continue;
+                        best = iou[g];
+                        m = g;
+                        m_ig = ig;
+                    }
+                }
+                int state;
+                if (m >= 0) {
+                    tk[m] = 1;
+                    int effective = g_idnz[glo + m] != 0;
+                    int ignored = m_ig || (!effective && out);
+                    state = ignored ? ST_IGNORED : (effective ? ST_TP : ST_FP);
+                } else {
+                    state = out ? ST_IGNORED : ST_FP;
+                }
+                st[a * T + t] = (int8_t)state;
+            }
+        }
+        uint64_t *wr = words + i * W;
+        for (Py_ssize_t r = 0; r < rows; r++) wr[r / TRITS] += (uint64_t)st[r] * POW3[r % TRITS];
+    }
+    Py_END_ALLOW_THREADS
+done:
+    free(iou); free(taken); free(st);
+    PyBuffer_Release(&bdk); PyBuffer_Release(&bdb); PyBuffer_Release(&bgk); PyBuffer_Release(&bgb);
+    PyBuffer_Release(&bgc); PyBuffer_Release(&bgi); PyBuffer_Release(&bgz); PyBuffer_Release(&bdo);
+    PyBuffer_Release(&bth); PyBuffer_Release(&bw);
+    if (have_iou) PyBuffer_Release(&biou);
+    if (PyErr_Occurred()) return NULL;
+    return PyLong_FromSsize_t(pairs);
+}
+
+/* ---- accumulation ---------------------------------------------------------------------------- */
+
+/* accumulate(order i4[n], within i4[n], bounds i8[K+1], words u8[n*W], npig i8[K*A], rec_thrs f8[R],
+ *            n_thr, max_dets i8[M], cols i8[P], psum f8[T*K*A*P] (out), tps i4[T*K*A*M] (out),
+ *            q_all f8[K*T*R] (out) or None)
+ * psum: 0 where not live; tps: -1 there; q_all: each category's interpolated precision at area 'all' and
+ * the last maxDet (classwise AP). */
+static PyObject *py_accumulate(PyObject *self, PyObject *args) {
+    Py_buffer bo, bwi, bb, bw, bc, bl, bm, bcol, bp, bt, bq;  /* bc: npig, bl: recall thresholds */
+    PyObject *q_obj;
+    int n_thr;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*iy*y*w*w*O", &bo, &bwi, &bb, &bw, &bc, &bl, &n_thr, &bm, &bcol, &bp,
+                          &bt, &q_obj))
+        return NULL;
+    int have_q = q_obj != Py_None;
+    if (have_q && PyObject_GetBuffer(q_obj, &bq, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        have_q = -1;
+    }
+    const int32_t *order = bo.buf, *within = bwi.buf;
+    const int64_t *bounds = bb.buf, *npig = bc.buf, *max_dets = bm.buf, *cols = bcol.buf;
+    const uint64_t *words = bw.buf;
+    const double *rec = bl.buf;
+    double *psum = bp.buf;
+    int32_t *tps = bt.buf;
+    double *q_all = have_q == 1 ? (double *)bq.buf : NULL;
+    Py_ssize_t K = bb.len / 8 - 1, M = bm.len / 8, P = bcol.len / 8, T = n_thr;
+    Py_ssize_t A = K ? bc.len / 8 / K : 0, R = bl.len / 8;
+    int64_t cm[1024];
+    if (R > 1024) { PyErr_SetString(PyExc_ValueError, "mmeval_coco_native.accumulate: more than 1024 recall points"); goto done; }
+    Py_ssize_t rows = A * T, W = (rows + TRITS - 1) / TRITS;
+    Py_ssize_t nmax = 0;
+    uint8_t *st = NULL;
+    double *pr = NULL, *q = NULL;
+    int64_t *pcol = NULL;
+    uint8_t *m0 = NULL;
+    if (have_q < 0) goto done;
+    for (Py_ssize_t k = 0; k < K; k++)
+        if (bounds[k + 1] - bounds[k] > nmax) nmax = bounds[k + 1] - bounds[k];
+    st = malloc((size_t)(nmax ? nmax : 1) * rows);
+    nmax += 1;  /* a slot past the last true positive (the branchless pass writes there) */
+    pr = malloc(sizeof(double) * (size_t)nmax * (P ? P : 1));
+    q = malloc(sizeof(double) * (R ? R : 1));
+    pcol = malloc(sizeof(int64_t) * (M ? M : 1) * 3);
+    m0 = malloc((size_t)(nmax ? nmax : 1));
+    if (!st || !pr || !q || !pcol || !m0) { PyErr_NoMemory(); goto done; }
+    if (M > 255) { PyErr_SetString(PyExc_ValueError, "mmeval_coco_native.accumulate: more than 255 maxDets"); goto done; }
+    for (Py_ssize_t m = 1; m < M; m++)
+        if (max_dets[m] < max_dets[m - 1]) {
+            PyErr_SetString(PyExc_ValueError, "mmeval_coco_native.accumulate: maxDets must rise");
+            goto done;
+        }
+    int64_t *ntp = pcol + M, *nfp = pcol + 2 * M;
+    int last_only = M > 0;
+    for (Py_ssize_t m = 0; m < M; m++) {
+        pcol[m] = -1;
+        for (Py_ssize_t c = 0; c < P; c++) if (cols[c] == m) pcol[m] = c;
+        if (m < M - 1 && pcol[m] >= 0) last_only = 0;
+    }
+    if (M > 0 && pcol[M - 1] < 0) last_only = 0;
+    int64_t by_m0[257];
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t x = 0; x < T * K * A * P; x++) psum[x] = 0.0;
+    for (Py_ssize_t x = 0; x < T * K * A * M; x++) tps[x] = -1;
+    for (Py_ssize_t k = 0; k < K; k++) {
+        int any = 0;
+        for (Py_ssize_t a = 0; a < A; a++) any |= npig[k * A + a] > 0;
+        if (!any) continue;
+        Py_ssize_t lo = bounds[k], nk = bounds[k + 1] - lo;
+        /* decode the category's states row by row: st[r * nk + j] (3**20 < 2**32: two 32-bit halves) */
+        for (Py_ssize_t j = 0; j < nk; j++) {
+            Py_ssize_t d = order[lo + j];
+            const uint64_t *w = words + d * W;
+            int32_t w0 = within[d];
+            uint8_t mm = 0;
+            while (mm < M && w0 >= max_dets[mm]) mm++;  /* maxDets rise (the caller sorts them) */
+            m0[j] = mm;
+            for (Py_ssize_t ww = 0; ww < W; ww++) {
+                uint64_t acc = w[ww];
+                uint32_t half[2] = {(uint32_t)(acc % 3486784401ULL), (uint32_t)(acc / 3486784401ULL)};
+                Py_ssize_t r0 = ww * TRITS;
+                for (int hh = 0; hh < 2; hh++) {
+                    uint32_t v = half[hh];
+                    Py_ssize_t rb = r0 + hh * 20, re = rb + 20 < rows ? rb + 20 : rows;
+                    for (Py_ssize_t r = rb; r < re; r += 5) {  /* five trits a table look-up */
+                        const uint8_t *five = TRITS5[v % 243];
+                        v /= 243;
+                        Py_ssize_t e = r + 5 < re ? r + 5 : re;
+                        for (Py_ssize_t x = r; x < e; x++) st[x * nk + j] = five[x - r];
+                    }
+                }
+            }
+        }
+        for (Py_ssize_t a = 0; a < A; a++) {
+            int64_t ng = npig[k * A + a];
+            if (ng <= 0) continue;  /* no ground truth in this area range: -1 and 0, as set */
+            /* the fewest true positives c with c / npig >= r (coco_accumulate._fewest_tps, the same floats) */
+            for (Py_ssize_t rr = 0; rr < R; rr++) {
+                int64_t c = (int64_t)ceil(rec[rr] * (double)ng);
+                if ((double)c / (double)ng < rec[rr]) c++;
+                if (c > 0 && (double)(c - 1) / (double)ng >= rec[rr]) c--;
+                cm[rr] = c;
+            }
+            for (Py_ssize_t t = 0; t < T; t++) {
+                const uint8_t *srow = st + (a * T + t) * nk;
+                for (Py_ssize_t m = 0; m < M; m++) ntp[m] = nfp[m] = 0;
+                if (last_only) {
+                    /* only the largest maxDet's precision is read: one pass, the smaller maxDets'
+                     * true positives counted by the first maxDet keeping each detection */
+                    int64_t tp = 0, fp = 0;
+                    double *p = pr + pcol[M - 1] * nmax;
+                    for (Py_ssize_t m = 0; m <= M; m++) by_m0[m] = 0;
+                    for (Py_ssize_t j = 0; j < nk; j++) {
+                        uint8_t s = srow[j], mj = m0[j];
+                        if (s == ST_TP && mj < M) {  /* true positives are the rare case: predicted branches */
+                            tp++;
+                            by_m0[mj]++;
+                            double d = (double)fp;
+                            d += (double)tp;
+                            d += DBL_EPSILON;
+                            p[tp - 1] = (double)tp / d;
+                        } else {
+                            fp += (s == ST_FP) & (mj < M);
+                        }
+                    }
+                    int64_t run = 0;
+                    for (Py_ssize_t m = 0; m < M; m++) { run += by_m0[m]; ntp[m] = run; }
+                } else for (Py_ssize_t j = 0; j < nk; j++) {
+                    uint8_t s = srow[j];
+                    if (s == ST_IGNORED) continue;
+                    Py_ssize_t m = m0[j];  /* the maxDets keeping this detection: m0[j] .. M-1 */
+                    if (s == ST_TP) {
+                        for (; m < M; m++) {
+                            int64_t n1 = ++ntp[m];
+                            if (pcol[m] >= 0) {
+                                double d = (double)nfp[m];
+                                d += (double)n1;
+                                d += DBL_EPSILON;
+                                pr[pcol[m] * nmax + n1 - 1] = (double)n1 / d;
+                            }
+                        }
+                    } else {
+                        for (; m < M; m++) nfp[m]++;
+                    }
+                }
+                for (Py_ssize_t m = 0; m < M; m++) {
+                    Py_ssize_t c = pcol[m];
+                    int64_t n_tp = ntp[m];
+                    tps[((t * K + k) * A + a) * M + m] = (int32_t)n_tp;
+                    if (c < 0) continue;
+                    double *p = pr + c * nmax;
+                    /* the envelope: suffix maxima of the true positives' precision */
+                    for (Py_ssize_t j = n_tp - 2; j >= 0; j--) if (p[j + 1] > p[j]) p[j] = p[j + 1];
+                    for (Py_ssize_t rr = 0; rr < R; rr++) {
+                        int64_t need = cm[rr];
+                        q[rr] = (n_tp == 0 || need > n_tp) ? 0.0 : p[need > 0 ? need - 1 : 0];
+                    }
+                    psum[((t * K + k) * A + a) * P + c] = pairwise_sum(q, R);
+                    if (q_all && a == 0 && m == M - 1) memcpy(q_all + (k * T + t) * R, q, sizeof(double) * R);
+                }
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+done:
+    free(st); free(pr); free(q); free(pcol); free(m0);
+    PyBuffer_Release(&bo); PyBuffer_Release(&bwi); PyBuffer_Release(&bb); PyBuffer_Release(&bw);
+    PyBuffer_Release(&bc); PyBuffer_Release(&bl); PyBuffer_Release(&bm); PyBuffer_Release(&bcol);
+    PyBuffer_Release(&bp); PyBuffer_Release(&bt);
+    if (have_q == 1) PyBuffer_Release(&bq);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ---- ranking --------------------------------------------------------------------------------- */
+
+/* a score as an unsigned key rising with -score: NaN last (as numpy sorts), -0.0 the same as 0.0 */
+static inline uint64_t neg_score_key(double x) {
+    if (x != x) return UINT64_MAX;
+    double y = -x;
+    if (y == 0.0) y = 0.0;
+    uint64_t b;
+    memcpy(&b, &y, 8);
+    return (b >> 63) ? ~b : b | 0x8000000000000000ULL;
+}
+
+/* ranked(scores f4/f8[n], cat u1/u2/i4/i8[n], cat itemsize, det_lens i8[images], bounds i8[K+1], order i4[n] (out),
+ *        within i4[n] (out)); score_size 4 or 8 */
+#define CAT(i) (cs == 1 ? (int64_t)((const uint8_t *)cb)[i] : cs == 2 ? (int64_t)((const uint16_t *)cb)[i] \
+                : cs == 4 ? (int64_t)((const int32_t *)cb)[i] : ((const int64_t *)cb)[i])
+static PyObject *py_ranked(PyObject *self, PyObject *args) {
+    Py_buffer bs, bc, bl, bb, bo, bw;
+    int ss, cs;
+    if (!PyArg_ParseTuple(args, "y*iy*iy*y*w*w*", &bs, &ss, &bc, &cs, &bl, &bb, &bo, &bw)) return NULL;
+    const void *cb = bc.buf;
+    const int64_t *lens = bl.buf, *bounds = bb.buf;
+    int32_t *order = bo.buf, *within = bw.buf;
+    Py_ssize_t n = bs.len / ss, n_img = bl.len / 8, K = bb.len / 8 - 1;
+    int64_t *fill = malloc(sizeof(int64_t) * (K ? K : 1));
+    uint64_t *key = malloc(sizeof(uint64_t) * (n ? n : 1) * 2);
+    int32_t *idx = malloc(sizeof(int32_t) * (n ? n : 1) * 2);
+    Py_ssize_t *hist = malloc(sizeof(Py_ssize_t) * 65536);
+    if (!fill || !key || !idx || !hist) { PyErr_NoMemory(); goto done; }
+    Py_BEGIN_ALLOW_THREADS
+    /* a stable LSD radix sort by the score key (16 bits a pass, passes where every key agrees skipped), then a
+     * stable counting sort by category: by category, -score, then place -- a stable sort's unique order */
+    uint64_t *k0 = key, *k1 = key + n;
+    int32_t *i0 = idx, *i1 = idx + n;
+    uint64_t all_or = 0, all_and = UINT64_MAX;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        k0[i] = neg_score_key(ss == 4 ? (double)((const float *)bs.buf)[i] : ((const double *)bs.buf)[i]);
+        i0[i] = (int32_t)i;
+        all_or |= k0[i];
+        all_and &= k0[i];
+    }
+    for (int shift = 0; shift < 64; shift += 16) {
+        if ((((all_or ^ all_and) >> shift) & 0xFFFF) == 0) continue;  /* every key has this digit */
+        memset(hist, 0, sizeof(Py_ssize_t) * 65536);
+        for (Py_ssize_t i = 0; i < n; i++) hist[(k0[i] >> shift) & 0xFFFF]++;
+        Py_ssize_t sum = 0;
+        for (int d = 0; d < 65536; d++) { Py_ssize_t c = hist[d]; hist[d] = sum; sum += c; }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t to = hist[(k0[i] >> shift) & 0xFFFF]++;
+            k1[to] = k0[i];
+            i1[to] = i0[i];
+        }
+        uint64_t *kt = k0; k0 = k1; k1 = kt;
+        int32_t *it = i0; i0 = i1; i1 = it;
+    }
+    for (Py_ssize_t k = 0; k < K; k++) fill[k] = bounds[k];
+    for (Py_ssize_t j = 0; j < n; j++) order[fill[CAT(i0[j])]++] = i0[j];
+    /* each detection's distance from its (image, category) run's first detection */
+    Py_ssize_t i = 0;
+    for (Py_ssize_t im = 0; im < n_img; im++) {
+        Py_ssize_t end = i + lens[im], first = i;
+        for (; i < end; i++) {
+            if (i > first && CAT(i) != CAT(i - 1)) first = i;
+            within[i] = (int32_t)(i - first);
+        }
+    }
+    Py_END_ALLOW_THREADS
+done:
+    free(fill); free(key); free(idx); free(hist);
+    PyBuffer_Release(&bs); PyBuffer_Release(&bc); PyBuffer_Release(&bl); PyBuffer_Release(&bb);
+    PyBuffer_Release(&bo); PyBuffer_Release(&bw);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ---- masks: pycocotools' compressed RLE, area and IoU ---------------------------------------- */
+
+/* rle_decode(strings bytes, offsets i8[n+1], runs u4[len(strings)] (out), run_offsets i8[n+1] (out), area f8[n] (out))
+ * pycocotools' rleFrString (its quirk included: a delta from the run two back only past the third run) and
+ * rleArea (the sum of the odd runs, a uint). Returns the number of runs written. */
+static PyObject *py_rle_decode(PyObject *self, PyObject *args) {
+    Py_buffer bs, bo, br, bro, ba;
+    if (!PyArg_ParseTuple(args, "y*y*w*w*w*", &bs, &bo, &br, &bro, &ba)) return NULL;
+    const char *str = bs.buf;
+    const int64_t *off = bo.buf;
+    uint32_t *runs = br.buf;
+    int64_t *roff = bro.buf;
+    double *area = ba.buf;
+    Py_ssize_t n = bo.len / 8 - 1, m = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < n; r++) {
+        Py_ssize_t p = off[r], end = off[r + 1], first = m;
+        roff[r] = m;
+        while (p < end && str[p]) {
+            long x = 0;
+            int k = 0, more = 1;
+            while (more && p < end) {
+                char c = (char)(str[p] - 48);
+                x |= (long)(c & 0x1f) << 5 * k;
+                more = c & 0x20;
+                p++;
+                k++;
+                if (!more && (c & 0x10)) x |= -1L << 5 * k;
+            }
+            if (m - first > 2) x += (long)runs[m - 2];
+            runs[m++] = (uint32_t)x;
+        }
+        uint32_t a = 0;
+        for (Py_ssize_t j = first + 1; j < m; j += 2) a += runs[j];
+        area[r] = (double)a;
+    }
+    roff[n] = m;
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&bs); PyBuffer_Release(&bo); PyBuffer_Release(&br); PyBuffer_Release(&bro); PyBuffer_Release(&ba);
+    return PyLong_FromSsize_t(m);
+}
+
+/* rle_iou(runs u4, run_offsets i8, area f8, a i8[pairs], b i8[pairs], crowd u1[pairs], out f8[pairs])
+ * pycocotools' rleIou of masks a (detection) and b (ground truth) of the same size: intersection over
+ * union, or over a's area for a crowd b; 0 without intersection. */
+static PyObject *py_rle_iou(PyObject *self, PyObject *args) {
+    Py_buffer br, bro, bar, ba, bb, bc, bout;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*", &br, &bro, &bar, &ba, &bb, &bc, &bout)) return NULL;
+    const uint32_t *runs = br.buf;
+    const int64_t *roff = bro.buf, *pa = ba.buf, *pb = bb.buf;
+    const double *area = bar.buf;
+    const uint8_t *crowd = bc.buf;
+    double *out = bout.buf;
+    Py_ssize_t n = ba.len / 8;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t q = 0; q < n; q++) {
+        const uint32_t *A = runs + roff[pa[q]], *B = runs + roff[pb[q]];
+        Py_ssize_t ka = roff[pa[q] + 1] - roff[pa[q]], kb = roff[pb[q] + 1] - roff[pb[q]];
+        if (ka == 0 || kb == 0) { out[q] = 0.0; continue; }
+        uint32_t ca = A[0], cb = B[0], c, i = 0, u = 0, ct = 1;
+        Py_ssize_t a = 1, b = 1;
+        int va = 0, vb = 0;
+        while (ct > 0) {
+            c = ca < cb ? ca : cb;
+            if (va || vb) { u += c; if (va && vb) i += c; }
+            ct = 0;
+            ca -= c; if (!ca && a < ka) { ca = A[a++]; va = !va; } ct += ca;
+            cb -= c; if (!cb && b < kb) { cb = B[b++]; vb = !vb; } ct += cb;
+        }
+        if (i == 0) u = 1;
+        else if (crowd[q]) u = (uint32_t)area[pa[q]];
+        out[q] = (double)i / (double)u;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&br); PyBuffer_Release(&bro); PyBuffer_Release(&bar); PyBuffer_Release(&ba);
+    PyBuffer_Release(&bb); PyBuffer_Release(&bc); PyBuffer_Release(&bout);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_pairwise_sum(PyObject *self, PyObject *args) {
+    Py_buffer b;
+    if (!PyArg_ParseTuple(args, "y*", &b)) return NULL;
+    double r = pairwise_sum(b.buf, b.len / 8);
+    PyBuffer_Release(&b);
+    return PyFloat_FromDouble(r);
+}
+
+static PyMethodDef methods[] = {
+    {"match", py_match, METH_VARARGS, "Greedy COCO matching of grouped detections into packed state words."},
+    {"accumulate", py_accumulate, METH_VARARGS, "COCO accumulation of ranked detections' packed states."},
+    {"ranked", py_ranked, METH_VARARGS, "COCO ranking: by category, score (highest first), then place."},
+    {"rle_decode", py_rle_decode, METH_VARARGS, "pycocotools' compressed RLE strings to runs, with areas."},
+    {"rle_iou", py_rle_iou, METH_VARARGS, "pycocotools' RLE IoU of (detection, ground truth) pairs."},
+    {"pairwise_sum", py_pairwise_sum, METH_VARARGS, "numpy's pairwise sum of a float64 buffer (for tests)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__kernels(void) {
+    POW3[0] = 1;
+    for (int i = 1; i < TRITS; i++) POW3[i] = POW3[i - 1] * 3;
+    for (int v = 0; v < 243; v++)
+        for (int i = 0, x = v; i < 5; i++, x /= 3) TRITS5[v][i] = (uint8_t)(x % 3);
+    return PyModule_Create(&module);
+}
