@@ -22,6 +22,7 @@ from .errors import RemoteMetricError, ShardingWarning
 from .gather import gather_and_compute
 from .ordering import kept_in_one_process, kept_samples
 from .partitioned import part_loads_of, partitioned_compute, world_owners
+from .promises import adding_lock
 from .refusals import check_arguments, check_runtime, refusal, refuse
 from .results import ArrayResults, RankResults, select
 from .state import MetricState, StateSpec, check_rows, declared, reduce_rows
@@ -301,12 +302,13 @@ class BaseMetric(metaclass=ABCMeta):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Dict[str, Any]:
         """Stateless: compute the metric of this one call's inputs, locally, leaving the state alone."""
-        saved, self._kept = self._kept, RankResults()
-        try:
-            self.add(*args, **kwargs)
-            return self._compute_here(None)
-        finally:
-            self._kept = saved
+        with adding_lock(self):  # no other thread's add() lands in this call's results, nor this call's in its
+            saved, self._kept = self._kept, RankResults()
+            try:
+                self.add(*args, **kwargs)
+                return self._compute_here(None)
+            finally:
+                self._kept = saved
 
     # -- indices ---------------------------------------------------------------
 
