@@ -31,6 +31,7 @@ from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentTypeError
 from ..core.packed import PackedColumns, pack_arrays
 from .coco_accumulate import combine_partials, runs, summarize_sums
+from .coco_categories import category_ids_by_name
 from .coco_inputs import _Annotations, _Categories, _ignore_bits, _Image, _records, read_image
 from .coco_matching import _match_images
 from .coco_parts import join_parts, split_summaries
@@ -45,6 +46,15 @@ SUMMARIZE_EVERY = 4_096
 #: detections matched at once (summed over images): the matching's working memory (~1 KB per detection
 #: for boxes: the IoU pairs and their orders) follows this, not how many images wait
 MATCH_SLICE = 2_048
+
+
+def _typed_column(packed: PackedColumns, j: int, empty_dtype: Any) -> np.ndarray:
+    """Column ``j`` of the summaries; without any (a rank that added no image), empty of ``empty_dtype``.
+
+    ``empty_dtype`` is the narrowest the column holds, so that joined with the
+    other ranks' parts it promotes to theirs (the one-process dtypes)."""
+    col = packed.column(j)
+    return col if col.size else col.astype(empty_dtype)
 
 
 def _default_iou_thrs() -> np.ndarray:
@@ -232,7 +242,7 @@ class COCODetection(BaseMetric):
         if self._cats is None:
             classes = self.classes
             if self._ann is not None:
-                ids = [c["id"] for c in self._ann.categories if c["name"] in classes]
+                ids = category_ids_by_name(self._ann.categories, classes, self.ann_file)
                 names = {c["id"]: c["name"] for c in self._ann.categories}
             else:
                 ids = list(range(len(classes)))
@@ -366,7 +376,8 @@ class COCODetection(BaseMetric):
         blobs = [r[0] if isinstance(r, tuple) else r for r in results]
         cats = self._categories()
         packed = self._packed(blobs)
-        meta = packed.column(0).reshape(-1, 2)
+        column = partial(_typed_column, packed)  # a rank that added no image: empty columns of the summaries' dtypes
+        meta = column(0, np.int64).reshape(-1, 2)
 
         def proposal_cats(j: int) -> np.ndarray:
             return np.zeros(int(packed.lengths[:, 2 + 3 * j].sum()), dtype=np.uint8)
@@ -374,14 +385,15 @@ class COCODetection(BaseMetric):
         det_cols = [
             (
                 packed.lengths[:, 1 + 3 * j],
-                partial(packed.column, 1 + 3 * j),
-                packed.column(2 + 3 * j) if metric != "proposal" else proposal_cats(j),
-                partial(packed.column, 3 + 3 * j),
+                partial(column, 1 + 3 * j, np.float32),
+                column(2 + 3 * j, np.uint8) if metric != "proposal" else proposal_cats(j),
+                partial(column, 3 + 3 * j, np.uint64),
             )
             for j, metric in enumerate(self.metrics)
         ]
         if self._ann is None:
-            gt_cat, gt_ig = packed.column(packed.lengths.shape[1] - 2), packed.column(packed.lengths.shape[1] - 1)
+            width = packed.lengths.shape[1]
+            gt_cat, gt_ig = column(width - 2, np.uint8), column(width - 1, np.uint8)
         else:
             gt_cat, gt_ig = np.zeros(0, np.uint8), np.zeros(0, np.uint8)
         del results
