@@ -10,7 +10,7 @@ import functools
 import inspect
 from typing import TYPE_CHECKING, Any, Callable, Dict
 
-from .inputs import as_indices
+from .inputs import as_indices, check_float_inputs
 from .promises import adding_lock, refusal_of
 from .refusals import adding_rank
 
@@ -54,11 +54,19 @@ def _add_and_keep(
     kwargs: Dict[str, Any],
     indices: Any,
 ) -> None:
-    """Run ``add`` and keep the batch's indices; any refusal keeps nothing of the batch and is remembered."""
+    """Check the declared float inputs, run ``add`` and keep the batch's indices; any refusal keeps nothing of the
+    batch and is remembered."""
     kept = self._kept
     nb, nr, before, running = len(kept.batches), len(kept.objects), kept.num_results, kept.running
     try:
         idx = None if indices is None else as_indices(indices, f"{self.name}.add(indices=...)")
+        declared = getattr(type(self), "float_inputs", None)
+        if declared:  # what each float argument accepts, declared once on the class (mmeval.core.inputs.FloatInput)
+            try:
+                bound = signature.bind_partial(self, *args, **kwargs).arguments
+            except TypeError:
+                bound = {}  # add() itself raises, naming the argument
+            check_float_inputs(self.name, declared, bound)
         self._adding = True
         try:
             add(self, *args, **kwargs)

@@ -13,11 +13,12 @@ import importlib.util
 import math
 import numbers
 import os
-from typing import Any, List, Mapping, Optional, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
 from ..core.errors import MetricArgumentError
+from ..core.inputs import FINITE, FloatInput
 from ._per_image import MeanOfImageScores, image_list
 from .utils.image_transforms import CHANNEL_ORDERS, INPUT_ORDERS, reorder_and_crop
 
@@ -254,6 +255,9 @@ class NaturalImageQualityEvaluator(MeanOfImageScores):
 
     Units: ``niqe`` is a distance (lower is better, no fixed range), as MMEval 0.2.1's.
     """
+
+    #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs)
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": FINITE}
 
     KEY = "niqe"
 
