@@ -20,6 +20,7 @@ from .dist_backends.base_backend import BaseDistBackend
 from .dist_backends.transport import asking
 from .errors import RemoteMetricError, ShardingWarning
 from .gather import gather_and_compute
+from .identity import identified
 from .ordering import kept_in_one_process, kept_samples
 from .partitioned import part_loads_of, partitioned_compute, world_owners
 from .promises import adding_lock
@@ -361,8 +362,10 @@ class BaseMetric(metaclass=ABCMeta):
         ``logger`` and ``dist_backend`` (``topk``, ``thrs``, ``average``, ...),
         whatever its type or size: the transport compares a digest of a
         canonical encoding of each field (:func:`mmeval.core.wire.canonical_question`),
-        so numpy scalars, long lists and nested values all count. Subclasses may
-        extend it.
+        so numpy scalars, long lists and nested values all count. A callable
+        counts by its identity and each attribute the class lists in
+        ``question_files`` by its file's content (:mod:`mmeval.core.identity`).
+        Subclasses may extend it.
         """
         question: Dict[str, Any] = {
             "metric": f"{type(self).__module__}.{type(self).__qualname__}",
@@ -372,7 +375,7 @@ class BaseMetric(metaclass=ABCMeta):
         for key, value in vars(self).items():
             if not key.startswith("_") and key not in self._NOT_ASKED:
                 question[key] = value
-        return question
+        return identified(self, question)  # callables by their identity, files by their content (identity.py)
 
     def compute(self, size: Optional[int] = None) -> Dict[str, Any]:
         """Compute the metric over every rank's results; every rank gets the result.

@@ -115,6 +115,9 @@ class COCODetection(BaseMetric):
     pycocotools; ``{metric}_{class}_precision`` too (NaN: no ground truth of the class).
     """
 
+    #: attributes naming files whose content shapes the answer: the question carries their digest (mmeval.core.identity)
+    question_files = ("ann_file",)
+
     def __init__(
         self,
         ann_file: Optional[str] = None,
@@ -253,6 +256,10 @@ class COCODetection(BaseMetric):
     def _question(self, size: Optional[int]) -> Dict[str, Any]:
         question = super()._question(size)
         question["iou_thrs"] = [float(t) for t in self.iou_thrs]
+        try:  # the classes shape the labels' categories: a rank with other dataset_meta is a mismatch, named so
+            question["dataset_meta['classes']"] = tuple(str(c) for c in self.classes)
+        except MetricArgumentError:
+            question["dataset_meta['classes']"] = None
         return question
 
     def reset(self) -> None:

@@ -291,6 +291,12 @@ class NaturalImageQualityEvaluator(MeanOfImageScores):
         self.channel_order: str = channel_order
         self._params: PrisParams = load_pris_params(pris_params)
 
+    def _question(self, size: Optional[int]) -> Dict[str, Any]:
+        """The configuration, plus the pristine model's parameters themselves (ranks loading other files differ)."""
+        question = super()._question(size)
+        question["pris_params"] = tuple(np.asarray(p) for p in self._params)
+        return question
+
     @property
     def mu_pris_param(self) -> np.ndarray:
         """The pristine model's feature mean, (1, 36) as MMEval's attribute."""
