@@ -20,6 +20,7 @@ import numpy as np
 __all__ = [
     "INT64_MAX",
     "FINITE",
+    "SCORES",
     "FloatInput",
     "as_indices",
     "check_batch_shapes",
@@ -217,6 +218,8 @@ class FloatInput:
         low, high: the closed range of accepted values (``None``: unbounded).
         keys: in dicts, the keys this applies to (``None``: every key).
         skip_keys: in dicts, keys this does not apply to (the metric checks them itself).
+        min_ndim: only arrays of at least this many dimensions (``2``: scores ``(N, C)``, not
+            predicted labels ``(N,)``, which the metric checks as class indices).
         nan_where: where NaN *has* a meaning, in words (then ``finite`` is
             ``False`` and the metric itself checks and documents it, e.g. an
             invalid keypoint); shown in the docs and the shared test suite.
@@ -228,6 +231,7 @@ class FloatInput:
     keys: Optional[Tuple[str, ...]] = None
     skip_keys: Tuple[str, ...] = ()
     nan_where: Optional[str] = None
+    min_ndim: int = 0
 
     def describe(self) -> str:
         """The declaration in words (for errors and the docs)."""
@@ -245,6 +249,8 @@ class FloatInput:
 
 #: the usual declaration: NaN and +-inf refused, any range
 FINITE = FloatInput()
+#: classification scores (N, C): finite (predicted labels (N,) are checked as class indices by the metric)
+SCORES = FloatInput(min_ndim=2)
 
 
 def _arrays_in(value: Any, path: str, spec: "FloatInput") -> Iterator[Tuple[str, np.ndarray]]:
@@ -253,7 +259,7 @@ def _arrays_in(value: Any, path: str, spec: "FloatInput") -> Iterator[Tuple[str,
     if value is None or isinstance(value, (str, bytes)):
         return
     if isinstance(value, Mapping):
-        inner = FloatInput(spec.finite, spec.low, spec.high, None, (), spec.nan_where)
+        inner = FloatInput(spec.finite, spec.low, spec.high, None, (), spec.nan_where, spec.min_ndim)
         for k, v in value.items():
             if (keys is None or k in keys) and k not in spec.skip_keys:
                 yield from _arrays_in(v, f"{path}[{k!r}]", inner)
@@ -268,7 +274,7 @@ def _arrays_in(value: Any, path: str, spec: "FloatInput") -> Iterator[Tuple[str,
         arr = to_numpy(value, path)
     except (TypeError, ValueError):  # not an array: the metric's own checks name it
         return
-    if arr.dtype.kind in "iufb" and arr.size:
+    if arr.dtype.kind in "iufb" and arr.size and arr.ndim >= spec.min_ndim:
         yield path, arr
 
 
@@ -306,8 +312,9 @@ def check_float_inputs(name: str, declared: Mapping[str, Any], bound: Mapping[st
                 bad = out if bad is None else bad | out
             if bad is not None and bad.any():
                 where = np.unravel_index(int(np.flatnonzero(bad)[0]), arr.shape)
-                value = arr[where]
+                value = arr[where].item()
+                shown = "NaN" if value != value else repr(value)
                 raise MetricArgumentError(
-                    f"{name}.add(): {path} holds {value!r} at {tuple(int(i) for i in where)}; "
+                    f"{name}.add(): {path} holds {shown} at {tuple(int(i) for i in where)}; "
                     f"{arg} must be {spec.describe()}"
                 )

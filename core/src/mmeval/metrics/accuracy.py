@@ -10,16 +10,16 @@ import numpy as np
 from ..core.base_metric import ArrayResults, BaseMetric
 from ..core.errors import AccuracyWarning, DefaultThresholdWarning, MetricArgumentError, TopkWithLabelsWarning
 from ..core.inputs import (
-    FINITE,
+    INT64_MAX as INT64_MAX,
+)
+from ..core.inputs import (
+    SCORES,
     FloatInput,
     check_batch_shapes,
     class_indices,
     to_numpy,
     warn_user,
 )  # moved to mmeval.core.inputs; importable from here too
-from ..core.inputs import (
-    INT64_MAX as INT64_MAX,
-)
 from ..core.state import MetricState
 
 __all__ = ["Accuracy", "AccuracyWarning", "DefaultThresholdWarning", "TopkWithLabelsWarning"]
@@ -92,7 +92,7 @@ class Accuracy(BaseMetric):
 
     #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs):
     #: scores are finite (a NaN or infinite score has no rank); labels are checked as class indices
-    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": FINITE}
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": SCORES}
 
     def __init__(
         self,

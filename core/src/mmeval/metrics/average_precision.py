@@ -8,7 +8,7 @@ import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
 from ..core.errors import MetricArgumentError
-from ..core.inputs import FINITE, FloatInput, to_numpy
+from ..core.inputs import SCORES, FloatInput, to_numpy
 from .multi_label import OnehotFlags, dense_rows
 
 __all__ = ["AveragePrecision", "average_precision"]
@@ -93,7 +93,7 @@ class AveragePrecision(OnehotFlags, BaseMetric):
 
     #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs):
     #: scores are finite (a NaN or infinite score has no rank); labels are checked as class indices
-    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": FINITE}
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": SCORES}
 
     def __init__(
         self, average: Optional[str] = "macro", *, label_is_onehot: Optional[bool] = None, **kwargs: Any

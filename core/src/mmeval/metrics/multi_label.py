@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
 from ..core.errors import MetricArgumentError
-from ..core.inputs import FINITE, FloatInput, class_indices, to_numpy, warn_user
+from ..core.inputs import SCORES, FloatInput, class_indices, to_numpy, warn_user
 from ..core.state import MetricState
 from .single_label import check_items_and_average, format_prf, prf_support
 
@@ -229,7 +229,7 @@ class MultiLabelMetric(OnehotFlags, BaseMetric):
 
     #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs):
     #: scores are finite (a NaN or infinite score has no rank); labels are checked as class indices
-    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": FINITE}
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": SCORES}
 
     def __init__(
         self,

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
 from ..core.errors import MetricArgumentError
-from ..core.inputs import FINITE, FloatInput, check_batch_shapes, class_indices, to_numpy
+from ..core.inputs import SCORES, FloatInput, check_batch_shapes, class_indices, to_numpy
 from ..core.state import MetricState
 
 __all__ = ["SingleLabelMetric", "SingleLabelPrecisionRecallF1score"]
@@ -150,7 +150,7 @@ class SingleLabelMetric(BaseMetric):
 
     #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs):
     #: scores are finite (a NaN or infinite score has no rank); labels are checked as class indices
-    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": FINITE}
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": SCORES}
 
     def __init__(
         self,
