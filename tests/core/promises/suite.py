@@ -128,3 +128,72 @@ def has_float_state(case: Dict[str, Any]) -> bool:
 
 def where(path: Path) -> str:
     return "".join(f"[{p!r}]" for p in path)
+
+
+# -- the rank side: every promise of every case in one launch per world size ------------------------------------------
+
+#: shardings compared bit for bit with one process (metric_helpers.compute_sharded's three, metric_cases' shuffled
+#: indices=, and a shuffled DistributedSampler with compute(size=n))
+SHARDINGS = ("padded", "uneven", "cat", "indices", "sampler")
+
+
+def sampler_order(n: int, ws: int, seed: int = 3) -> List[int]:
+    """A shuffled DistributedSampler's order: a permutation padded by wrapping to a multiple of ``ws``."""
+    order = [int(i) for i in np.random.default_rng(seed).permutation(n)]
+    return order + order[: -n % ws]
+
+
+def refused_batch(case: Dict[str, Any]) -> List[Any]:
+    """A batch ``add()`` must refuse: a NaN in the first numeric field, else an object in place of the first input."""
+    batch = first_batch(case)
+    names = arg_names(case)
+    declared = getattr(metric_cases.metric_class(case["metric"]), "float_inputs", {}) or {}
+    for j, path in field_patterns(batch):
+        if not nan_meaning(declared.get(names[j] if j < len(names) else ""), path):
+            return with_value(batch, j, path, float("nan"))
+    return [object(), *batch[1:]]
+
+
+def _outcome(fn: Any) -> Tuple[str, Any]:
+    try:
+        return "ok", fn()
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+
+
+def run_promises(backend: Any, cases: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
+    """On every rank alike: each case under every sharding of :data:`SHARDINGS`, with a refusal on the last rank,
+    and with the last rank adding nothing. Returns ``{case: {what: (status, value)}}``."""
+    import warnings
+
+    out: Dict[str, Any] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, case in cases.items():
+            out[name] = _case_promises(backend, case)
+    return out
+
+
+def _case_promises(backend: Any, case: Dict[str, Any]) -> Dict[str, Any]:
+    rank, ws = backend.rank, backend.world_size
+    n, inputs = case["n"], case["inputs"]
+    got: Dict[str, Any] = {}
+    sharded = _outcome(lambda: metric_cases.shard_results(backend, lambda **kw: make(case, **kw), inputs, n))
+    for s in ("padded", "uneven", "cat", "indices"):
+        got[s] = (sharded[0], sharded[1][s]) if sharded[0] == "ok" else sharded
+    metric = make(case, dist_backend=backend)
+    metric_cases.feed(metric, inputs, sampler_order(n, ws)[rank::ws])
+    got["sampler"] = _outcome(lambda: metric.compute(size=n))
+    refusing = make(case, dist_backend=backend)
+    if rank == ws - 1 and ws > 1:
+        try:
+            refusing.add(*refused_batch(case))
+        except Exception:
+            pass
+    metric_cases.feed(refusing, inputs, list(range(n))[rank::ws])
+    got["refusal"] = _outcome(lambda: refusing.compute(size=n))
+    empty = make(case, dist_backend=backend)
+    if rank < ws - 1 or ws == 1:
+        metric_cases.feed(empty, inputs, list(range(n))[rank :: max(ws - 1, 1)], with_indices=True)
+    got["empty_rank"] = _outcome(empty.compute)
+    return got
