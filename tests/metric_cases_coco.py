@@ -4,7 +4,27 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-CASE_NAMES = ("COCODetection-bbox-proposal", "COCODetection-segm")
+CASE_NAMES = ("COCODetection-bbox-proposal", "COCODetection-segm", "COCODetection-ann-file-two-images")
+
+
+def ann_file_of(gts: Any, classes: Any) -> str:
+    """The ground truths as a COCO json in the temporary directory, named by its content (the ranks read it)."""
+    import hashlib
+    import json
+    import os
+    import tempfile
+
+    from coco_reference import coco_json
+
+    js = coco_json(gts, classes)
+    js["categories"] = js["categories"][::-1]  # listed against class order: labels map by name (issue 32, item 8)
+    text = json.dumps(js, sort_keys=True)
+    path = os.path.join(tempfile.gettempdir(), f"mmeval-case-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json")
+    if not os.path.exists(path):
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+    return path
 
 
 def build_cases() -> Dict[str, Dict[str, Any]]:
@@ -18,6 +38,7 @@ def build_cases() -> Dict[str, Dict[str, Any]]:
     preds, gts = detections(n, 5, seed=41, crowd=0.2)
     seg_n = 25
     seg_preds, seg_gts = detections(seg_n, 5, seed=42, masks=True)
+    two_preds, two_gts = detections(2, 5, seed=45)
     return {
         "COCODetection-bbox-proposal": {
             "metric": "mmeval.metrics.coco_detection:COCODetection",
@@ -30,5 +51,12 @@ def build_cases() -> Dict[str, Dict[str, Any]]:
             "kwargs": {**common, "metric": "segm"},
             "inputs": [seg_preds, seg_gts],
             "n": seg_n,
+        },
+        # two images on up to four ranks: ranks that added no image (issue 32, item 8), the ground truths from a file
+        "COCODetection-ann-file-two-images": {
+            "metric": "mmeval.metrics.coco_detection:COCODetection",
+            "kwargs": {**common, "ann_file": ann_file_of(two_gts, classes), "metric": ["bbox", "proposal"]},
+            "inputs": [two_preds, [{} for _ in two_gts]],
+            "n": 2,
         },
     }

@@ -82,6 +82,9 @@ def assert_all_rejected(metric: Any, cases: List[Any]) -> None:
         with pytest.raises(ValueError, match=match):
             metric.add(*args)
     assert metric.num_results == 0
+    with pytest.raises(ValueError, match="refused since reset"):  # a refused add() is remembered (issue 32, item 2)
+        metric.compute()
+    metric.reset()
     with pytest.raises(ValueError, match="nothing was added"):
         metric.compute()
 

@@ -23,6 +23,7 @@ def _refused(acc: Accuracy, preds, labels, *words: str) -> None:
     for word in words:
         assert word in str(info.value), f"{word!r} not in {info.value}"
     assert acc.num_results == before
+    acc.reset()  # the refusal is remembered until reset() (issue 32, item 2); what follows starts afresh
 
 
 # -- class indices: out of range, NaN, non-integral, negative ----------------------------------------------------

@@ -79,7 +79,7 @@ def test_bad_arguments_and_inputs_raise_naming_them():
         [
             ((np.asarray([0.5, 0.2]), [0, 1]), r"predictions must be scores of shape \(N, C\), got shape \(2,\)"),
             ((scores, [[0]]), "different lengths: 2 predictions, 1 labels"),
-            ((np.asarray([[np.nan, 0, 0], [0, 0, 1]]), [0, 1]), "NaN scores"),
+            ((np.asarray([[np.nan, 0, 0], [0, 0, 1]]), [0, 1]), r"predictions holds NaN at \(0, 0\)"),
             ((scores, [[0], [3]]), r"labels\[1\] out of range: got 3"),
             ((scores.astype(str), [0, 1]), "must be real numbers"),
         ],

@@ -51,8 +51,7 @@ def test_warnings_point_at_the_callers_line():
         cases.append("add")
         acc2 = Accuracy(thrs=None)
         acc2.add(scores, labels)
-        acc2.add(scores, labels)
-        acc2.compute(size=2)  # more results than size: ShardingWarning at compute()
+        acc2.compute(size=4)  # fewer results than size: RuntimeWarning at compute()
         cases.append("compute")
         acc3 = Accuracy()
         acc3.add(scores - 2, labels)  # the true class wins with a score <= 0

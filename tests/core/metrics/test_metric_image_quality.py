@@ -568,7 +568,7 @@ def test_bad_inputs_are_refused_naming_the_image_and_keep_nothing():
         with pytest.raises(MetricArgumentError, match=match):
             metric.add(*args)
         assert metric.num_results == 0, type(metric).__name__
-        with pytest.raises(ValueError, match="nothing was added"):
+        with pytest.raises(ValueError, match="refused since reset"):  # remembered (issue 32, item 2)
             metric.compute()
 
 

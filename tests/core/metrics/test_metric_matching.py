@@ -412,8 +412,9 @@ def test_ava_bad_inputs_and_files_are_named(tmp_path):
         with pytest.raises(ValueError, match=match):
             metric.add([bad])
     assert metric.num_results == 0
-    with pytest.raises(ValueError, match="nothing was added"):
+    with pytest.raises(ValueError, match="refused since reset"):  # a refused add() is remembered (issue 32, item 2)
         metric.compute()
+    metric.reset()
     metric.add([frame, frame])
     with pytest.raises(ValueError, match=r"frame \(.*\) was added 2 times.*compute\(size="):
         metric.compute()

@@ -116,7 +116,7 @@ def test_bad_inputs_raise_naming_them_and_keep_nothing():
         ((np.full((2, 3), 0.2), [[0]]), "different lengths: 2 predictions, 1 labels"),
         ((np.full((1, 3), 0.2), [[0, 3]]), r"labels\[0\] out of range: got 3 .*label format.*0 or 1"),
         ((np.full((1, 3), 2.5), [[0]]), r"predictions\[0\] must be integer class indices.*score rows must be C"),
-        ((np.asarray([[np.nan, 0, 0]]), [[0]]), r"predictions\[0\] contains NaN"),
+        ((np.asarray([[np.nan, 0, 0]]), [[0]]), r"predictions holds NaN at \(0, 0\)"),
         ((np.zeros((1, 3, 1)), [[0]]), r"predictions must be an \(N,\) or \(N, C\) array"),
         (([], []), "predictions is empty"),
     ]

@@ -135,7 +135,7 @@ def test_bad_inputs_raise_naming_them_and_keep_nothing():
         ((np.zeros((2, 3, 1)), [0, 1]), r"predictions must have shape \(N,\) \(labels\) or \(N, C\)"),
         ((scores, [[0], [1]]), r"labels must have shape \(N,\)"),
         ((np.full((2, 4), 0.2), [0, 1]), "have 4 classes .* but num_classes=3"),
-        ((np.asarray([[np.nan, 0, 0], [0, 0, 1]]), [0, 1]), "NaN scores"),
+        ((np.asarray([[np.nan, 0, 0], [0, 0, 1]]), [0, 1]), r"predictions holds NaN at \(0, 0\)"),
         ((scores, [0, 3]), r"labels out of range: got 3 at index 1"),
         (([0, 5], [0, 1]), r"predictions \(labels\) out of range: got 5"),
         ((scores, [0.5, 1]), "non-integral value 0.5"),

@@ -563,7 +563,7 @@ def test_bad_inputs_raise_naming_them_and_keep_nothing(make, args, match):
     with pytest.raises(MetricArgumentError, match=match):
         metric.add(*args)
     assert metric.num_results == 0
-    with pytest.raises(ValueError, match="nothing was added"):
+    with pytest.raises(ValueError, match="refused since reset"):  # a refused add() is remembered (issue 32, item 2)
         metric.compute()
 
 

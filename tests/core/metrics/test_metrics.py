@@ -109,7 +109,12 @@ def test_bad_input_is_a_value_error_and_leaves_state_alone(preds, labels, word):
     before = acc.compute()
     with pytest.raises(ValueError, match=word):
         acc.add(preds, labels)
-    assert acc.num_results == 2 and acc.compute() == before
+    assert acc.num_results == 2
+    with pytest.raises(ValueError, match="refused since reset"):  # remembered, not answered without it (item 2)
+        acc.compute()
+    acc.reset()
+    acc.add(np.eye(3)[[0, 1]], np.array([0, 1]))
+    assert acc.compute() == before
 
 
 def test_bad_constructor_arguments():
@@ -156,7 +161,9 @@ def test_stateless_call_and_reset():
 def test_compute_size_drops_padding_single_process():
     acc = Accuracy()
     acc.add(np.eye(2)[[0, 0, 1]], [0, 1, 1])
-    assert acc.compute(size=2) == {"top1": 0.5}
+    assert acc.compute(size=3) == {"top1": 2 / 3}
+    with pytest.raises(ValueError, match="3 samples were added"):  # more than size explains (issue 32, item 9)
+        acc.compute(size=2)
     with pytest.warns(RuntimeWarning, match="only 3 results"):
         acc.compute(size=10)
 
@@ -201,4 +208,5 @@ def test_object_results_metric():
     m = ListMetric()
     m.add([("a", 1), ("b", 2)])
     assert m.compute() == {"items": [("a", 1), ("b", 2)]}
-    assert m.compute(size=1) == {"items": [("a", 1)]}
+    with pytest.raises(ValueError, match="2 samples were added"):  # more than size explains (issue 32, item 9)
+        m.compute(size=1)

@@ -14,7 +14,7 @@ import sys
 import textwrap
 import time
 import warnings
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Tuple
 
 import numpy as np
 import pytest
@@ -208,7 +208,7 @@ def test_a_named_backend_not_running_under_a_launcher_is_an_error(how):
 # -- item 13: stale results, a size that is not the dataset's ---------------------------------------------------------
 
 
-def test_results_past_size_in_one_process_warn_with_the_likely_causes():
+def test_results_past_size_in_one_process_are_refused_with_the_likely_causes():
     scores, labels = data()
     for metric in (Accuracy(thrs=None), Ids()):
 
@@ -223,31 +223,29 @@ def test_results_past_size_in_one_process_warn_with_the_likely_causes():
             warnings.simplefilter("error")
             metric.compute(size=2)
         add(2, 4)
-        with pytest.warns(UserWarning) as caught:
+        with pytest.raises(ValueError) as caught:  # issue 32, item 9: an error, never a number
             metric.compute(size=2)
-        text = " ".join(str(w.message) for w in caught)
+        text = str(caught.value)
         assert "4 samples were added" in text and "reset()" in text and "len(dataset)" in text and "indices=" in text, (
             text
         )
 
 
-def _too_many_worker(backend: Any) -> List[str]:
+def _too_many_worker(backend: Any) -> Tuple[str, str]:
     scores, labels = data(30)
     acc = Accuracy(thrs=None, dist_backend=backend)
     mine = list(range(backend.rank, 30, backend.world_size))
     acc.add(scores[mine], labels[mine])
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        acc.compute(size=6)
-    return [str(w.message) for w in caught]
+    outcome = _timed_compute(acc, size=6)
+    return outcome[0], outcome[1]
 
 
 def test_more_results_than_size_on_three_ranks_names_reset_and_the_dataset_size():
     out = run_ranks(_too_many_worker, 3, timeout=90)
     for rank in range(3):
-        status, messages = out[rank]
-        assert status == "ok", messages
-        text = " ".join(messages)
+        status, (kind, text) = out[rank]
+        assert status == "ok", text
+        assert kind == "ValueError", (rank, kind, text)
         assert "reset()" in text and "size=len(dataset)" in text and "indices=" in text, (rank, text)
 
 

@@ -9,6 +9,7 @@ from typing import Any, Dict, List
 import numpy as np
 import pytest
 from hub_backend import run_ranks
+from metric_helpers import Ids
 
 from mmeval import Accuracy
 from mmeval.core.errors import ShardingWarning
@@ -122,16 +123,16 @@ def _accelerate_like_worker(backend: Any, n: int, batch: int) -> List[str]:
     return [str(w.message) for w in record if w.category is ShardingWarning]
 
 
-def test_more_results_than_size_plus_padding_warns_on_every_rank():
+def test_more_results_than_size_plus_padding_is_an_error_on_every_rank():
     out = run_ranks(_accelerate_like_worker, 3, 100, 16, timeout=120)  # 7 batches -> 9 dealt: 132 samples
     for rank in range(3):
-        status, messages = out[rank]
-        assert status == "ok", messages
-        (message,) = messages
-        assert "132 samples were added on 3 ranks" in message and "indices=" in message
+        status, got = out[rank]
+        assert status == "error", got
+        kind, message, _ = got
+        assert kind == "ValueError" and "132 samples were added on 3 ranks" in message and "indices=" in message
 
 
-def test_one_process_warns_only_when_size_cuts_results():
+def test_one_process_refuses_results_past_size():
     scores, labels = issue_data(50)
     acc = Accuracy()
     acc.add(scores, labels)
@@ -139,8 +140,8 @@ def test_one_process_warns_only_when_size_cuts_results():
         warnings.simplefilter("error", ShardingWarning)
         acc.compute()
         acc.compute(size=50)
-    # one process has no sampler padding: results past size are stale or a wrong size (issue 20, item 13)
-    with pytest.warns(ShardingWarning, match="50 samples were added; only 40 are counted"):
+    # one process has no sampler padding: results past size are stale or a wrong size (issue 32, item 9)
+    with pytest.raises(ValueError, match=r"50 samples were added; .*reset\(\)"):
         acc.compute(size=40)
 
 
@@ -153,6 +154,12 @@ def test_state_metric_single_process_size_cuts_like_the_per_sample_path(size):
     if size == 0:
         with pytest.raises(ValueError, match="size must be positive"):
             acc.compute(size=0)
+    elif size < 50:  # more samples than size explains: refused (issue 32, item 9), on either path
+        for metric in (acc, Ids()):
+            if isinstance(metric, Ids):
+                metric.add(list(range(50)))
+            with pytest.raises(ValueError, match="50 samples were added"):
+                metric.compute(size=size)
     else:
         assert acc.compute(size=size) == Accuracy(topk=(1, 2), thrs=(None, 0.5))(scores[:size], labels[:size])
 

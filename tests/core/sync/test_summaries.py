@@ -53,8 +53,9 @@ def test_indices_and_size_see_summaries_like_results():
     assert m.compute() == {"lengths": [3, 1, 2]}
     m = Lengths()
     m.add([[1], [1, 1], [1, 1, 1]])
-    with pytest.warns(Warning):
-        assert m.compute(size=2) == {"lengths": [1, 2]}
+    assert m.compute(size=3) == {"lengths": [1, 2, 3]}
+    with pytest.raises(ValueError, match="3 samples were added"):  # more than size explains (issue 32, item 9)
+        m.compute(size=2)
 
 
 def test_a_refused_add_keeps_nothing_pending():

@@ -19,6 +19,7 @@ from .dist import get_dist_backend
 from .dist_backends.base_backend import BaseDistBackend
 from .dist_backends.transport import asking
 from .errors import RemoteMetricError, ShardingWarning
+from .identity import identified
 from .results import ArrayResults, RankResults, select
 from .state import MetricState, StateSpec, check_rows, declared, reduce_rows
 from .sync import coverage as _coverage
@@ -26,6 +27,7 @@ from .sync.add_indices import accepting_indices
 from .sync.gather import gather_and_compute
 from .sync.ordering import kept_in_one_process, kept_samples
 from .sync.partitioned import part_loads_of, partitioned_compute, world_owners
+from .sync.promises import adding_lock
 from .sync.refusals import check_arguments, check_runtime, refusal, refuse
 from .sync.state_path import compute_state
 
@@ -306,12 +308,13 @@ class BaseMetric(metaclass=ABCMeta):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Dict[str, Any]:
         """Stateless: compute the metric of this one call's inputs, locally, leaving the state alone."""
-        saved, self._kept = self._kept, RankResults()
-        try:
-            self.add(*args, **kwargs)
-            return self._compute_here(None)
-        finally:
-            self._kept = saved
+        with adding_lock(self):  # no other thread's add() lands in this call's results, nor this call's in its
+            saved, self._kept = self._kept, RankResults()
+            try:
+                self.add(*args, **kwargs)
+                return self._compute_here(None)
+            finally:
+                self._kept = saved
 
     # -- indices ---------------------------------------------------------------
 
@@ -378,8 +381,10 @@ class BaseMetric(metaclass=ABCMeta):
         ``logger`` and ``dist_backend`` (``topk``, ``thrs``, ``average``, ...),
         whatever its type or size: the transport compares a digest of a
         canonical encoding of each field (:func:`mmeval.core.wire.canonical_question`),
-        so numpy scalars, long lists and nested values all count. Subclasses may
-        extend it.
+        so numpy scalars, long lists and nested values all count. A callable
+        counts by its identity and each attribute the class lists in
+        ``question_files`` by its file's content (:mod:`mmeval.core.identity`).
+        Subclasses may extend it.
         """
         question: Dict[str, Any] = {
             "metric": f"{type(self).__module__}.{type(self).__qualname__}",
@@ -389,7 +394,7 @@ class BaseMetric(metaclass=ABCMeta):
         for key, value in vars(self).items():
             if not key.startswith("_") and key not in self._NOT_ASKED:
                 question[key] = value
-        return question
+        return identified(self, question)  # callables by their identity, files by their content (identity.py)
 
     def compute(self, size: Optional[int] = None) -> Dict[str, Any]:
         """Compute the metric over every rank's results; every rank gets the result.

@@ -12,11 +12,24 @@ import os
 import re
 import sys
 import warnings
-from typing import Any, Optional, Type
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Optional, Tuple, Type
 
 import numpy as np
 
-__all__ = ["INT64_MAX", "as_indices", "check_batch_shapes", "class_indices", "to_numpy", "warn_user"]
+__all__ = [
+    "INT64_MAX",
+    "FINITE",
+    "SCORES",
+    "FloatInput",
+    "as_indices",
+    "check_batch_shapes",
+    "check_float_inputs",
+    "declared_specs",
+    "class_indices",
+    "to_numpy",
+    "warn_user",
+]
 
 #: The largest class or dataset index: indices are stored as int64.
 INT64_MAX = 2**63 - 1
@@ -192,3 +205,122 @@ def class_indices(arr: np.ndarray, what: str, num_classes: Optional[int] = None)
             )
         raise ValueError(f"{what} out of range: got {shown} at index {idx}; {valid}")
     return arr.astype(np.int64, copy=False)
+
+
+@dataclass(frozen=True)
+class FloatInput:
+    """What one float argument of a metric's ``add()`` accepts, declared once on the metric class.
+
+    A metric lists them in its class attribute ``float_inputs`` (argument name
+    -> ``FloatInput``); the ``add()`` wrapper every metric gets checks each
+    declared argument before the metric's own ``add()`` runs
+    (:func:`check_float_inputs`), so a NaN pixel, keypoint or logit is refused
+    naming the argument and the place, for every metric alike. The argument
+    may be an array, a tensor, or sequences / dicts of them (every numeric
+    array found inside is checked; ``keys``: only those dict keys).
+
+    Attributes:
+        finite: NaN and +-inf are refused.
+        low, high: the closed range of accepted values (``None``: unbounded).
+        keys: in dicts, the keys this applies to (``None``: every key).
+        skip_keys: in dicts, keys this does not apply to (the metric checks them itself).
+        min_ndim: only arrays of at least this many dimensions (``2``: scores ``(N, C)``, not
+            predicted labels ``(N,)``, which the metric checks as class indices).
+        nan_where: where NaN *has* a meaning, in words (then ``finite`` is
+            ``False`` and the metric itself checks and documents it, e.g. an
+            invalid keypoint); shown in the docs and the shared test suite.
+    """
+
+    finite: bool = True
+    low: Optional[float] = None
+    high: Optional[float] = None
+    keys: Optional[Tuple[str, ...]] = None
+    skip_keys: Tuple[str, ...] = ()
+    nan_where: Optional[str] = None
+    min_ndim: int = 0
+
+    def describe(self) -> str:
+        """The declaration in words (for errors and the docs)."""
+        parts = ["finite" if self.finite else f"NaN allowed where {self.nan_where or 'the metric says'}"]
+        if self.low is not None or self.high is not None:
+            lo = "-inf" if self.low is None else f"{self.low:g}"
+            hi = "inf" if self.high is None else f"{self.high:g}"
+            parts.append(f"in [{lo}, {hi}]")
+        if self.keys is not None:
+            parts.append(f"keys {list(self.keys)}")
+        if self.skip_keys:
+            parts.append(f"but keys {list(self.skip_keys)}")
+        return ", ".join(parts)
+
+
+#: the usual declaration: NaN and +-inf refused, any range
+FINITE = FloatInput()
+#: classification scores (N, C): finite (predicted labels (N,) are checked as class indices by the metric)
+SCORES = FloatInput(min_ndim=2)
+
+
+def _arrays_in(value: Any, path: str, spec: "FloatInput") -> Iterator[Tuple[str, np.ndarray]]:
+    """Every numeric array inside ``value`` (sequences and dicts walked) with its path, per ``spec``'s keys."""
+    keys = spec.keys
+    if value is None or isinstance(value, (str, bytes)):
+        return
+    if isinstance(value, Mapping):
+        inner = FloatInput(spec.finite, spec.low, spec.high, None, (), spec.nan_where, spec.min_ndim)
+        for k, v in value.items():
+            if (keys is None or k in keys) and k not in spec.skip_keys:
+                yield from _arrays_in(v, f"{path}[{k!r}]", inner)
+        return
+    if isinstance(value, (list, tuple)) and (not value or not isinstance(value[0], numbers.Number)):
+        for i, v in enumerate(value):
+            yield from _arrays_in(v, f"{path}[{i}]", spec)
+        return
+    if keys is not None:  # a bare array where dicts are expected: the metric refuses it itself
+        return
+    try:
+        arr = to_numpy(value, path)
+    except (TypeError, ValueError):  # not an array: the metric's own checks name it
+        return
+    if arr.dtype.kind in "iufb" and arr.size and arr.ndim >= spec.min_ndim:
+        yield path, arr
+
+
+def declared_specs(declared: Any) -> Tuple[FloatInput, ...]:
+    """A ``float_inputs`` value as a tuple: one :class:`FloatInput`, or several for the keys of a dict argument."""
+    return (declared,) if isinstance(declared, FloatInput) else tuple(declared)
+
+
+def check_float_inputs(name: str, declared: Mapping[str, Any], bound: Mapping[str, Any]) -> None:
+    """Refuse (:class:`~mmeval.core.errors.MetricArgumentError`) a value a declared argument does not accept.
+
+    ``declared``: argument name -> a :class:`FloatInput`, or a tuple of them (e.g. one for
+    some keys of a dict argument, another for the others). ``bound``: the ``add()`` call's arguments by name. The error names the
+    metric, the argument and the place (``predictions[3]``, ``groundtruths[0]['coords']``),
+    the first bad value and what the argument accepts.
+    """
+    from .errors import MetricArgumentError
+
+    for arg, specs in declared.items():
+        if arg not in bound:
+            continue
+        for spec, path, arr in (
+            (one, *found) for one in declared_specs(specs) for found in _arrays_in(bound[arg], arg, one)
+        ):
+            bad: Optional[np.ndarray] = None
+            if arr.dtype.kind in "fc" and spec.finite:
+                bad = ~np.isfinite(arr)
+            if spec.low is not None or spec.high is not None:
+                with np.errstate(invalid="ignore"):
+                    out = np.zeros(arr.shape, dtype=bool)
+                    if spec.low is not None:
+                        out |= arr < spec.low
+                    if spec.high is not None:
+                        out |= arr > spec.high
+                bad = out if bad is None else bad | out
+            if bad is not None and bad.any():
+                where = np.unravel_index(int(np.flatnonzero(bad)[0]), arr.shape)
+                value = arr[where].item()
+                shown = "NaN" if value != value else repr(value)
+                raise MetricArgumentError(
+                    f"{name}.add(): {path} holds {shown} at {tuple(int(i) for i in where)}; "
+                    f"{arg} must be {spec.describe()}"
+                )

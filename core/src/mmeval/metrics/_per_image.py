@@ -9,13 +9,13 @@ PSNR, SNR and SSIM. Also the argument and input checks they all use.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
 from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError
-from ..core.inputs import to_numpy
+from ..core.inputs import FINITE, FloatInput, to_numpy
 from ..core.state import MetricState
 from .utils.image_transforms import CHANNEL_ORDERS, INPUT_ORDERS, reorder_and_crop
 
@@ -166,6 +166,9 @@ class MaskedImageErrors(MeanOfImageScores):
     """``add(predictions, groundtruths, masks=None)`` scoring each image with :meth:`_image_error` (see
     :func:`scores_with_masks`): MMEval's MAE and MSE."""
 
+    #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs)
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": FINITE, "groundtruths": FINITE, "masks": FINITE}
+
     def add(self, predictions: Any, groundtruths: Any, masks: Any = None) -> None:
         """Add a batch; see the class docstring. Keeps nothing of a batch it refuses."""
         self._add_scores(scores_with_masks(self.name, predictions, groundtruths, masks, self._image_error))
@@ -190,6 +193,9 @@ class ComparedImages(MeanOfImageScores):
     255]; ``channel_order`` overrides the constructor's for this batch. An
     image's score is the mean of its frames' scores.
     """
+
+    #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs)
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": FINITE, "groundtruths": FINITE}
 
     def __init__(
         self,

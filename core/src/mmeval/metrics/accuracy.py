@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Type, Union
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Set, Tuple, Type, Union
 
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
 from ..core.errors import AccuracyWarning, DefaultThresholdWarning, MetricArgumentError, TopkWithLabelsWarning
-from ..core.inputs import INT64_MAX as INT64_MAX  # moved to mmeval.core.inputs; importable from here too
-from ..core.inputs import check_batch_shapes, class_indices, to_numpy, warn_user
+from ..core.inputs import (
+    INT64_MAX as INT64_MAX,
+)
+from ..core.inputs import (
+    SCORES,
+    FloatInput,
+    check_batch_shapes,
+    class_indices,
+    to_numpy,
+    warn_user,
+)  # moved to mmeval.core.inputs; importable from here too
 from ..core.state import MetricState
 
 __all__ = ["Accuracy", "AccuracyWarning", "DefaultThresholdWarning", "TopkWithLabelsWarning"]
@@ -80,6 +89,10 @@ class Accuracy(BaseMetric):
     Units: the ``top{k}`` values are fractions in [0, 1] (0.9079 is 90.79 %). These are MMEval's scales, kept
     as they are for compatibility with MMEval: one result dict may mix fractions and percentages.
     """
+
+    #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs):
+    #: scores are finite (a NaN or infinite score has no rank); labels are checked as class indices
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": SCORES}
 
     def __init__(
         self,

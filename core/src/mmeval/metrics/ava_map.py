@@ -185,6 +185,9 @@ class AVAMeanAP(BaseMetric):
     Units: ``mAP@0.5IOU`` is a fraction in [0, 1], as MMEval 0.2.1's.
     """
 
+    #: attributes naming files whose content shapes the answer: the question carries their digest (mmeval.core.identity)
+    question_files = ("ann_file", "label_file", "exclude_file")
+
     def __init__(
         self,
         ann_file: str,

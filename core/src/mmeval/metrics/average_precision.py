@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
 from ..core.errors import MetricArgumentError
-from ..core.inputs import to_numpy
+from ..core.inputs import SCORES, FloatInput, to_numpy
 from .curves import CurveMixin, PRCurves, pr_curve, thin
 from .multi_label import OnehotFlags, dense_rows
 
@@ -91,6 +91,10 @@ class AveragePrecision(CurveMixin, OnehotFlags, BaseMetric):
     Units: ``mAP`` and ``AP_classwise`` are percentages in [0, 100] (91.82 is 91.82 %). These are MMEval's
     scales, kept as they are for compatibility with MMEval: one result dict may mix fractions and percentages.
     """
+
+    #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs):
+    #: scores are finite (a NaN or infinite score has no rank); labels are checked as class indices
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": SCORES}
 
     def __init__(
         self, average: Optional[str] = "macro", *, label_is_onehot: Optional[bool] = None, **kwargs: Any

@@ -31,6 +31,7 @@ from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentTypeError
 from ..core.packed import PackedColumns, pack_arrays
 from .coco_accumulate import combine_partials, runs, summarize_sums
+from .coco_categories import category_ids_by_name
 from .coco_inputs import _Annotations, _Categories, _ignore_bits, _Image, _records, read_image
 from .coco_matching import _match_images
 from .coco_parts import join_parts, split_summaries
@@ -46,6 +47,15 @@ SUMMARIZE_EVERY = 4_096
 #: detections matched at once (summed over images): the matching's working memory (~1 KB per detection
 #: for boxes: the IoU pairs and their orders) follows this, not how many images wait
 MATCH_SLICE = 2_048
+
+
+def _typed_column(packed: PackedColumns, j: int, empty_dtype: Any) -> np.ndarray:
+    """Column ``j`` of the summaries; without any (a rank that added no image), empty of ``empty_dtype``.
+
+    ``empty_dtype`` is the narrowest the column holds, so that joined with the
+    other ranks' parts it promotes to theirs (the one-process dtypes)."""
+    col = packed.column(j)
+    return col if col.size else col.astype(empty_dtype)
 
 
 def _default_iou_thrs() -> np.ndarray:
@@ -105,6 +115,9 @@ class COCODetection(BaseMetric):
     Units: every AP / AR value is a fraction in [0, 1] (-1: no ground truth), as in MMEval 0.2.1 and
     pycocotools; ``{metric}_{class}_precision`` too (NaN: no ground truth of the class).
     """
+
+    #: attributes naming files whose content shapes the answer: the question carries their digest (mmeval.core.identity)
+    question_files = ("ann_file",)
 
     def __init__(
         self,
@@ -235,7 +248,7 @@ class COCODetection(BaseMetric):
         if self._cats is None:
             classes = self.classes
             if self._ann is not None:
-                ids = [c["id"] for c in self._ann.categories if c["name"] in classes]
+                ids = category_ids_by_name(self._ann.categories, classes, self.ann_file)
                 names = {c["id"]: c["name"] for c in self._ann.categories}
             else:
                 ids = list(range(len(classes)))
@@ -246,6 +259,10 @@ class COCODetection(BaseMetric):
     def _question(self, size: Optional[int]) -> Dict[str, Any]:
         question = super()._question(size)
         question["iou_thrs"] = [float(t) for t in self.iou_thrs]
+        try:  # the classes shape the labels' categories: a rank with other dataset_meta is a mismatch, named so
+            question["dataset_meta['classes']"] = tuple(str(c) for c in self.classes)
+        except MetricArgumentError:
+            question["dataset_meta['classes']"] = None
         return question
 
     def reset(self) -> None:
@@ -384,7 +401,8 @@ class COCODetection(BaseMetric):
         blobs = [r[0] if isinstance(r, tuple) else r for r in results]
         cats = self._categories()
         packed = self._packed(blobs)
-        meta = packed.column(0).reshape(-1, 2)
+        column = partial(_typed_column, packed)  # a rank that added no image: empty columns of the summaries' dtypes
+        meta = column(0, np.int64).reshape(-1, 2)
 
         def proposal_cats(j: int) -> np.ndarray:
             return np.zeros(int(packed.lengths[:, 2 + 3 * j].sum()), dtype=np.uint8)
@@ -392,14 +410,15 @@ class COCODetection(BaseMetric):
         det_cols = [
             (
                 packed.lengths[:, 1 + 3 * j],
-                partial(packed.column, 1 + 3 * j),
-                packed.column(2 + 3 * j) if metric != "proposal" else proposal_cats(j),
-                partial(packed.column, 3 + 3 * j),
+                partial(column, 1 + 3 * j, np.float32),
+                column(2 + 3 * j, np.uint8) if metric != "proposal" else proposal_cats(j),
+                partial(column, 3 + 3 * j, np.uint64),
             )
             for j, metric in enumerate(self.metrics)
         ]
         if self._ann is None:
-            gt_cat, gt_ig = packed.column(packed.lengths.shape[1] - 2), packed.column(packed.lengths.shape[1] - 1)
+            width = packed.lengths.shape[1]
+            gt_cat, gt_ig = column(width - 2, np.uint8), column(width - 1, np.uint8)
         else:
             gt_cat, gt_ig = np.zeros(0, np.uint8), np.zeros(0, np.uint8)
         del results

@@ -18,6 +18,7 @@ from ..core.errors import MetricArgumentError, MetricArgumentKeyError
 from ..core.inputs import to_numpy
 from .coco_accumulate import AREA_RANGES
 from .extras import import_extra
+from .utils.rle_check import check_polygon_rings, check_rle
 
 
 class _Categories:
@@ -200,7 +201,7 @@ def _masks(value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]) -> List
     out = []
     for j, m in enumerate(value):
         if isinstance(m, dict) and "counts" in m and "size" in m:
-            h, w = (int(v) for v in m["size"])
+            h, w = check_rle(m, f"COCODetection.add(): {what}[{j}]")  # before pycocotools' C code reads it
             if isinstance(m["counts"], list):
                 out.append(mask.frPyObjects(m, h, w))
             else:
@@ -212,6 +213,7 @@ def _masks(value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]) -> List
                     f"COCODetection.add(): {what}[{j}] is a polygon, which needs the image's "
                     f"'height' and 'width' in the same dict"
                 )
+            check_polygon_rings(m, f"COCODetection.add(): {what}[{j}]")
             out.append(mask.merge(mask.frPyObjects(m, int(hw[0]), int(hw[1]))))
         else:
             arr = np.asarray(m)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Dict
 
 import numpy as np
 
 from ..core.errors import MetricArgumentError
+from ..core.inputs import FINITE, FloatInput
 from ._per_image import MeanOfImageScores, alpha_triples, check_positive
 from .extras import import_extra
 
@@ -63,6 +64,9 @@ class ConnectivityError(MeanOfImageScores):
     Units: ``connectivity_error`` is a sum of per-pixel differences divided by ``norm_const``, as MMEval
     0.2.1's.
     """
+
+    #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs)
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"pred_alphas": FINITE, "gt_alphas": FINITE, "trimaps": FINITE}
 
     KEY = "connectivity_error"
 

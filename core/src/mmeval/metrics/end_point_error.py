@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, Sequence, Tuple, Union
 
 import numpy as np
 
 from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError
+from ..core.inputs import FINITE, FloatInput
 from ..core.state import MetricState
 from ._per_image import image_list, same_length, same_shape
 
@@ -37,6 +38,9 @@ class EndPointError(BaseMetric):
 
     Units: ``EPE`` in the flow's units (pixels), as MMEval 0.2.1's.
     """
+
+    #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs)
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": FINITE, "labels": FINITE, "valid_masks": FINITE}
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Tuple
+from typing import Any, ClassVar, Dict, Tuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..core.errors import MetricArgumentError
+from ..core.inputs import FINITE, FloatInput
 from ._per_image import MeanOfImageScores, alpha_triples, check_positive
 
 __all__ = ["GradientError", "gauss_gradient", "gaussian_derivative_taps"]
@@ -75,6 +76,9 @@ class GradientError(MeanOfImageScores):
     Units: ``gradient_error`` is a sum of squared gradient differences divided by ``norm_const``, as MMEval
     0.2.1's.
     """
+
+    #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs)
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"pred_alphas": FINITE, "gt_alphas": FINITE, "trimaps": FINITE}
 
     KEY = "gradient_error"
 

@@ -164,8 +164,8 @@ class HmeanIoU(BaseMetric):
         self, i: int, pred_polygons: Sequence[Any], pred_scores: Any, gt_polygons: Sequence[Any], gt_ignore_flags: Any
     ) -> Tuple[np.ndarray, np.ndarray, int]:
         """One image's hits and counted predictions per threshold, and its counted ground truths."""
-        preds = polys2shapely(pred_polygons)
-        gts = polys2shapely(gt_polygons)
+        preds = polys2shapely(pred_polygons, what=f"HmeanIoU.add: batch_pred_polygons[{i}]")
+        gts = polys2shapely(gt_polygons, what=f"HmeanIoU.add: batch_gt_polygons[{i}]")
         scores = to_numpy(pred_scores, f"batch_pred_scores[{i}]").astype(np.float32).reshape(-1)
         ignored_gt = to_numpy(gt_ignore_flags, f"batch_gt_ignore_flags[{i}]").astype(np.bool_).reshape(-1)
         if scores.size != len(preds) or ignored_gt.size != len(gts):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Dict
 
+from ..core.inputs import FINITE, FloatInput
 from ._per_image import MeanOfImageScores, alpha_triples
 
 __all__ = ["MattingMSE", "MattingMeanSquaredError"]
@@ -30,6 +31,9 @@ class MattingMeanSquaredError(MeanOfImageScores):
 
     Units: ``matting_mse`` in the inputs' units squared (mattes in [0, 1] give [0, 1]), as MMEval 0.2.1's.
     """
+
+    #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs)
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"pred_alphas": FINITE, "gt_alphas": FINITE, "trimaps": FINITE}
 
     KEY = "matting_mse"
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
 from ..core.errors import MetricArgumentError
-from ..core.inputs import class_indices, to_numpy, warn_user
+from ..core.inputs import SCORES, FloatInput, class_indices, to_numpy, warn_user
 from ..core.state import MetricState
 from .single_label import check_items_and_average, format_prf, prf_support
 
@@ -226,6 +226,10 @@ class MultiLabelMetric(OnehotFlags, BaseMetric):
     samples. These are MMEval's scales, kept as they are for compatibility with MMEval: one result dict may
     mix fractions and percentages.
     """
+
+    #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs):
+    #: scores are finite (a NaN or infinite score has no rank); labels are checked as class indices
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": SCORES}
 
     def __init__(
         self,

@@ -13,11 +13,12 @@ import importlib.util
 import math
 import numbers
 import os
-from typing import Any, List, Mapping, Optional, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
 from ..core.errors import MetricArgumentError
+from ..core.inputs import FINITE, FloatInput
 from ._per_image import MeanOfImageScores, image_list
 from .utils.image_transforms import CHANNEL_ORDERS, INPUT_ORDERS, reorder_and_crop
 
@@ -255,6 +256,9 @@ class NaturalImageQualityEvaluator(MeanOfImageScores):
     Units: ``niqe`` is a distance (lower is better, no fixed range), as MMEval 0.2.1's.
     """
 
+    #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs)
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": FINITE}
+
     KEY = "niqe"
 
     def __init__(
@@ -286,6 +290,12 @@ class NaturalImageQualityEvaluator(MeanOfImageScores):
         self.convert_to: str = convert_to.lower()
         self.channel_order: str = channel_order
         self._params: PrisParams = load_pris_params(pris_params)
+
+    def _question(self, size: Optional[int]) -> Dict[str, Any]:
+        """The configuration, plus the pristine model's parameters themselves (ranks loading other files differ)."""
+        question = super()._question(size)
+        question["pris_params"] = tuple(np.asarray(p) for p in self._params)
+        return question
 
     @property
     def mu_pris_param(self) -> np.ndarray:

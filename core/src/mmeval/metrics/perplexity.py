@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError
-from ..core.inputs import to_numpy
+from ..core.inputs import FINITE, FloatInput, to_numpy
 from ..core.state import MetricState
 
 __all__ = ["Perplexity"]
@@ -49,6 +49,9 @@ class Perplexity(BaseMetric):
     A state metric: per sample its NLL sum (float64) and token count (int64);
     :meth:`compute` moves the two sums, whatever the number of samples.
     """
+
+    #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs)
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": FINITE}
 
     def __init__(self, ignore_labels: Union[int, Sequence[int], None] = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError
+from ..core.identity import callable_identity
 from ..core.state import MetricState
 from .extras import import_extra
 from .utils.grammar import (
@@ -108,6 +109,8 @@ class ROUGE(BaseMetric):
             raise MetricArgumentError(
                 f"ROUGE: normalizer must be a callable (text -> text) or None, got {normalizer!r}"
             )
+        if normalizer is not None:
+            callable_identity(normalizer, "normalizer", "ROUGE")  # refused up front when ranks could not compare it
         self.normalizer = normalizer
         self.tokenizer_fn = tokenizer_argument(tokenizer, "tokenizer", "ROUGE")
         if accumulate not in ("best", "avg"):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Dict
 
 import numpy as np
 
+from ..core.inputs import FINITE, FloatInput
 from ._per_image import MeanOfImageScores, check_positive, image_list, same_length, same_shape
 
 __all__ = ["SAD", "SumAbsoluteDifferences"]
@@ -30,6 +31,9 @@ class SumAbsoluteDifferences(MeanOfImageScores):
 
     Units: ``sad`` in the inputs' units divided by ``norm_const``, as MMEval 0.2.1's.
     """
+
+    #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs)
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": FINITE, "groundtruths": FINITE}
 
     KEY = "sad"
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import numbers
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ..core.base_metric import ArrayResults, BaseMetric
 from ..core.errors import MetricArgumentError
-from ..core.inputs import check_batch_shapes, class_indices, to_numpy
+from ..core.inputs import SCORES, FloatInput, check_batch_shapes, class_indices, to_numpy
 from ..core.state import MetricState
 
 __all__ = ["SingleLabelMetric", "SingleLabelPrecisionRecallF1score"]
@@ -147,6 +147,10 @@ class SingleLabelMetric(BaseMetric):
     samples. These are MMEval's scales, kept as they are for compatibility with MMEval: one result dict may
     mix fractions and percentages.
     """
+
+    #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs):
+    #: scores are finite (a NaN or infinite score has no rank); labels are checked as class indices
+    float_inputs: ClassVar[Dict[str, FloatInput]] = {"predictions": SCORES}
 
     def __init__(
         self,

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Dict
 
-from ..inputs import as_indices
+from ..inputs import as_indices, check_float_inputs
+from .promises import adding_lock, refusal_of
 from .refusals import adding_rank
 
 if TYPE_CHECKING:
@@ -23,24 +24,49 @@ def accepting_indices(add: Callable[..., None]) -> Callable[..., None]:
     """``add`` that also takes ``indices=`` (one dataset index per sample it adds), checked and kept.
 
     The wrapper's signature (``inspect.signature``, ``help()``) is ``add``'s
-    with a keyword-only ``indices=None``. A refused batch keeps nothing of it,
-    and a refusal of its indices is remembered until :meth:`BaseMetric.reset`:
-    :meth:`BaseMetric.compute` then fails on every rank instead of answering
-    without the batch.
+    with a keyword-only ``indices=None``. A refused batch (any exception from
+    ``add``, or its indices refused) keeps nothing of it, and the refusal is
+    remembered until :meth:`BaseMetric.reset`: :meth:`BaseMetric.compute` then
+    fails on every rank instead of answering without the batch. Calls from
+    several threads run one at a time (:func:`mmeval.core.sync.promises.adding_lock`).
     """
+
+    signature = inspect.signature(add)
 
     @functools.wraps(add)
     def add_with_indices(self: "IndexedMetric", *args: Any, indices: Any = None, **kwargs: Any) -> None:
-        if self._adding:  # a subclass's add() calling super().add(): the outermost call keeps the indices
-            add(self, *args, **kwargs)
-            return
-        kept = self._kept
-        try:
-            idx = None if indices is None else as_indices(indices, f"{self.name}.add(indices=...)")
-        except ValueError as exc:
-            kept.refusals.append(str(exc))
-            raise
-        nb, nr, before, running = len(kept.batches), len(kept.objects), kept.num_results, kept.running
+        with adding_lock(self):  # several threads: one add() at a time, each keeping its whole batch
+            if self._adding:  # a subclass's add() calling super().add(): the outermost call keeps the indices
+                add(self, *args, **kwargs)
+                return
+            _add_and_keep(self, add, signature, args, kwargs, indices)
+
+    add_with_indices._mmeval_indices = True  # type: ignore[attr-defined]
+    add_with_indices.__signature__ = with_indices(add)  # type: ignore[attr-defined]
+    return add_with_indices
+
+
+def _add_and_keep(
+    self: "IndexedMetric",
+    add: Callable[..., None],
+    signature: inspect.Signature,
+    args: Any,
+    kwargs: Dict[str, Any],
+    indices: Any,
+) -> None:
+    """Check the declared float inputs, run ``add`` and keep the batch's indices; any refusal keeps nothing of the
+    batch and is remembered."""
+    kept = self._kept
+    nb, nr, before, running = len(kept.batches), len(kept.objects), kept.num_results, kept.running
+    try:
+        idx = None if indices is None else as_indices(indices, f"{self.name}.add(indices=...)")
+        declared = getattr(type(self), "float_inputs", None)
+        if declared:  # what each float argument accepts, declared once on the class (mmeval.core.inputs.FloatInput)
+            try:
+                bound = signature.bind_partial(self, *args, **kwargs).arguments
+            except TypeError:
+                bound = {}  # add() itself raises, naming the argument
+            check_float_inputs(self.name, declared, bound)
         self._adding = True
         try:
             add(self, *args, **kwargs)
@@ -48,22 +74,20 @@ def accepting_indices(add: Callable[..., None]) -> Callable[..., None]:
             self._adding = False
         added = kept.num_results - before
         if idx is not None and idx.shape[0] != added:
-            kept.truncate(nb, nr)  # keep nothing of it
-            kept.running = running
-            message = (
+            raise ValueError(
                 f"{self.name}.add(): indices= has {idx.shape[0]} dataset indices for a batch of "
                 f"{added} samples; pass one index per sample"
             )
-            kept.refusals.append(message)
-            raise ValueError(message)
-        if added:
-            if kept.origin is None and not kept.index_parts:
-                kept.origin = adding_rank(self)
-            kept.index_parts.append((added, idx))
-
-    add_with_indices._mmeval_indices = True  # type: ignore[attr-defined]
-    add_with_indices.__signature__ = with_indices(add)  # type: ignore[attr-defined]
-    return add_with_indices
+    except Exception as exc:  # remembered until reset(): compute() then raises on every rank (promises.py)
+        if self._kept is kept:
+            kept.truncate(nb, nr)  # keep nothing of it
+            kept.running = running
+        self._kept.refusals.append(refusal_of(exc, self.name))
+        raise
+    if added:
+        if kept.origin is None and not kept.index_parts:
+            kept.origin = adding_rank(self)
+        kept.index_parts.append((added, idx))
 
 
 def with_indices(add: Callable[..., None]) -> inspect.Signature:

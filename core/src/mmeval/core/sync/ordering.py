@@ -18,6 +18,7 @@ from ..dist_backends.transport import asking
 from ..errors import ShardingWarning
 from ..inputs import warn_user
 from . import coverage
+from .promises import check_size_explains
 
 __all__ = [
     "DENSE_CLAIMS_SLACK",
@@ -176,24 +177,19 @@ def check_layout(layout: List[Any], name: str) -> bool:
 
 
 def warn_sharding(counts: Sequence[int], mode: str, size: Optional[int], name: str) -> None:
-    """Warn (:class:`ShardingWarning`) where ``size`` cannot make the result exact, with the likely causes."""
-    ws, total = len(counts), sum(counts)
+    """Warn (:class:`ShardingWarning`) without ``size`` on several ranks; refuse more samples than ``size`` explains.
+
+    The refusal is :func:`mmeval.core.sync.promises.check_size_explains`.
+    """
+    ws = len(counts)
     if size is None and mode == "unzip" and ws > 1:
         warn_user(
             f"{name}.compute() on {ws} ranks without size= or indices=: a DistributedSampler pads its shards "
             f"with repeated samples, which are counted. Pass compute(size=len(dataset)), or indices= to add()",
             ShardingWarning,
         )
-    elif size is not None and total > size + ws - 1:
-        where = f" on {ws} ranks, more than a per-sample sampler pads ({size} + {ws - 1})" if ws > 1 else ""
-        warn_user(
-            f"{name}.compute(size={size}): {total} samples were added{where}; only {size} are counted. "
-            f"Likely causes: results of an earlier evaluation are still held (call reset() after each "
-            f"compute()); a size= that is not the dataset's (pass size=len(dataset)); "
-            f"a batch-level sharding (HF accelerate) repeats whole batches, which size= cannot drop exactly: "
-            f"pass indices= (the dataset indices) to add()",
-            ShardingWarning,
-        )
+    elif size is not None:
+        check_size_explains(counts, size, name)  # more than size + padding: refused on every rank
 
 
 def kept_in_one_process(

@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from mmeval.core.errors import MetricArgumentError
+from mmeval.core.identity import callable_identity
 
 __all__ = [
     "check_texts",
@@ -88,7 +89,10 @@ def tokenizer_argument(value: Any, argument: str, metric: str) -> Optional[Token
 
     Raises :class:`MetricArgumentError` naming ``metric``, ``argument`` and the value otherwise.
     """
-    if value is None or callable(value):
+    if value is None:
+        return None
+    if callable(value):
+        callable_identity(value, argument, metric)  # refused up front when ranks could not compare it
         return value  # type: ignore[no-any-return]
     if isinstance(value, str):
         found = get_tokenizer(value)

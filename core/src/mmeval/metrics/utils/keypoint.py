@@ -11,13 +11,13 @@ working for a state metric.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, ClassVar, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ...core.base_metric import BaseMetric
 from ...core.errors import MetricArgumentError, MetricArgumentKeyError
-from ...core.inputs import to_numpy
+from ...core.inputs import FloatInput, to_numpy
 from ...core.state import MetricState, combine
 
 __all__ = [
@@ -158,6 +158,25 @@ def check_count(value: Any, name: str, metric: str, optional: bool = False) -> O
     return int(value)
 
 
+#: where a pose metric's coordinates may be NaN (checked by :func:`check_visible_finite`)
+_INVALID_KEYPOINT = "the ground truth's 'mask' is False (an invalid keypoint: ignored); refused where it is True"
+
+
+def check_visible_finite(name: str, i: int, pred: np.ndarray, gt: np.ndarray, mask: np.ndarray) -> None:
+    """Refuse a NaN or infinite coordinate of a keypoint the mask marks visible (an invalid one, mask False, may hold
+    anything: it is not counted)."""
+    for arg, coords in (("predictions", pred), ("groundtruths", gt)):
+        if coords.dtype.kind in "fc":
+            bad = ~np.isfinite(coords).all(axis=-1) & mask
+            if bad.any():
+                at = tuple(int(v) for v in np.argwhere(bad)[0])
+                raise MetricArgumentError(
+                    f"{name}.add(): {arg}[{i}]['coords'] holds a NaN or infinite coordinate at (instance, keypoint) "
+                    f"{at}, which groundtruths[{i}]['mask'] marks visible; mark an invalid keypoint with mask False "
+                    f"(its coordinates, NaN included, are then ignored)"
+                )
+
+
 class KeypointMetric(BaseMetric):
     """Base of the pose metrics: MMEval's ``add(predictions, groundtruths)`` into per-sample state rows.
 
@@ -178,6 +197,16 @@ class KeypointMetric(BaseMetric):
     accepts it (and MMEval's per-sample ``(prediction, groundtruth)`` pairs), and
     assigning an empty list resets the metric.
     """
+
+    #: what each float argument of add() accepts, checked by the core at every add() (mmeval.core.inputs): NaN means
+    #: an invalid keypoint where the ground truth's ``mask`` is False (ignored, as there), refused where it is True
+    float_inputs: ClassVar[Dict[str, Any]] = {
+        "predictions": FloatInput(finite=False, keys=("coords",), nan_where=_INVALID_KEYPOINT),
+        "groundtruths": (
+            FloatInput(finite=False, keys=("coords",), nan_where=_INVALID_KEYPOINT),
+            FloatInput(skip_keys=("coords", "mask")),  # the sizes (bboxes, head_size, ...): finite
+        ),
+    }
 
     #: whether the declared state depends on the number of keypoints
     _needs_k = True
@@ -295,6 +324,7 @@ class KeypointMetric(BaseMetric):
                         f"values other than 0 and 1"
                     )
                 mask = mask.astype(bool)
+            check_visible_finite(name, i, pc, gc, mask)
             for key, columns in sizes.items():
                 if key not in g:
                     raise MetricArgumentError(

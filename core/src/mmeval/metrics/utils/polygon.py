@@ -31,25 +31,31 @@ def _check_polygon(poly: Any, what: str, user: str) -> None:
         raise MetricArgumentError(f"{user}: {what} must be a shapely Polygon, got {type(poly).__name__}")
 
 
-def poly2shapely(polygon: Any) -> Any:
+def poly2shapely(polygon: Any, *, what: str = "poly2shapely: polygon") -> Any:
     """A ``shapely.geometry.Polygon`` of the points ``[x1, y1, x2, y2, ...]`` (at least 3 points), in float32.
 
-    ``polygon`` may be a list, a numpy array or a framework tensor. Any other size raises
-    :class:`~mmeval.core.errors.MetricArgumentError` (an ``AssertionError`` too, as MMEval's).
+    ``polygon`` may be a list, a numpy array or a framework tensor. Any other size, or a NaN or infinite
+    coordinate (which GEOS would refuse with an error naming no argument), raises
+    :class:`~mmeval.core.errors.MetricArgumentError` (an ``AssertionError`` too, as MMEval's) naming ``what``.
     """
     geometry = _geometry("poly2shapely")
-    points = to_numpy(polygon, "poly2shapely: polygon").astype(np.float32)
+    points = to_numpy(polygon, what).astype(np.float32)
     if points.size % 2 or points.size < 6:
         raise MetricArgumentError(
-            f"poly2shapely: a polygon is a flat list of at least 3 (x, y) points, got "
+            f"{what}: a polygon is a flat list of at least 3 (x, y) points, got "
             f"{points.size} value(s): {points.ravel()[:8].tolist()}"
+        )
+    if not np.isfinite(points).all():
+        raise MetricArgumentError(
+            f"{what}: a polygon's coordinates must be finite, got {points.ravel()[:8].tolist()}"
+            f"{' ...' if points.size > 8 else ''} (NaN or infinite after float32)"
         )
     return geometry.Polygon(points.reshape(-1, 2))
 
 
-def polys2shapely(polygons: Sequence[Any]) -> List[Any]:
-    """:func:`poly2shapely` of each polygon of ``polygons``."""
-    return [poly2shapely(polygon) for polygon in polygons]
+def polys2shapely(polygons: Sequence[Any], *, what: str = "polys2shapely: polygons") -> List[Any]:
+    """:func:`poly2shapely` of each polygon of ``polygons`` (an error names ``what[j]``)."""
+    return [poly2shapely(polygon, what=f"{what}[{j}]") for j, polygon in enumerate(polygons)]
 
 
 def poly_make_valid(poly: Any) -> Any:
