@@ -36,10 +36,6 @@ import threading
 from types import TracebackType
 from typing import Any, Callable, List, Optional, Type
 
-from ..settings import logger as _mmeval_logger
-
-logger = _mmeval_logger()
-
 __all__ = ["install", "on_leave", "leaving", "LEAVE_SIGNALS", "ENTRY_POINT_GROUP"]
 
 #: Signals whose default handler is replaced by one that tells the peers first (where the platform has them).
@@ -123,7 +119,7 @@ def leaving(why: str, linger: bool = True) -> None:
         try:
             callback(why.strip(), linger)
         except Exception:
-            logger.warning("mmeval: telling the peers that this process leaves failed", exc_info=True)
+            _warn("mmeval: telling the peers that this process leaves failed")
 
 
 def _declared(load: bool = True) -> List[Any]:
@@ -144,5 +140,12 @@ def _declared(load: bool = True) -> List[Any]:
         try:
             out.append(ep.load())
         except Exception:
-            logger.warning("mmeval: the leave callback %s could not be loaded", ep.value, exc_info=True)
+            _warn(f"mmeval: the leave callback {ep.value} could not be loaded")
     return out
+
+
+def _warn(message: str) -> None:
+    """Log ``message`` with the exception being handled (``logging`` is imported only then: listing stays light)."""
+    from ..settings import logger
+
+    logger().warning(message, exc_info=True)
