@@ -1,13 +1,16 @@
-"""Issue 21's figures: COCO detection mAP, ours beside pycocotools, faster-coco-eval, torchmetrics and MMEval 0.2.1.
+"""Issues 21 and 34's figures: COCO detection mAP, ours beside pycocotools, faster-coco-eval, hotcoco,
+ultrafast-pycocotools, torchmetrics and MMEval 0.2.1.
 
 Same synthetic COCO-like data for every side (``coco_data.py``; cases ``bbox`` 5,000 images x 100
-detections, ``lvis`` 1,203 classes x 300 detections, ``segm`` RLE masks; ``--quick`` shrinks them).
-Two modes:
+detections, ``lvis`` 1,203 classes x 300 detections, ``segm`` RLE masks; ``objects365`` -- 80k images,
+365 classes, 15 detections an image -- only when named; ``--quick`` shrinks them). Two modes:
 
-* ``--mode single`` (one process): pycocotools' ``COCOeval`` and faster-coco-eval's
-  ``COCOeval_faster`` (``evaluate()`` + ``accumulate()`` timed; building their ``COCO`` objects and
-  ``loadRes`` timed apart), and our ``COCODetection`` (``add()`` of every image, in batches of 8,
-  then ``compute()``), iterations interleaved;
+* ``--mode single`` (one process): pycocotools' ``COCOeval``, faster-coco-eval's ``COCOeval_faster``
+  and the Rust tools hotcoco and ultrafast-pycocotools (one thread, ``--rust-threads``; and again on 2
+  threads in a process of their own) -- ``evaluate()`` + ``accumulate()`` timed, building their ``COCO``
+  objects and ``loadRes`` timed apart, their peak memory from building to the end --, and our
+  ``COCODetection`` (``add()`` of every image, in batches of 8, then ``compute()``: the wait after the
+  last ``add()``), iterations interleaved; ``--refs`` picks the sides;
 * ``--mode dist`` (``--world-size`` ranks: spawned gloo ranks for ``torch_cpu``, ``mpiexec`` for
   ``mpi4py``): each rank builds its own shard (round robin, the last shard padded as
   ``DistributedSampler`` pads it; ``compute(size=n)`` drops the padding) and times ``add()`` and

@@ -453,6 +453,27 @@ def detection_jobs(args: argparse.Namespace, py: str, old_py: Optional[str], not
                 900,
             )
         )
+    # issue 34: the Objects365-like case (80k images, 1.2M detections; --quick: 2,000), ultrafast-pycocotools'
+    # one process beside ours at world sizes 1, 2 and 4 (wall time, bytes per detection, every rank's peak)
+    o365 = ["--cases", "objects365", "--iters", "1", *(["--quick"] if args.quick else [])]
+    jobs.append(
+        Job(
+            "detection",
+            "detection objects365 single process (ultrafast-pycocotools, ours)",
+            [py, script, "--mode", "single", "--refs", "ultrafast-pycocotools", "ours", "--no-rust2", *o365],
+            900,
+        )
+    )
+    for ws in (2, 4):
+        jobs.append(
+            Job(
+                "detection",
+                f"detection ours torch_cpu ws={ws} objects365",
+                [py, script, "--mode", "dist", "--backend", "torch_cpu", "--world-size", str(ws), "--impl", "ours"]
+                + ["--warmup", "0", "--no-single-beside", *o365],
+                900,
+            )
+        )
     return jobs
 
 
