@@ -3,8 +3,7 @@
 Every metric with a case in the table gets every promise test of this folder without writing one: a new
 metric's case is all it takes. What a metric declares that the suite reads: its ``add()`` signature (the
 argument names its errors must name), ``float_inputs`` (mmeval.core.inputs.FloatInput: where NaN has a
-meaning), and whether its state holds float sums (``_declare_state(..., dtype='float64')``: the last bits
-of those may differ with the world size until issue 32 item 6 lands).
+meaning), and whether its state holds float sums (declared ``exact_sum``: the same bits at any world size).
 """
 
 from __future__ import annotations
