@@ -595,7 +595,7 @@ def _safe_codec_metrics(ctx: Ctx, marker: str) -> Dict[str, Any]:
        (type and message only) and the marker is never created.
     """
     from mmeval import Accuracy
-    from mmeval.core import gather
+    from mmeval.core.sync import gather
 
     info: Dict[str, Any] = {}
     scores, labels = dataset()
