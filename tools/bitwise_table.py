@@ -201,14 +201,14 @@ image, an optical flow or a sequence.
 
 
 def cost_table(bench_json: str) -> str:
-    """The benchmark suite's exact-sum table (``benchmarks/report.py``) from ``bench_json``, if it has one."""
+    """The benchmark suite's exact-sum table (``benchmarks/report_exactsum.py``) from ``bench_json``, if it has one."""
     if not os.path.exists(bench_json):
         return ""
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    import report
+    import report_exactsum
 
     with open(bench_json) as f:
-        lines = report.exactsum_table(json.load(f))
+        lines = report_exactsum.exactsum_table(json.load(f))
     if len(lines) <= 2:
         return ""
     return f"\nMeasured by the benchmark suite ({os.path.basename(bench_json)}):\n\n" + "\n".join(lines) + "\n"
