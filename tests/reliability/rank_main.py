@@ -426,13 +426,13 @@ def soak(ctx: Ctx) -> Dict[str, Any]:
 
 @scenario
 def bad_input(ctx: Ctx) -> Dict[str, Any]:
-    """Bad ``add()`` calls on some ranks: ValueError naming the argument, state unchanged, compute() still right.
+    """Bad ``add()`` calls on some ranks: ValueError naming the argument, state unchanged, the refusal remembered.
 
     Rank ``ws - 1`` makes every bad call below between its good batches; rank 0
-    makes one; the others none. Then a bad ``compute(size=-1)`` on the last
-    rank alone (it raises before any collective, so nothing desynchronizes),
-    then ``compute(size=N)`` everywhere must equal one process over the whole
-    dataset.
+    makes one; the others none. The next ``compute()`` raises on every rank
+    naming the refused ranks; after ``reset()`` and the good batches again,
+    ``compute(size=N)`` everywhere equals one process over the whole dataset.
+    Then a bad ``compute(size=-1)`` on the last rank alone reaches every rank.
     """
     from mmeval import Accuracy
 
@@ -479,6 +479,29 @@ def bad_input(ctx: Ctx) -> Dict[str, Any]:
                 acc.num_results,
             )
     ctx.check("every bad call raised", len(raised) == len(bad_calls), raised)
+    # a refused add() is remembered until reset(): the next compute() raises on every rank, naming the ranks that
+    # were refused (0 and ws - 1) -- never an answer without their refused batches -- and nobody waits for it
+    start = time.monotonic()
+    if r in (0, ws - 1):
+        ctx.expect_error(
+            "compute() after a refused add()",
+            lambda: acc.compute(size=N_SAMPLES),
+            ("ValueError",),
+            f"rank {r}: Accuracy.add() was refused",
+        )
+    else:
+        ctx.expect_error(
+            "compute() after a peer's refused add()",
+            lambda: acc.compute(size=N_SAMPLES),
+            ("CollectiveMismatchError",),
+            "rank 0",
+            f"rank {ws - 1}",
+        )
+    ctx.check("the refused add() reached every rank at once", time.monotonic() - start < 10, time.monotonic() - start)
+    # reset() forgets the refusals: the good batches alone give one process's answer
+    acc.reset()
+    for batch in batches:
+        acc.add(scores[batch], labels[batch])
     got = acc.compute(size=N_SAMPLES)
     want = single_process_accuracy()
     ctx.check("compute() after bad calls == single process", got == want, f"got {got}, want {want}")
