@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 from mmeval import Accuracy, SingleLabelMetric
-from mmeval.core.errors import ShardingWarning
 
 ROOT = Path(__file__).resolve().parents[3]
 README = (ROOT / "README.md").read_text()
@@ -32,7 +31,9 @@ def test_the_readme_loop_resets_and_what_happens_without_it():
     api = _section("The API in five lines")
     loop = next(block for block in api.split("```python")[1:] if "for epoch in" in block)
     assert "acc.reset()" in loop.split("```", 1)[0]
-    # what the README says happens without reset(): the second epoch answers the first epoch's samples, warning
+    # what the README says happens without reset(): the second epoch holds both epochs' samples, more than size=
+    # can explain, and compute() raises naming reset() -- never the first epoch's answer again
+    assert "raises on every rank, naming `reset()`" in " ".join(_section("The API in five lines").split())
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 3, 8)
     first, second = np.eye(3)[labels], np.eye(3)[(labels + 1) % 3]  # all right, then all wrong
@@ -40,8 +41,8 @@ def test_the_readme_loop_resets_and_what_happens_without_it():
     acc.add(first, labels)
     assert acc.compute(size=8) == {"top1": 1.0}
     acc.add(second, labels)
-    with pytest.warns(ShardingWarning, match=r"call reset\(\)"):
-        assert acc.compute(size=8) == {"top1": 1.0}  # the first epoch's answer again
+    with pytest.raises(ValueError, match=r"reset\(\)"):
+        acc.compute(size=8)
     acc.reset()
     acc.add(second, labels)
     with warnings.catch_warnings():
@@ -86,5 +87,6 @@ def test_one_hot_labels_are_refused_with_argmax_named(metric):
     with pytest.raises(ValueError, match=r"one-hot labels\? .*argmax") as info:
         m.add(np.random.default_rng(0).random((4, 3)), np.eye(3)[labels])
     assert "(4, 3)" in str(info.value)
+    m.reset()  # a refused add() is remembered until reset(): compute() would raise naming it
     m.add(np.eye(3)[labels], np.eye(3)[labels].argmax(1))  # the advice works
     assert m.compute() is not None

@@ -73,9 +73,14 @@ def launcher_environment() -> Dict[str, str]:
 
 
 def framework_state(module: str) -> str:
-    """``'imported'``, ``'importable'`` or ``'missing'`` for a top-level module; never imports it."""
-    if module in sys.modules:
+    """``'imported'``, ``'importable'`` or ``'missing'`` for a top-level module; never imports it.
+
+    ``None`` in ``sys.modules`` is Python's mark of an import that is blocked: ``'missing'``.
+    """
+    if sys.modules.get(module) is not None:
         return "imported"
+    if module in sys.modules:
+        return "missing"
     try:
         found = importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):

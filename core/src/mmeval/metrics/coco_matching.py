@@ -144,7 +144,8 @@ def _states(matched: np.ndarray, to_ignored: np.ndarray, to_zero_id: np.ndarray,
     state = np.full(matched.shape, FP, dtype=np.uint8)
     state[effective] = TP
     state[ignored] = IGNORED
-    return trits_to_words(state.reshape(matched.shape[0], -1))
+    # the width written out: reshape(0, -1) of no detection has no size to infer -1 from
+    return trits_to_words(state.reshape(matched.shape[0], matched.shape[1] * matched.shape[2]))
 
 
 def _native_words(
