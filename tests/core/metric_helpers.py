@@ -100,3 +100,18 @@ def assert_ranks_match(worker: Callable[..., Dict[str, Any]], ws: int, n: int, w
         assert status == "ok", value
         for scheme in ("padded", "uneven", "cat"):
             assert same(value[scheme], want), (rank, scheme, value[scheme], want)
+
+
+def real_torch() -> Any:
+    """torch, or the test skipped where it is not installed.
+
+    tests/ holds a folder named ``torch`` (the torch plugin's suite); the shared metric case table puts
+    tests/ on sys.path, and then, where torch is not installed, ``import torch`` finds that folder as an
+    empty namespace package. ``torch.nn`` exists only in the real one.
+    """
+    import pytest
+
+    pytest.importorskip("torch.nn", reason="torch is not installed")
+    import torch
+
+    return torch

@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
+from metric_helpers import real_torch
 
 import mmeval.metrics as metrics
 from mmeval import Accuracy
@@ -65,7 +66,7 @@ def test_warnings_point_at_the_callers_line():
 
 
 def test_a_meta_tensor_names_the_argument():
-    torch = pytest.importorskip("torch")
+    torch = real_torch()
     acc = Accuracy(thrs=None)
     with pytest.raises(TypeError, match=r"predictions: a tensor on the 'meta' device"):
         acc.add(torch.empty(3, 4, device="meta"), torch.arange(3))

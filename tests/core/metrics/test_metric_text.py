@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 import numpy as np
 import pytest
 from hub_backend import run_ranks
-from metric_helpers import compute_sharded
+from metric_helpers import compute_sharded, real_torch
 
 from mmeval.core.errors import MetricArgumentError, MissingExtraError
 from mmeval.metrics.bleu import BLEU
@@ -371,7 +371,7 @@ def test_perplexity_equals_the_definition_loop():
 
 
 def test_perplexity_takes_framework_tensors():
-    torch = pytest.importorskip("torch")
+    torch = real_torch()
     logits, targets = token_scores()
     want = Perplexity(ignore_labels=[-100, 10])(logits, targets)
     got = Perplexity(ignore_labels=[-100, 10])([torch.tensor(x) for x in logits], [torch.tensor(t) for t in targets])
