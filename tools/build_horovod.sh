@@ -26,9 +26,18 @@
 # * TensorFlow is pinned to 2.13.1: newer TF wheels' headers reference
 #   highwayhash/farmhash and XLA paths that horovod 0.28.1 does not know.
 #
+# * The built wheel is kept in a cache of this script's own
+#   (HOROVOD_WHEEL_CACHE, default ~/.cache/mmeval/horovod-wheels), under a key
+#   made of everything the build depends on: this script's text, the flavour,
+#   the framework's installed version, the Python ABI, the platform and the
+#   compiler's version. A later env with the same key installs that wheel
+#   instead of compiling (~9 min of 2 cores each); the check below still has to
+#   pass, else the wheel is dropped and Horovod built. A fresh machine builds.
+#
 # Environment: HOROVOD_BUILD_PYTHON (default: `python` on PATH, the tox env's),
 # HOROVOD_BUILD_JOBS (default: the number of CPUs), HOROVOD_BUILD_FORCE=1
-# (rebuild even when a working build is present).
+# (rebuild even when a working build or a cached wheel is present),
+# HOROVOD_WHEEL_CACHE (the wheel cache's folder; empty: no cache).
 set -euo pipefail
 
 HOROVOD_VERSION=0.28.1
@@ -132,16 +141,46 @@ fi
 # a previous build of another flavour (or a broken one) must not survive
 "${PIP[@]}" uninstall --disable-pip-version-check -y horovod >/dev/null 2>&1 || true
 
+# --- a wheel built before with the same inputs? --------------------------------
+cache_root="${HOROVOD_WHEEL_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/mmeval/horovod-wheels}"
+cache_dir=""
+if [[ -n "$cache_root" ]]; then
+    framework_version="$("${PIP[@]}" show "${framework_req%%==*}" 2>/dev/null | awk '/^Version:/ {print $2}')"
+    key="$(
+        {
+            cat "$0"
+            echo "$flavour $framework_version"
+            "$PY" -c 'import sys, sysconfig; print(sys.implementation.cache_tag, sysconfig.get_platform())'
+            "$real_cxx" --version | head -n 1
+        } | sha256sum | cut -c1-16
+    )"
+    cache_dir="$cache_root/${HOROVOD_VERSION}-${flavour}-${key}"
+    if [[ "${HOROVOD_BUILD_FORCE:-0}" != 1 ]] && compgen -G "$cache_dir/horovod-*.whl" >/dev/null; then
+        echo "build_horovod: installing the wheel built before with the same inputs ($cache_dir)"
+        if "${PIP[@]}" install --disable-pip-version-check "$cache_dir"/horovod-*.whl >"$log" 2>&1 && check_build; then
+            end=$(date +%s)
+            echo "build_horovod: horovod ${HOROVOD_VERSION} (${framework_label}, Gloo) installed from the cache in $((end - start)) s"
+            exit 0
+        fi
+        cat "$log" >&2
+        echo "build_horovod: the cached wheel did not give a working build; dropping it and building" >&2
+        rm -rf "$cache_dir"
+        "${PIP[@]}" uninstall --disable-pip-version-check -y horovod >/dev/null 2>&1 || true
+    fi
+fi
+
 echo "build_horovod: ${build_env[*]}"
 echo "build_horovod: compiling (log: $log; printed in full on failure)"
+wheels="$workdir/wheels"
 set +e
-env "${build_env[@]}" timeout 3000 "${PIP[@]}" install --disable-pip-version-check -v \
-    --no-build-isolation --no-cache-dir --no-binary horovod "horovod==${HOROVOD_VERSION}" >"$log" 2>&1
+env "${build_env[@]}" timeout 3000 "${PIP[@]}" wheel --disable-pip-version-check -v --no-deps \
+    --no-build-isolation --no-cache-dir --no-binary horovod -w "$wheels" "horovod==${HOROVOD_VERSION}" >"$log" 2>&1 &&
+    "${PIP[@]}" install --disable-pip-version-check "$wheels"/horovod-*.whl >>"$log" 2>&1
 rc=$?
 set -e
 if [[ $rc -ne 0 ]]; then
     cat "$log" >&2
-    echo "build_horovod: pip install horovod==${HOROVOD_VERSION} failed (exit $rc)" >&2
+    echo "build_horovod: building or installing horovod==${HOROVOD_VERSION} failed (exit $rc)" >&2
     exit "$rc"
 fi
 grep -E "^(Successfully installed|Requirement already satisfied: horovod)" "$log" || true
@@ -150,6 +189,15 @@ if ! check_build; then
     timeout 120 "$BIN_DIR/horovodrun" --check-build >&2 || true
     echo "build_horovod: the build finished but horovodrun --check-build does not show ${framework_label} and Gloo" >&2
     exit 1
+fi
+if [[ -n "$cache_dir" ]]; then
+    # the folder appears whole or not at all: a killed copy leaves no half wheel behind
+    mkdir -p "$cache_root"
+    staging="$(mktemp -d "$cache_root/.incoming.XXXXXX")"
+    cp "$wheels"/horovod-*.whl "$staging"/
+    rm -rf "$cache_dir"
+    mv "$staging" "$cache_dir" || rm -rf "$staging"
+    echo "build_horovod: wheel kept in $cache_dir for the next env with the same inputs"
 fi
 end=$(date +%s)
 echo "build_horovod: horovod ${HOROVOD_VERSION} (${framework_label}, Gloo) built in $((end - start)) s wall time"
