@@ -9,6 +9,8 @@ them with matplotlib's Agg backend.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from typing import Any, Dict, Optional
 
 import numpy as np
@@ -163,3 +165,14 @@ def test_plot_draws_a_curve_per_iou_threshold(tmp_path):
 
     plt.close(fig)
     plt.close(fig2)
+
+
+def test_the_docs_picture_script_draws_it(tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    out = tmp_path / "coco.png"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MMEVAL_")}
+    script = os.path.join(root, "examples", "plot_coco_curves.py")
+    proc = subprocess.run([sys.executable, script, str(out)], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert os.path.isfile(os.path.join(root, "docs", "coco-pr-curves.png"))

@@ -335,7 +335,7 @@ def test_get_relation_matrix(tmp_path):
         OIDMeanAP(num_classes=NUM_CLASSES, hierarchy_file=files["hierarchy_file"])
     with pytest.raises(MetricArgumentError, match="class_relation_matrix= alone"):
         OIDMeanAP(num_classes=NUM_CLASSES, class_relation_matrix=RELATION, **files)
-    with pytest.raises(MetricArgumentError, match="label_file=.*not a readable file"):
+    with pytest.raises(MetricArgumentError, match=r"label_file=.*not a readable file"):
         OIDMeanAP(num_classes=NUM_CLASSES, hierarchy_file=files["hierarchy_file"], label_file="nowhere.csv")
     tree["Subcategory"].append({"LabelName": "/m/unknown"})
     (tmp_path / "tree.json").write_text(json.dumps(tree))

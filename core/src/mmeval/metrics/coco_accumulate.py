@@ -338,7 +338,7 @@ def accumulate(
             tps[:, k0:k1, :, m] = np.where(live[None], counts[m].reshape(n_rng, n_thr, nc).transpose(1, 2, 0), -1)
         for c in range(len(cols)):
             psum[:, k0:k1, :, c] = np.where(live[None], sums[c].reshape(n_rng, n_thr, nc).transpose(1, 2, 0), 0.0)
-        if curves is not None:
+        if curves is not None and q_all is not None:
             curves[k0:k1][live[:, 0]] = q_all.transpose(1, 0, 2)[live[:, 0]]
         if q_all is not None and classwise:
             # per category its (T, R) cells at area 'all', every one counted: pycocotools' mean of them

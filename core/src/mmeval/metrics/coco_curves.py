@@ -66,11 +66,13 @@ class COCOCurves:
 
     def for_plot(self, categories: Optional[Sequence[int]] = None) -> PRCurves:
         """The curves ``plot()`` draws: IoU 0.5 and 0.75 (those of ``iou_thrs``) and the mean over thresholds."""
-        picks: List[Any] = [t for t in (0.5, 0.75) if np.any(self.iou_thrs == t)]
+        picks: List[Optional[float]] = [t for t in (0.5, 0.75) if np.any(self.iou_thrs == t)]
         if self.iou_thrs.shape[0] > 1 or not picks:
             picks.append(None)
         lo, hi = float(self.iou_thrs.min()), float(self.iou_thrs.max())
-        names, precision, ap = [], [], []
+        names: List[str] = []
+        precision: List[np.ndarray] = []
+        ap: List[Optional[float]] = []
         for t in picks:
             p = self.curve(t, categories)
             names.append(f"IoU={t:.2f}" if t is not None else f"IoU={lo:.2f}:{hi:.2f}")
@@ -110,5 +112,7 @@ def plot_coco_curves(
     if metric is None:
         metric = next(iter(curves))
     if metric not in curves:
-        raise MetricArgumentError(f"COCODetection.plot(): metric={metric!r} was not computed; use one of {list(curves)}")
+        raise MetricArgumentError(
+            f"COCODetection.plot(): metric={metric!r} was not computed; use one of {list(curves)}"
+        )
     return plot_pr_curves(curves[metric].for_plot(classes), ax, user="COCODetection.plot()")
