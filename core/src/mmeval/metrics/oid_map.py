@@ -73,11 +73,12 @@ class OIDMeanAP(VOCMeanAP):
         class_relation_matrix: ``R`` (C, C), ``R[c, a]`` nonzero when ``a`` is an ancestor of ``c``
             (:func:`get_relation_matrix`); ``None`` takes ``dataset_meta['relation_matrix']`` (or the
             deprecated ``'RELATION_MATRIX'``).
-        hierarchy_file, label_file: instead of ``class_relation_matrix``, Open Images' hierarchy JSON
-            and class descriptions CSV (both, read here by :func:`get_relation_matrix`; not MMEval
-            0.2.1 arguments). Every rank's ``compute()`` compares their content (SHA-256), so ranks
+        hierarchy_file: instead of ``class_relation_matrix``, Open Images' hierarchy JSON, with
+            ``label_file`` (both, read here by :func:`get_relation_matrix`; not MMEval 0.2.1
+            arguments). Every rank's ``compute()`` compares the two files' content (SHA-256), so ranks
             reading other files under the same paths raise
             :class:`~mmeval.core.errors.CollectiveMismatchError` naming them, never a mix.
+        label_file: Open Images' class descriptions CSV, with ``hierarchy_file``.
         **kwargs: :class:`VOCMeanAP`'s arguments (``iou_thrs``, ``scale_ranges``, ``num_classes``,
             ``eval_mode``, ``use_legacy_coordinate``, ``nproc``, ``drop_class_ap``, ``classwise``) and
             :class:`~mmeval.core.BaseMetric`'s.
