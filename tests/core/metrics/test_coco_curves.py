@@ -176,3 +176,24 @@ def test_the_docs_picture_script_draws_it(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert os.path.isfile(os.path.join(root, "docs", "coco-pr-curves.png"))
+
+
+def _half_keep_worker(backend: Any) -> Any:
+    preds, gts = detections(8, C, seed=2)
+    metric = COCODetection(dataset_meta={"classes": CLASSES}, print_results=False, dist_backend=backend)
+    if backend.rank == 0:
+        metric.keep_curves = True  # rank 1 does not: the curves are part of the question
+    mine = list(range(backend.rank, 8, backend.world_size))
+    metric.add([preds[i] for i in mine], [gts[i] for i in mine])
+    try:
+        return "ok", metric.compute(size=8)
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+
+
+def test_keep_curves_on_one_rank_only_is_a_mismatch_naming_it():
+    out = run_ranks(_half_keep_worker, 2, timeout=120, backend_kwargs={"timeout": 20.0})
+    for rank in range(2):
+        status, (kind, text) = out[rank]
+        assert status == "ok", text
+        assert kind == "CollectiveMismatchError" and "keep_curves" in text, (rank, kind, text)
