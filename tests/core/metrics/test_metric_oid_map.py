@@ -326,6 +326,17 @@ def test_get_relation_matrix(tmp_path):
     want[5, 0] = 1
     got = get_relation_matrix(str(tmp_path / "tree.json"), str(tmp_path / "labels.csv"))
     assert got.tolist() == want.tolist()
+    # the same files as OIDMeanAP's arguments: the matrix, and their content in the question
+    files = {"hierarchy_file": str(tmp_path / "tree.json"), "label_file": str(tmp_path / "labels.csv")}
+    metric = OIDMeanAP(num_classes=NUM_CLASSES, **files)
+    assert metric.class_relation_matrix.tolist() == want.tolist()
+    assert metric._question(None)["hierarchy_file (content)"].startswith("sha256:")
+    with pytest.raises(MetricArgumentError, match="hierarchy_file= and label_file= together"):
+        OIDMeanAP(num_classes=NUM_CLASSES, hierarchy_file=files["hierarchy_file"])
+    with pytest.raises(MetricArgumentError, match="class_relation_matrix= alone"):
+        OIDMeanAP(num_classes=NUM_CLASSES, class_relation_matrix=RELATION, **files)
+    with pytest.raises(MetricArgumentError, match=r"label_file=.*not a readable file"):
+        OIDMeanAP(num_classes=NUM_CLASSES, hierarchy_file=files["hierarchy_file"], label_file="nowhere.csv")
     tree["Subcategory"].append({"LabelName": "/m/unknown"})
     (tmp_path / "tree.json").write_text(json.dumps(tree))
     with pytest.raises(MetricArgumentError, match="/m/unknown"):

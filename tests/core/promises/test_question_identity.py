@@ -162,3 +162,95 @@ def test_identical_files_on_every_rank_answer_as_one_process(tmp_path):
     out = _coco_run(tmp_path, True, {0: META, 1: META})
     assert out[0][0] == "ok" and out[0] == out[1], out
     assert np.isfinite(ast.literal_eval(out[0][1])["bbox_mAP"])
+
+
+# -- OIDMeanAP: the class-hierarchy files by their content --------------------------------------------------------
+
+OID_NAMES = ["/m/animal", "/m/dog", "/m/cat", "/m/vehicle", "/m/car", "/m/toycar"]
+
+
+def _oid_tree(toycar_parent: str) -> Dict[str, Any]:
+    return {
+        "LabelName": "/m/entity",
+        "Subcategory": [
+            {"LabelName": "/m/animal", "Subcategory": [{"LabelName": "/m/dog"}, {"LabelName": "/m/cat"}]},
+            {"LabelName": "/m/vehicle", "Subcategory": [{"LabelName": "/m/car"}]},
+            {"LabelName": toycar_parent, "Subcategory": [{"LabelName": "/m/toycar"}]},
+        ],
+    }
+
+
+def _oid_dirs(tmp_path: Any, same: bool) -> Dict[int, str]:
+    """Per rank a folder with ``tree.json`` and ``labels.csv``: rank 1's toy car is an animal's unless ``same``."""
+    dirs = {}
+    for rank in range(2):
+        d = tmp_path / f"oid{rank}"
+        d.mkdir()
+        parent = "/m/vehicle" if same or rank == 0 else "/m/animal"
+        (d / "tree.json").write_text(json.dumps(_oid_tree(parent)))
+        (d / "labels.csv").write_text("".join(f"{n},{n[3:]}\n" for n in OID_NAMES))
+        dirs[rank] = str(d)
+    return dirs
+
+
+def _oid_images(n: int = 10) -> Tuple[Any, Any]:
+    """Images with toy cars (class 5) and cars (4), half found: the toy car's ancestors shape the AP."""
+    rng = np.random.default_rng(7)
+    preds, gts = [], []
+    for i in range(n):
+        boxes = rng.uniform(0, 100, (2, 2))
+        boxes = np.concatenate([boxes, boxes + rng.uniform(20, 60, (2, 2))], axis=1)
+        labels = np.array([5, 4 if i % 2 else 1])
+        gts.append({"instances": [{"bbox": b.tolist(), "bbox_label": int(c)} for b, c in zip(boxes, labels)]})
+        found = boxes[: 1 + i % 2] + rng.normal(0, 2, (1 + i % 2, 4))
+        preds.append({"bboxes": found, "scores": rng.uniform(0.3, 1.0, found.shape[0]), "labels": labels[: 1 + i % 2]})
+    return preds, gts
+
+
+def _oid_worker(backend: Any, dirs: Dict[int, str], by_files: bool) -> Tuple[str, str]:
+    from mmeval.metrics.oid_map import OIDMeanAP, get_relation_matrix
+
+    os.chdir(dirs[backend.rank])  # the same relative paths, other content on rank 1
+    if by_files:
+        metric = OIDMeanAP(num_classes=6, hierarchy_file="tree.json", label_file="labels.csv", dist_backend=backend)
+    else:
+        matrix = get_relation_matrix("tree.json", "labels.csv")
+        metric = OIDMeanAP(num_classes=6, class_relation_matrix=matrix, dist_backend=backend)
+    preds, gts = _oid_images()
+    mine = list(range(backend.rank, len(preds), backend.world_size))
+    metric.add([preds[i] for i in mine], [gts[i] for i in mine])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _outcome(lambda: metric.compute(size=len(preds)))
+
+
+def _oid_run(tmp_path: Any, same: bool, by_files: bool) -> Dict[int, Tuple[str, str]]:
+    out = run_ranks(
+        _oid_worker, 2, _oid_dirs(tmp_path, same), by_files, timeout=120, backend_kwargs={"timeout": TIMEOUT}
+    )
+    assert all(status == "ok" for status, _ in out.values()), out
+    return {rank: value for rank, (_, value) in out.items()}
+
+
+def test_oid_hierarchy_files_with_other_content_under_one_path_are_a_mismatch_on_every_rank(tmp_path):
+    for rank, (kind, text) in _oid_run(tmp_path, False, by_files=True).items():
+        assert kind == "CollectiveMismatchError" and "hierarchy_file" in text, (rank, kind, text)
+
+
+def test_oid_matrices_from_other_hierarchies_are_a_mismatch_naming_the_matrix(tmp_path):
+    for rank, (kind, text) in _oid_run(tmp_path, False, by_files=False).items():
+        assert kind == "CollectiveMismatchError" and "class_relation_matrix" in text, (rank, kind, text)
+
+
+def test_oid_identical_hierarchy_files_answer_as_one_process(tmp_path):
+    from mmeval.metrics.oid_map import OIDMeanAP, get_relation_matrix
+
+    dirs = _oid_dirs(tmp_path, True)
+    out = run_ranks(_oid_worker, 2, dirs, True, timeout=120, backend_kwargs={"timeout": TIMEOUT})
+    assert all(status == "ok" for status, _ in out.values()), out
+    matrix = get_relation_matrix(os.path.join(dirs[0], "tree.json"), os.path.join(dirs[0], "labels.csv"))
+    single = OIDMeanAP(num_classes=6, class_relation_matrix=matrix)
+    preds, gts = _oid_images()
+    single.add(preds, gts)
+    want = repr(single.compute())
+    assert [out[r][1] for r in range(2)] == [("ok", want)] * 2, out

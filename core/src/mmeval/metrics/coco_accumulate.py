@@ -239,6 +239,7 @@ def accumulate(
     thrs: np.ndarray,
     max_dets: Sequence[int],
     classwise: bool = False,
+    curves: Optional[np.ndarray] = None,
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """pycocotools' ``accumulate``, reduced to what ``summarize`` reads: precision sums, true positives, classwise AP.
 
@@ -252,6 +253,12 @@ def accumulate(
       area 'all' and the largest ``maxDets``, as pycocotools' arrays give it),
       NaN without ground truth; else an empty array.
 
+    ``curves``, when given, a float64 (K, T, R) C-contiguous array: each
+    category's interpolated precision at area 'all' and the largest
+    ``maxDets`` (pycocotools' ``eval['precision'][t, :, k, 0, -1]``) is
+    written into its (T, R) cells, from the same pass (the classwise AP's
+    cells); a category without ground truth there is left as it was given.
+
     Categories are taken a group at a time (consecutive categories of about
     :data:`GROUP_DETECTIONS` detections and at most :data:`GROUP_CATEGORIES` categories
     together, all vectorised), so the
@@ -263,9 +270,15 @@ def accumulate(
     ``npig`` (K, A) the ground truths that count. Each category's numbers do
     not depend on the group it is in.
     """
+    if curves is not None and (
+        curves.shape != (npig.shape[0], thrs.shape[0], REC_THRS.shape[0])
+        or curves.dtype != np.float64
+        or not curves.flags.c_contiguous
+    ):
+        raise ValueError(f"accumulate: curves must be a C-contiguous float64 (K, T, R) array, got {curves.shape}")
     native = kernels()
     if native is not None:
-        return _accumulate_native(native, ranking, states, npig, thrs, max_dets, classwise)
+        return _accumulate_native(native, ranking, states, npig, thrs, max_dets, classwise, curves)
     n_thr, n_rec = thrs.shape[0], REC_THRS.shape[0]
     k_all, n_rng, n_m = npig.shape[0], npig.shape[1], len(max_dets)
     cols = precision_columns(max_dets)
@@ -294,7 +307,7 @@ def accumulate(
         c_min = _fewest_tps(npig[k0:k1])  # (C, A, R)
         counts = np.empty((n_m, rows, nc), dtype=np.int64)
         sums = np.empty((len(cols), rows, nc))
-        q_all = np.empty((n_thr, nc, n_rec)) if classwise else None
+        q_all = np.empty((n_thr, nc, n_rec)) if classwise or curves is not None else None
         # a few (area, threshold) rows at a time: their flags are decoded, the true positives counted and
         # the precision summed (and, for the classwise AP, kept at area 'all') before the next rows;
         # the positions found take 8 bytes per flag
@@ -325,7 +338,9 @@ def accumulate(
             tps[:, k0:k1, :, m] = np.where(live[None], counts[m].reshape(n_rng, n_thr, nc).transpose(1, 2, 0), -1)
         for c in range(len(cols)):
             psum[:, k0:k1, :, c] = np.where(live[None], sums[c].reshape(n_rng, n_thr, nc).transpose(1, 2, 0), 0.0)
-        if q_all is not None:
+        if curves is not None and q_all is not None:
+            curves[k0:k1][live[:, 0]] = q_all.transpose(1, 0, 2)[live[:, 0]]
+        if q_all is not None and classwise:
             # per category its (T, R) cells at area 'all', every one counted: pycocotools' mean of them
             per = q_all.transpose(1, 0, 2).reshape(nc, n_thr * n_rec).mean(axis=1)
             ap[k0:k1] = np.where(live[:, 0], per, np.nan)
@@ -340,16 +355,18 @@ def _accumulate_native(
     thrs: np.ndarray,
     max_dets: Sequence[int],
     classwise: bool,
+    curves: Optional[np.ndarray] = None,
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`accumulate` by mmeval-coco-native: one pass per (category, area range, threshold) in C, the
-    same floats (the precision sums are numpy's pairwise sums; the classwise AP numpy's mean of the cells)."""
+    same floats (the precision sums are numpy's pairwise sums; the classwise AP numpy's mean of the cells).
+    The kernel writes the (K, T, R) cells of ``curves`` itself (only where a category has ground truth)."""
     n_thr, n_rec = thrs.shape[0], REC_THRS.shape[0]
     k_all, n_rng, n_m = npig.shape[0], npig.shape[1], len(max_dets)
     cols = precision_columns(max_dets)
     order, within, bounds = ranking
     psum = np.empty((n_thr, k_all, n_rng, len(cols)))
     tps = np.empty((n_thr, k_all, n_rng, n_m), dtype=np.int32)
-    q_all = np.empty((k_all, n_thr, n_rec)) if classwise else None
+    q_all = curves if curves is not None else (np.empty((k_all, n_thr, n_rec)) if classwise else None)
     live = npig > 0
     c = np.ascontiguousarray
     native.accumulate(
@@ -367,7 +384,7 @@ def _accumulate_native(
         q_all,
     )
     ap = np.full(k_all if classwise else 0, np.nan)
-    if q_all is not None and k_all:
+    if q_all is not None and classwise and k_all:
         ap = np.where(live[:, 0], q_all.reshape(k_all, n_thr * n_rec).mean(axis=1), np.nan)
     return psum, tps, ap
 

@@ -32,6 +32,7 @@ from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArg
 from ..core.packed import PackedColumns, pack_arrays
 from .coco_accumulate import combine_partials, runs, summarize_sums
 from .coco_categories import category_ids_by_name
+from .coco_curves import COCOCurves, combine_curves, plot_coco_curves
 from .coco_inputs import _Annotations, _Categories, _ignore_bits, _Image, _records, read_image
 from .coco_matching import _match_images
 from .coco_parts import join_parts, split_summaries
@@ -118,6 +119,9 @@ class COCODetection(BaseMetric):
 
     #: attributes naming files whose content shapes the answer: the question carries their digest (mmeval.core.identity)
     question_files = ("ann_file",)
+    #: Set ``metric.keep_curves = True`` (on every rank: it is part of the question) before ``compute()`` to keep
+    #: the precision-recall curves (:attr:`pr_curves`, :meth:`plot`; :mod:`mmeval.metrics.coco_curves`).
+    keep_curves: bool = False
 
     def __init__(
         self,
@@ -264,6 +268,30 @@ class COCODetection(BaseMetric):
         except MetricArgumentError:
             question["dataset_meta['classes']"] = None
         return question
+
+    @property
+    def pr_curves(self) -> Optional[Dict[str, COCOCurves]]:
+        """Per metric, the curves of the last ``compute()`` (:class:`~mmeval.metrics.coco_curves.COCOCurves`:
+        pycocotools' ``eval['precision'][:, :, :, 0, -1]``); ``None`` without ``keep_curves = True`` or on
+        a rank other than 0 under several ranks."""
+        return self.__dict__.get("_pr_curves")
+
+    def plot(self, metric: Optional[str] = None, ax: Any = None, classes: Optional[Sequence[int]] = None) -> Any:
+        """Draw the precision-recall curves of the last ``compute()`` per IoU threshold (0.5, 0.75 and the mean
+        over thresholds, each averaged over the categories); returns matplotlib's ``(fig, ax)``.
+
+        ``metric``: ``'bbox'``, ``'segm'`` or ``'proposal'`` (default the first computed); ``ax``: draw on this
+        matplotlib Axes; ``classes``: average over these category positions only. Needs
+        ``keep_curves = True`` before ``compute()`` and runs on rank 0 (any process alone); matplotlib is
+        imported here (the ``plot`` extra: ``pip install 'mmeval-core[plot]'``).
+        """
+        curves = self.pr_curves
+        if curves is None:
+            raise MetricArgumentError(
+                "COCODetection.plot(): no curves kept; set metric.keep_curves = True (on every rank) before "
+                "compute(). The curves stay on rank 0 under several ranks"
+            )
+        return plot_coco_curves(curves, metric, ax, classes)
 
     def reset(self) -> None:
         super().reset()
@@ -446,11 +474,14 @@ class COCODetection(BaseMetric):
                 "COCODetection: several images share an img_id; each is evaluated as its own image "
                 "(pycocotools would merge them). Pass indices= to add() to count an image once."
             )
-        return part.accumulate(self.metrics, npig, self.iou_thrs, sorted(self.proposal_nums), self.classwise)
+        return part.accumulate(
+            self.metrics, npig, self.iou_thrs, sorted(self.proposal_nums), self.classwise, bool(self.keep_curves)
+        )
 
     def _combine_parts(self, partials: List[Any]) -> Dict[str, Any]:
         """The COCO stats (and classwise rows) from every rank's accumulated categories."""
         cats = self._categories()
+        self.__dict__["_pr_curves"] = None
         if sum(int(n) for n in partials[0]["dets"]) == 0:
             logger.warning("COCODetection: the testing results of the whole dataset are empty")
             return {}
@@ -458,9 +489,14 @@ class COCODetection(BaseMetric):
         names = self._item_names()
         out: Dict[str, Any] = {}
         table: List[str] = []
+        kept: Dict[str, COCOCurves] = {}
         for j, metric in enumerate(self.metrics):
             k_eff = len(cats.sorted_ids) if metric != "proposal" else 1
             psum, tps, npig, classwise = combine_partials(partials, j, k_eff, metric == "proposal")
+            if self.keep_curves:
+                ids = list(cats.sorted_ids) if metric != "proposal" else [-1]
+                labels = [str(cats.names[i]) for i in ids] if metric != "proposal" else ["every category"]
+                kept[metric] = combine_curves(partials, j, metric, thrs, ids, labels)
             stats = summarize_sums(psum, tps, npig, thrs, nums)
             if metric == "proposal":
                 items = self.metric_items or [f"AR@{n}" for n in self.proposal_nums] + [
@@ -478,6 +514,8 @@ class COCODetection(BaseMetric):
             table.append(
                 f"{metric}: " + ", ".join(f"{key}={val:.4f}" for key, val in out.items() if not isinstance(val, str))
             )
+        if self.keep_curves:
+            self.__dict__["_pr_curves"] = kept
         if self.print_results:
             (self.logger or logger).info("COCODetection results:\n%s", "\n".join(table))
         return out

@@ -10,6 +10,7 @@ import csv
 import hashlib
 import json
 import numbers
+import os
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
@@ -72,6 +73,12 @@ class OIDMeanAP(VOCMeanAP):
         class_relation_matrix: ``R`` (C, C), ``R[c, a]`` nonzero when ``a`` is an ancestor of ``c``
             (:func:`get_relation_matrix`); ``None`` takes ``dataset_meta['relation_matrix']`` (or the
             deprecated ``'RELATION_MATRIX'``).
+        hierarchy_file: instead of ``class_relation_matrix``, Open Images' hierarchy JSON, with
+            ``label_file`` (both, read here by :func:`get_relation_matrix`; not MMEval 0.2.1
+            arguments). Every rank's ``compute()`` compares the two files' content (SHA-256), so ranks
+            reading other files under the same paths raise
+            :class:`~mmeval.core.errors.CollectiveMismatchError` naming them, never a mix.
+        label_file: Open Images' class descriptions CSV, with ``hierarchy_file``.
         **kwargs: :class:`VOCMeanAP`'s arguments (``iou_thrs``, ``scale_ranges``, ``num_classes``,
             ``eval_mode``, ``use_legacy_coordinate``, ``nproc``, ``drop_class_ap``, ``classwise``) and
             :class:`~mmeval.core.BaseMetric`'s.
@@ -104,6 +111,9 @@ class OIDMeanAP(VOCMeanAP):
     Units: ``AP..`` and ``mAP..`` are fractions in [0, 1], MMEval 0.2.1's scale (as :class:`VOCMeanAP`).
     """
 
+    #: attributes naming files whose content shapes the answer: the question carries their digest (mmeval.core.identity)
+    question_files = ("hierarchy_file", "label_file")
+
     def __init__(
         self,
         iof_thrs: Union[float, Sequence[float]] = 0.5,
@@ -111,9 +121,27 @@ class OIDMeanAP(VOCMeanAP):
         get_supercategory: bool = True,
         filter_labels: bool = True,
         class_relation_matrix: Optional[np.ndarray] = None,
+        hierarchy_file: Optional[str] = None,
+        label_file: Optional[str] = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if (hierarchy_file is None) != (label_file is None) or (
+            hierarchy_file is not None and class_relation_matrix is not None
+        ):
+            raise MetricArgumentError(
+                f"OIDMeanAP: pass hierarchy_file= and label_file= together, or class_relation_matrix= alone "
+                f"(got hierarchy_file={hierarchy_file!r}, label_file={label_file!r}, class_relation_matrix "
+                f"{'given' if class_relation_matrix is not None else 'None'})"
+            )
+        if hierarchy_file is not None:
+            for name, path in (("hierarchy_file", hierarchy_file), ("label_file", label_file)):
+                if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
+                    raise MetricArgumentError(f"OIDMeanAP: {name}={path!r} is not a readable file")
+            class_relation_matrix = get_relation_matrix(str(hierarchy_file), str(label_file))
+        #: the files the hierarchy was read from (None: not from files); the question carries their content
+        self.hierarchy_file = hierarchy_file
+        self.label_file = label_file
         thrs: Tuple[Any, ...] = (iof_thrs,) if isinstance(iof_thrs, numbers.Real) else tuple(iof_thrs)  # type: ignore[arg-type]
         if not thrs or not all(
             isinstance(t, numbers.Real) and not isinstance(t, bool) and 0 < float(t) <= 1 for t in thrs
