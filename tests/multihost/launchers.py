@@ -35,6 +35,7 @@ def launch_torchrun(
     relayed: Optional[Relayed] = None,
     wrap_b: Sequence[str] = (),
     env_b: Optional[Dict[str, str]] = None,
+    timeout: float = TIMEOUT,
 ) -> Launch:
     """``torchrun --nnodes 2 --nproc-per-node 2`` in each namespace, c10d rendezvous at host a.
 
@@ -46,7 +47,7 @@ def launch_torchrun(
     net = relayed_addresses(relayed, hosts)
     addr = net["addr"]
     port = net["port"] or free_port()
-    script = rank_args("torch_cpu", out, scenarios, TIMEOUT, params)[1:]
+    script = rank_args("torch_cpu", out, scenarios, timeout, params)[1:]
     try:
         for ns, first in ((hosts.ns_a, True), (hosts.ns_b, False)):
             cmd = [
@@ -119,10 +120,25 @@ def equal_to_one_process(launch: Launch) -> None:
         assert info["got"] == want, f"rank {r}: {info['got']} != {want}"
 
 
+def _alive(launch: Launch, rank: int) -> bool:
+    ready = launch.find(rank, "ready")
+    if ready is None:
+        return True
+    try:
+        with open(f"/proc/{int(ready['pid'])}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def raised_or_ended(
     launch: Launch, ranks: Sequence[int], since: float, bound: float, kind: str, fault: str, figures: Any, where: Any
 ) -> List[int]:
-    """Every rank of ``ranks`` raised within ``bound`` s of ``since``, or the launcher ended it (returns those)."""
+    """Every rank of ``ranks`` raised within ``bound`` s of ``since``, or the launcher ended it (returns those).
+
+    Ended: every process of the launch exited, or that rank's own process is
+    gone without a result (its host's agent ended it).
+    """
     deadline = since + bound
     ended: List[int] = []
     pending = set(ranks)
@@ -142,11 +158,15 @@ def raised_or_ended(
                     seconds=err["raised_at"] - since,
                 )
                 pending.discard(r)
-        if pending and all(p.poll() is not None for p in launch.procs):
-            for r in sorted(pending):  # the launcher ended the job before these raised
-                figures("multi-host faults", launcher=kind, fault=fault, rank=r, host=where[r], outcome="job ended")
-            ended = sorted(pending)
-            pending.clear()
+        everything_exited = all(p.poll() is not None for p in launch.procs)
+        for r in sorted(pending):
+            if everything_exited or not _alive(launch, r):
+                if launch.find(r, "result", scenario="loop_until_error") is not None:
+                    continue  # it wrote its result and exited meanwhile: read on the next round
+                what = "job ended" if everything_exited else "ended by its launcher"
+                figures("multi-host faults", launcher=kind, fault=fault, rank=r, host=where[r], outcome=what)
+                ended.append(r)
+                pending.discard(r)
         time.sleep(0.05)
     assert not pending, f"ranks {sorted(pending)} neither raised nor were ended within {bound:g}s\n{launch.describe()}"
-    return ended
+    return sorted(ended)

@@ -23,7 +23,9 @@ segment costs the receiver a stall until the sender retransmits (at least the
 probability ``--stall-prob`` per chunk, that direction of that connection
 waits ``--stall-ms`` more (what follows waits behind it, as behind a lost
 segment). ``SIGUSR1`` stalls every connection until ``SIGUSR2`` (a link that
-carries nothing, sockets still open: the peers see no reset). ``SIGTERM``
+carries nothing, sockets still open: the peers see no reset). ``SIGHUP``
+resets every connection (a middlebox's RST: both ends see
+``ECONNRESET``; connections made later are relayed again). ``SIGTERM``
 ends the relay (so does ``--lifetime``). The status file gets one JSON line
 with the bytes forwarded each way when the relay is ready, every 0.5 s, when
 it is signalled and at exit.
@@ -42,13 +44,16 @@ import struct
 import sys
 import threading
 import time
-from typing import List, Optional, Tuple
+from typing import List, Optional, Set, Tuple
 
 CHUNK = 1 << 16
 PORT = struct.Struct(">H")
 
 _stalled = threading.Event()
+_reset = threading.Event()
 _done = threading.Event()
+_conns: List[socket.socket] = []
+_aborted: Set[socket.socket] = set()
 _lock = threading.Lock()
 _bytes = {"out": 0, "in": 0}
 
@@ -76,11 +81,15 @@ class Pump:
                 self.q.put((time.monotonic() + self.args.delay_ms / 1000.0, data))
         except OSError:
             pass
+        if self.src in _aborted:
+            self.src.close()  # SO_LINGER 0 is set: the kernel sends a reset, not a FIN
         self.q.put(None)
 
     def _write(self) -> None:
         while True:
             item = self.q.get()
+            if self.dst in _aborted:
+                return  # reset: no FIN to pass on
             if item is None:
                 break
             due, data = item
@@ -111,6 +120,8 @@ def _sleep_until(t: float) -> None:
 def _join(a: socket.socket, b: socket.socket, args: argparse.Namespace, rng: random.Random) -> None:
     for s in (a, b):
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    with _lock:
+        _conns.extend((a, b))
     Pump(a, b, "out", args, random.Random(rng.random()))
     Pump(b, a, "in", args, random.Random(rng.random()))
 
@@ -143,6 +154,21 @@ def _incoming(conn: socket.socket, args: argparse.Namespace, rng: random.Random)
         conn.close()  # nothing listens there: the connecting rank sees its connection closed, as without a relay
         return
     _join(down, conn, args, rng)
+
+
+def _reset_all() -> None:
+    """Abort every connection: SO_LINGER 0, then wake the readers, which close their socket (a reset each way)."""
+    with _lock:
+        conns = list(_conns)
+        _conns.clear()
+        _aborted.update(conns)
+    _reset.clear()
+    for s in conns:
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.shutdown(socket.SHUT_RD)  # sends nothing; the blocked recv returns
+        except OSError:
+            pass
 
 
 def _write_status(path: str) -> None:
@@ -189,11 +215,15 @@ def main(argv: Optional[List[str]] = None) -> None:
 
     signal.signal(signal.SIGUSR1, lambda *_: (_stalled.set(), _write_status(args.status)))
     signal.signal(signal.SIGUSR2, lambda *_: (_stalled.clear(), _write_status(args.status)))
+    signal.signal(signal.SIGHUP, lambda *_: _reset.set())
     signal.signal(signal.SIGTERM, lambda *_: _done.set())
     _write_status(args.status)  # ready: every listener is bound
     end = time.monotonic() + args.lifetime
     written = time.monotonic()
     while not _done.is_set() and time.monotonic() < end:
+        if _reset.is_set():
+            _reset_all()
+            _write_status(args.status)
         if time.monotonic() - written > 0.5:
             _write_status(args.status)
             written = time.monotonic()

@@ -120,6 +120,11 @@ class Relayed:
         for p in self.procs.values():
             p.send_signal(signal.SIGUSR1)
 
+    def reset(self) -> None:
+        """Both relays reset every connection they carry (each end sees ``ECONNRESET``)."""
+        for p in self.procs.values():
+            p.send_signal(signal.SIGHUP)
+
     def counts(self) -> Dict[str, Dict[str, Any]]:
         """Each relay's last status line (bytes forwarded ``out`` / ``in``)."""
         return {ns: json.loads(p.read_text().splitlines()[-1]) for ns, p in self.status.items()}

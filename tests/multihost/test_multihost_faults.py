@@ -10,7 +10,7 @@ Two hosts x two processes under torchrun, as in ``test_multihost.py``.
   a retransmission stall, at least Linux's 200 ms minimum RTO). The result
   equals one process. A stall of every connection longer than the timeout
   (no byte, no reset: the link looks alive) makes every rank raise within
-  its bound.
+  its bound; so does a reset of every cross-host connection.
 * **A clock behind** (:mod:`clocks`): host b's CLOCK_MONOTONIC (a time
   namespace) and Python's ``time.time()`` set back, the two clocks the
   core's deadlines read. By less than the timeout: the result equals one
@@ -31,13 +31,16 @@ from typing import Any, Dict
 import clocks
 import netns
 import pytest
-from launchers import SLACK, TIMEOUT, WS, equal_to_one_process, hosts_of, launch_torchrun, raised_or_ended
+from launchers import SLACK, WS, equal_to_one_process, hosts_of, launch_torchrun, raised_or_ended
 from relayed_hosts import Relayed
 
 #: The link's bytes against comm-stats' bytes from the other host: at least 95 % (gloo's ring moves the 4 KiB slots of
 #: an all-gather past a neighbour, so 6 of the 8 slot copies a rank counts as received from the other host cross),
 #: at most 110 % plus 64 KiB (TCP/IP and Ethernet headers, ACKs, gloo's framing, the barrier after compute()).
 LOWER, UPPER, SLACK_BYTES = 0.95, 1.10, 64 << 10
+
+#: Every launch's collective timeout here (test_multihost.py's 10 s, halved: the env's run time).
+TIMEOUT = 5.0
 
 #: The relay's latency each way, and its loss model: 5 % of chunks stall 200 ms (a retransmission).
 DELAY_MS, STALL_PROB, STALL_MS = 20.0, 0.05, 200.0
@@ -59,7 +62,9 @@ def test_latency_and_loss_through_the_relay_then_a_stall_longer_than_the_timeout
     """
     start = time.monotonic()
     scenarios = ["evaluate", "loop_until_error"]
-    with launch_torchrun(two_hosts, scratch, scenarios, params={"looping_after": 5}, relayed=relayed) as launch:
+    with launch_torchrun(
+        two_hosts, scratch, scenarios, params={"looping_after": 5}, relayed=relayed, timeout=TIMEOUT
+    ) as launch:
         where = hosts_of(launch, two_hosts)
         assert sorted(where.values()) == ["a", "a", "b", "b"], where
         equal_to_one_process(launch)
@@ -95,10 +100,15 @@ def _clock_behind(realtime_s: int) -> Dict[str, Any]:
 def test_a_clock_behind_by_less_than_the_timeout(
     two_hosts: netns.TwoHosts, scratch: Path, figures: Any, torch_available: None
 ) -> None:
-    """Host b's clocks 5 s (realtime) and up to 120 s (monotonic) behind: exact result; a cut link still raises."""
-    clock = _clock_behind(5)
+    """Host b's clocks 2 s (realtime) and up to 120 s (monotonic) behind: exact result; a cut link still raises."""
+    clock = _clock_behind(2)
     with launch_torchrun(
-        two_hosts, scratch, ["evaluate", "loop_until_error"], wrap_b=clock["wrap_b"], env_b=clock["env_b"]
+        two_hosts,
+        scratch,
+        ["evaluate", "loop_until_error"],
+        wrap_b=clock["wrap_b"],
+        env_b=clock["env_b"],
+        timeout=TIMEOUT,
     ) as launch:
         where = hosts_of(launch, two_hosts)
         equal_to_one_process(launch)
@@ -120,7 +130,9 @@ def test_a_clock_behind_by_more_than_the_timeout(
     behind = int(3 * TIMEOUT)
     clock = _clock_behind(behind)
     start = time.monotonic()
-    with launch_torchrun(two_hosts, scratch, ["evaluate"], wrap_b=clock["wrap_b"], env_b=clock["env_b"]) as launch:
+    with launch_torchrun(
+        two_hosts, scratch, ["evaluate"], wrap_b=clock["wrap_b"], env_b=clock["env_b"], timeout=TIMEOUT
+    ) as launch:
         where = hosts_of(launch, two_hosts)
         found = launch.wait_event(range(WS), "result", TIMEOUT + SLACK + 60, scenario="evaluate")
     for r, e in sorted(found.items()):
@@ -139,8 +151,8 @@ def test_a_clock_behind_by_more_than_the_timeout(
             assert "clock" in failures, f"rank {r}'s error does not name the clocks:\n{failures}"
 
 
-def test_the_bytes_on_the_wire_against_the_comm_stats_counts(
-    two_hosts: netns.TwoHosts, scratch: Path, figures: Any, torch_available: None
+def test_the_bytes_on_the_wire_then_a_reset_of_every_connection(
+    two_hosts: netns.TwoHosts, relayed: Relayed, scratch: Path, figures: Any
 ) -> None:
     """The veth's bytes during one compute() against comm-stats' counts, within :data:`LOWER` .. :data:`UPPER`.
 
@@ -153,12 +165,24 @@ def test_the_bytes_on_the_wire_against_the_comm_stats_counts(
     ``bytes_sent`` is not the measure: a slot exchange counts what a rank
     sent once, a payload all-gather ``ws - 1`` times (the core's convention,
     pinned by tests/core/transport/test_reductions.py), so the world's sent and
-    received differ.
+    received differ. Through the relays (which add 2 bytes per connection).
+
+    Then the relays reset every connection (a middlebox's RST, both ways):
+    every rank raises at once -- or, on host b, is ended by its torchrun
+    agent, whose own connection to the rendezvous store was reset too.
     """
-    params = {"ifname": netns.IFNAME, "wire_samples": 60_000}
-    with launch_torchrun(two_hosts, scratch, ["wire_bytes"], params=params) as launch:
+    params = {"ifname": netns.IFNAME, "wire_samples": 60_000, "looping_after": 5}
+    scenarios = ["wire_bytes", "loop_until_error"]
+    with launch_torchrun(two_hosts, scratch, scenarios, params=params, relayed=relayed, timeout=TIMEOUT) as launch:
         where = hosts_of(launch, two_hosts)
         infos = launch.results(range(WS), "wire_bytes", 240)
+        launch.wait_event(range(WS), "looping", 120)
+        time.sleep(0.5)
+        reset_at = time.monotonic()
+        relayed.reset()
+        fault = "relay resets everything"
+        ended = raised_or_ended(launch, range(WS), reset_at, TIMEOUT + SLACK, "torchrun", fault, figures, where)
+        assert all(where[r] == "b" for r in ended), f"host a's ranks {ended} were ended\n{launch.describe()}"
     on_a = min(r for r, h in where.items() if h == "a")
     link = infos[on_a]["link_bytes"]
     received = sum(i["received"] for i in infos.values())
