@@ -12,7 +12,8 @@ network namespace whose link is cut can no longer reach its launcher): events
 and one ``{"event": "result", "scenario": ..., "ok": ..., "info": ...}`` per
 scenario. Times are ``time.monotonic()`` (CLOCK_MONOTONIC: one clock for every
 process of the machine, network namespaces included), so the parent can
-measure how long after its SIGKILL or link cut a rank raised.
+measure how long after its SIGKILL or link cut a rank raised; a rank in a time
+namespace (its monotonic clock set back) reports them on the machine's clock.
 
 The scenarios check their own expectations and record failures in
 ``info["failures"]``; the parent asserts on them and on the timings.
@@ -42,9 +43,30 @@ _out_path = ""
 _out_lock = threading.Lock()
 
 
+def _timens_offset() -> float:
+    """Seconds this process's CLOCK_MONOTONIC is shifted by its time namespace (0 outside one)."""
+    try:
+        with open("/proc/self/timens_offsets", encoding="ascii") as f:
+            for line in f:
+                name, secs, nsecs = line.split()
+                if name in ("monotonic", "1"):
+                    return int(secs) + int(nsecs) / 1e9
+    except (OSError, ValueError):
+        pass
+    return 0.0
+
+
+_MONOTONIC_OFFSET = _timens_offset()
+
+
+def now() -> float:
+    """The machine's ``time.monotonic()`` (this process's, less its time namespace's offset)."""
+    return time.monotonic() - _MONOTONIC_OFFSET
+
+
 def emit(event: str, **fields: Any) -> None:
     """Append one JSON line to this rank's file (flushed: the process may be SIGKILLed next)."""
-    line = json.dumps({"event": event, "t": time.monotonic(), "pid": os.getpid(), **fields}, default=repr)
+    line = json.dumps({"event": event, "t": now(), "pid": os.getpid(), **fields}, default=repr)
     with _out_lock, open(_out_path, "a", encoding="utf-8") as f:
         f.write(line + "\n")
         f.flush()
@@ -65,7 +87,7 @@ def describe(exc: BaseException, started: float) -> Dict[str, Any]:
         "type": type(exc).__name__,
         "mro": [c.__name__ for c in type(exc).__mro__],
         "message": str(exc),
-        "raised_at": time.monotonic(),
+        "raised_at": now(),
         "seconds": time.monotonic() - started,
     }
 
@@ -167,6 +189,7 @@ def loop_until_error(ctx: Ctx) -> Dict[str, Any]:
     b = ctx.backend
     limit = float(ctx.params.get("loop_seconds", 120))
     payload = np.full(256 << 10, ctx.rank, dtype=np.uint8)
+    looping_after = int(ctx.params.get("looping_after", 50))
     end = time.monotonic() + limit
     i = 0
     while time.monotonic() < end:
@@ -179,10 +202,58 @@ def loop_until_error(ctx: Ctx) -> Dict[str, Any]:
             emit("raised", info=info)
             return {"iterations": i, "error": info}
         ctx.check("payloads intact", all(int(g[0]) == r and int(g[-1]) == r for r, g in enumerate(got)))
-        if i == 50:
+        if i == looping_after:
             emit("looping")
     ctx.check("the loop ended by an error", False, f"{i} collectives in {limit:g}s and no error")
     return {"iterations": i, "error": None}
+
+
+def _link_bytes(ifname: str) -> int:
+    """Bytes sent plus received on interface ``ifname`` of this rank's network namespace (headers included)."""
+    base = f"/sys/class/net/{ifname}/statistics/"
+    total = 0
+    for name in ("tx_bytes", "rx_bytes"):
+        with open(base + name, encoding="ascii") as f:
+            total += int(f.read())
+    return total
+
+
+@scenario
+def wire_bytes(ctx: Ctx) -> Dict[str, Any]:
+    """One AveragePrecision compute() (per-sample scores gathered): the link's bytes and comm-stats' counts.
+
+    The counts are taken between two barriers, the link's counters around
+    compute() and the second barrier (whose bytes the link carries but the
+    counts exclude, as they exclude the TCP/IP headers and gloo's framing).
+    """
+    from mmeval import AveragePrecision
+    from mmeval.core.comm_stats import enable_comm_stats
+
+    ifname = str(ctx.params["ifname"])
+    n = int(ctx.params.get("wire_samples", 60_000))
+    rng = np.random.default_rng(11)
+    scores = rng.random((n, NUM_CLASSES)).astype(np.float32)
+    labels = rng.integers(0, NUM_CLASSES, n)
+    idx = np.arange(ctx.rank, n, ctx.ws)
+    metric = AveragePrecision(dist_backend=ctx.backend)
+    metric.add(scores[idx], labels[idx])
+    stats = enable_comm_stats(print_at_exit=False)
+    ctx.backend.barrier()
+    stats.reset()
+    before = _link_bytes(ifname)
+    got = metric.compute(size=n)
+    rows = stats.rows()
+    ctx.backend.barrier()
+    after = _link_bytes(ifname)
+    want = AveragePrecision(dist_backend="non_dist")(scores, labels)
+    ctx.check("distributed == single process", got == want, f"got {got}, want {want}")
+    return {
+        "link_bytes": after - before,
+        "sent": sum(r["bytes_sent"] for r in rows),
+        "received": sum(r["bytes_received"] for r in rows),
+        "calls": sum(r["calls"] for r in rows),
+        "rows": rows,
+    }
 
 
 def _call(ctx: Ctx, op: str, obj: Any, root: int) -> Any:

@@ -210,6 +210,9 @@ class GroupGuard:
 
         That peer has given the call up (timed out, poisoned): this rank's call
         paired with an abandoned transport operation and must not complete.
+        The deadline is the sender's ``time.time()``: a sender whose clock is
+        behind by more than its timeout plus the skew looks the same, and the
+        error says so (tests/multihost shows it with one host's clock set back).
         """
         now = time.time()
         stale = [(r, h) for r, h in enumerate(headers) if h.deadline and now > h.deadline + DEADLINE_SKEW]
@@ -221,7 +224,9 @@ class GroupGuard:
             CollectiveFailedError(
                 f"{call.backend}: {call.op} (collective #{call.seq} on rank {call.rank} of {call.world_size}) arrived after "
                 f"the deadline of {ranks}: that rank gave this collective up (timed out) and this call paired with "
-                f"its abandoned operation. The group cannot be used for further collectives; every rank must call "
+                f"its abandoned operation -- or that rank's host clock (time.time()) is behind this host's by more "
+                f"than its timeout plus {DEADLINE_SKEW:g} s (the check compares the hosts' wall clocks: keep them "
+                f"synchronised, e.g. NTP). The group cannot be used for further collectives; every rank must call "
                 f"it within the timeout (timeout=..., MMEVAL_{call.backend.upper()}_TIMEOUT / MMEVAL_TIMEOUT)."
             ),
         )
