@@ -145,7 +145,7 @@ def summary_digests(blobs: Sequence[bytes]) -> np.ndarray:
     sharing an ``img_id``): a sample's summary is everything the ranking reads of it, so two samples with
     one digest are interchangeable there (up to a 2**-64 collision) and their relative order cannot change
     the answer; and the digest is the same on whichever rank holds the sample and in whatever order the
-    samples come. About 1 microsecond a summary.
+    samples come. About 1-3 microseconds a summary of 150-1,400 bytes (CPU, one core).
     """
     out = np.empty(len(blobs), dtype=np.uint64)
     for i, blob in enumerate(blobs):
