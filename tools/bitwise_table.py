@@ -174,7 +174,7 @@ and the total is rounded to float64 once -- the correctly rounded sum, whatever 
 """
 
 FOOTER = """
-Equal scores rank by what the sample is, never by arrival (issue 32 item 5): before, under a
+Equal scores rank by what the sample is, never by arrival: before, under a
 shuffled `DistributedSampler` (`compute(size=n)`, no `indices=`) `VOCMeanAP`, `AVAMeanAP` and
 `DOTAMeanAP` ranked equal scores of different samples in arrival order, so their AP followed the
 shuffle (one process fed the shuffled order differed too). Now VOC, DOTA and OID rank them by a
