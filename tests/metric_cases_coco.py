@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-CASE_NAMES = ("COCODetection-bbox-proposal", "COCODetection-segm", "COCODetection-ann-file-two-images")
+CASE_NAMES = (
+    "COCODetection-bbox-proposal",
+    "COCODetection-segm",
+    "COCODetection-ann-file-two-images",
+    "COCODetection-shared-img-ids",
+)
 
 
 def ann_file_of(gts: Any, classes: Any) -> str:
@@ -39,6 +44,12 @@ def build_cases() -> Dict[str, Dict[str, Any]]:
     seg_n = 25
     seg_preds, seg_gts = detections(seg_n, 5, seed=42, masks=True)
     two_preds, two_gts = detections(2, 5, seed=45)
+    # pairs of images sharing an img_id (each evaluated as its own image, with a warning), 2-decimal scores:
+    # equal scores of the two rank by what each image is, never by which came first (issue 32, item 5)
+    pair_preds, pair_gts = detections(16, 5, seed=46)
+    for i in range(1, len(pair_preds), 2):  # the second of a pair: the first's detections, its own truths
+        pair_preds[i] = {**pair_preds[i - 1], "bboxes": pair_preds[i - 1]["bboxes"] + 1.0}
+        pair_preds[i]["img_id"] = pair_gts[i]["img_id"] = pair_gts[i - 1]["img_id"]
     return {
         "COCODetection-bbox-proposal": {
             "metric": "mmeval.metrics.coco_detection:COCODetection",
@@ -58,5 +69,11 @@ def build_cases() -> Dict[str, Dict[str, Any]]:
             "kwargs": {**common, "ann_file": ann_file_of(two_gts, classes), "metric": ["bbox", "proposal"]},
             "inputs": [two_preds, [{} for _ in two_gts]],
             "n": 2,
+        },
+        "COCODetection-shared-img-ids": {
+            "metric": "mmeval.metrics.coco_detection:COCODetection",
+            "kwargs": {**common, "metric": "bbox"},
+            "inputs": [pair_preds, pair_gts],
+            "n": 16,
         },
     }

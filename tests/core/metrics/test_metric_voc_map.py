@@ -7,8 +7,9 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 import pytest
-from metric_helpers import assert_all_rejected, assert_ranks_match, compute_sharded
+from metric_helpers import assert_all_rejected, assert_ranks_match, compute_sharded, same
 
+from mmeval.core.packed import summary_digests
 from mmeval.metrics.voc_map import VOCMeanAP
 
 NUM_CLASSES = 4
@@ -81,8 +82,17 @@ def ref_iou(a, b, legacy):
     return inter / max(ref_area(a, legacy) + ref_area(b, legacy) - inter, 1e-6)
 
 
-def ref_class_ap(preds, gts, cls, thr, rng, mode, legacy):
-    """The VOC devkit's loop: every detection of ``cls`` over all images by descending score."""
+def tie_keys(metric, preds, gts):
+    """Each image's rank among equal scores as the metrics define it: the digest of its summary (the metric's
+    :func:`summary_digests`, the one thing the references take from it; the rest they compute from the definition)."""
+    metric.add(preds, gts)
+    metric._summarize_pending()
+    return summary_digests(list(metric._results)).tolist()
+
+
+def ref_class_ap(preds, gts, cls, thr, rng, mode, legacy, keys=None):
+    """The VOC devkit's loop: every detection of ``cls`` over all images by descending score; equal scores by
+    the image's ``keys`` entry (``None``: in dataset order), then by place in the image."""
     lo, hi = (None if rng[0] is None else rng[0] ** 2), (None if rng[1] is None else rng[1] ** 2)
 
     def in_range(box):
@@ -102,7 +112,7 @@ def ref_class_ap(preds, gts, cls, thr, rng, mode, legacy):
         for b, s, lab in zip(p["bboxes"], p["scores"], p["labels"])
         if lab == cls
     ]
-    dets.sort(key=lambda d: -d[0])  # stable: ties keep dataset order
+    dets.sort(key=lambda d: (-d[0], 0 if keys is None else keys[d[1]]))  # stable: then place in the image
     taken = [[False] * len(o) for o in objects]
     tp, fp = [], []
     for _, img, box in dets:
@@ -137,12 +147,12 @@ def ref_class_ap(preds, gts, cls, thr, rng, mode, legacy):
     return npos, sum((mrec[i + 1] - mrec[i]) * mpre[i + 1] for i in range(len(mrec) - 1) if mrec[i + 1] != mrec[i])
 
 
-def reference(preds, gts, iou_thrs, scale_ranges, mode="area", legacy=False, drop=True):
+def reference(preds, gts, iou_thrs, scale_ranges, mode="area", legacy=False, drop=True, keys=None):
     ranges = list(scale_ranges) + ([(None, None)] if (None, None) not in scale_ranges else [])
     table = {}
     for thr in iou_thrs:
         for rng in ranges:
-            aps = [ref_class_ap(preds, gts, c, thr, rng, mode, legacy) for c in range(NUM_CLASSES)]
+            aps = [ref_class_ap(preds, gts, c, thr, rng, mode, legacy, keys) for c in range(NUM_CLASSES)]
             kept = [ap for npos, ap in aps if npos > 0 or not drop]
             table[thr, rng] = sum(kept) / len(kept) if kept else math.nan
     out = {f"AP{round(thr * 100)}": table[thr, (None, None)] for thr in iou_thrs}
@@ -176,11 +186,25 @@ def test_matches_voc_reference(kwargs):
         kwargs.get("eval_mode", "area"),
         kwargs.get("use_legacy_coordinate", False),
         kwargs.get("drop_class_ap", True),
+        tie_keys(VOCMeanAP(num_classes=NUM_CLASSES, **kwargs), preds, gts),
     )
     assert list(got) == list(want)
     for key, value in want.items():
         assert got[key] == pytest.approx(value, rel=1e-12, abs=1e-15), key
     assert 0.2 < got["mAP"] < 0.95  # a realistic detector: neither trivial nor hopeless
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_equal_scores_rank_by_what_the_image_is_not_by_arrival(seed):
+    """One process fed the images shuffled gives the in-order answer bit for bit, on scores full of ties
+    (2 decimals), a duplicated image included (issue 32 item 5: equal scores of different images ranked in
+    arrival order: AP75 moved with the order)."""
+    preds, gts = detections()
+    preds, gts = preds + preds[:3], gts + gts[:3]  # three images twice: one digest each, interchangeable
+    kw = {"num_classes": NUM_CLASSES, "iou_thrs": [0.5, 0.75], "scale_ranges": [(0, 32)], "classwise": True}
+    want = VOCMeanAP(**kw)(preds, gts)
+    perm = np.random.default_rng(seed).permutation(len(preds))
+    assert same(VOCMeanAP(**kw)([preds[i] for i in perm], [gts[i] for i in perm]), want)
 
 
 def test_keys_and_edge_cases():

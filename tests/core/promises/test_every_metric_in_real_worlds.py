@@ -4,10 +4,8 @@ Every metric with a case in the table -- the next one added included -- gets, wi
 
 * world sizes 1-4 under five shardings (DistributedSampler padded, uneven, contiguous ``'cat'``, shuffled
   ``indices=`` with duplicates, a shuffled DistributedSampler with ``compute(size=n)``) compared **bit for bit**
-  with one process. The float sums of the state metrics are exact (``exact_sum``), so every case is held to
-  it; the one known exception is :data:`TIES_BY_ARRIVAL` under the shuffled sampler alone (equal scores
-  ranked in arrival order, where no ``indices=`` says what a sample is): a strict xfail, so that the day
-  they are fixed the test says to remove them from the list;
+  with one process. The float sums of the state metrics are exact (``exact_sum``) and equal scores are
+  ranked by what the sample is (never by arrival), so every case is held to it, with no exception;
 * a refused ``add()`` on the last rank: every rank's ``compute()`` raises, naming that rank and the metric;
 * an empty last rank (``indices=`` on the others): the one-process answer.
 
@@ -27,10 +25,6 @@ from metric_helpers import same
 metric_cases = suite.metric_cases
 WORLD_SIZES = (1, 2, 3, 4)
 _runs: Dict[int, Dict[int, Any]] = {}
-#: Per-sample detection metrics whose equal scores are still ranked in arrival order: under a shuffled
-#: DistributedSampler with ``compute(size=n)`` (no ``indices=``) they may differ from one process. Nothing else
-#: is excused; remove a name once its ties are ordered by what the sample is.
-TIES_BY_ARRIVAL = frozenset({"VOCMeanAP", "AVAMeanAP", "DOTAMeanAP"})
 
 
 def _world(ws: int) -> Dict[int, Any]:
@@ -50,7 +44,7 @@ def _world(ws: int) -> Dict[int, Any]:
 
 @pytest.mark.parametrize("case_name", metric_cases.CASE_NAMES)
 @pytest.mark.parametrize("ws", WORLD_SIZES, ids=lambda n: f"ws{n}")
-def test_every_sharding_gives_the_one_process_answer_bit_for_bit(request, ws, case_name):
+def test_every_sharding_gives_the_one_process_answer_bit_for_bit(ws, case_name):
     want = suite.payload()[case_name]["want"]
     differ = {}
     for rank, results in _world(ws).items():
@@ -60,12 +54,6 @@ def test_every_sharding_gives_the_one_process_answer_bit_for_bit(request, ws, ca
             if not same(value, want):
                 close = metric_cases.difference(value, want) is None
                 differ[f"rank {rank} {sharding}"] = "last bits" if close else f"{value!r} != {want!r}"
-    if case_name in TIES_BY_ARRIVAL and differ and {k.split()[-1] for k in differ} == {"sampler"}:
-        request.applymarker(
-            pytest.mark.xfail(
-                reason="equal scores ranked in arrival order under a shuffled sampler without indices=", strict=True
-            )
-        )
     assert not differ, differ
 
 

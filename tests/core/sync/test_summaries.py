@@ -10,7 +10,14 @@ import pytest
 from hub_backend import run_ranks
 
 from mmeval.core import BaseMetric
-from mmeval.core.packed import PackedColumns, pack_arrays, trits_to_words, unpack_arrays, words_to_trits
+from mmeval.core.packed import (
+    PackedColumns,
+    pack_arrays,
+    summary_digests,
+    trits_to_words,
+    unpack_arrays,
+    words_to_trits,
+)
 
 
 class Lengths(BaseMetric):
@@ -121,6 +128,20 @@ def test_packed_columns_equal_concatenation_whatever_the_headers(long_at):
     bad[250] = bytes([3]) + bad[250][1:]
     with pytest.raises(ValueError, match="summary 250 holds 3 arrays, expected 4"):
         PackedColumns(bad, 4)
+
+
+def test_summary_digests_follow_the_bytes_alone():
+    """A summary's digest is BLAKE2b-64 of its bytes (little-endian): the same for equal summaries wherever
+    and whenever they were packed, different for different ones -- what equal scores rank by (issue 32 item 5)."""
+    import hashlib
+
+    a = pack_arrays(np.array([0.5, 0.25], dtype=np.float32), np.array([1, 2], dtype=np.uint16))
+    b = pack_arrays(np.array([0.5, 0.25], dtype=np.float32), np.array([2, 1], dtype=np.uint16))
+    got = summary_digests([a, b, bytes(a)])
+    assert got.dtype == np.uint64 and got.shape == (3,)
+    assert got[0] == got[2] != got[1]
+    assert int(got[0]) == int.from_bytes(hashlib.blake2b(a, digest_size=8).digest(), "little")
+    assert summary_digests([]).shape == (0,)
 
 
 def test_packed_round_trip():

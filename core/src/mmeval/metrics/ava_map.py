@@ -175,12 +175,14 @@ class AVAMeanAP(BaseMetric):
     counts per class come from the files, on every rank.
 
     On the computing rank, per class with ground truth: the detections of every frame, ranked
-    by descending score (equal scores: the later frame first, the order MMEval's sort gives
-    them), make a precision-recall curve whose interpolated area is the class's AP (0 without a
-    detection). Result: ``{'mAP@0.5IOU': mean AP}`` over the classes with ground truth (NaN when
-    none), a Python float. A frame with ground truth given in two samples raises ``ValueError``
-    (MMEval would merge them; pass each frame once, or use ``compute(size=)`` / ``indices=``
-    against a sampler's padding).
+    by descending score (equal scores: the frame later in ``ann_file`` first, then the later place
+    in the frame -- the order MMEval's sort gives them when the frames come in file order; never the
+    order they came in, so any sampler and world size give the same bits; frames without ground truth
+    count as coming before every annotated one), make a precision-recall curve whose interpolated
+    area is the class's AP (0 without a detection). Result: ``{'mAP@0.5IOU': mean AP}`` over the
+    classes with ground truth (NaN when none), a Python float. A frame with ground truth given in
+    two samples raises ``ValueError`` (MMEval would merge them; pass each frame once, or use
+    ``compute(size=)`` / ``indices=`` against a sampler's padding).
 
     Units: ``mAP@0.5IOU`` is a fraction in [0, 1], as MMEval 0.2.1's.
     """
@@ -322,12 +324,16 @@ class AVAMeanAP(BaseMetric):
         return pack_arrays(np.asarray([frame_id], dtype=_I4), dets[:, 4].astype(_F8), codes.astype(_I4))
 
     def compute_metric(self, results: Sequence[bytes]) -> Dict[str, float]:
-        """The mAP of every frame's detection summaries (in dataset order)."""
+        """The mAP of every frame's detection summaries (their order does not matter: see the class docstring)."""
         if not len(results):
             raise ValueError("AVAMeanAP.compute_metric: no results to compute on (nothing was added)")
         gt = self._ground_truth()
-        _, (frame_column, scores, codes) = unpack_arrays(results, 3)
+        lengths, (frame_column, scores, codes) = unpack_arrays(results, 3)
         frame_ids = frame_column.astype(np.int64)
+        # each detection's frame (its row in the annotation file, -1: a frame without ground truth, whose
+        # detections are all false positives) and its place in the frame: what ranks equal scores
+        det_frame = np.repeat(frame_ids, lengths[:, 1])
+        place = np.arange(scores.shape[0])
         annotated = frame_ids[frame_ids >= 0]
         uniq, counts = np.unique(annotated, return_counts=True)
         if (counts > 1).any():
@@ -343,7 +349,9 @@ class AVAMeanAP(BaseMetric):
             if not num_gt:
                 continue
             sel = classes == c
-            ranked = tps[sel][np.argsort(scores[sel], kind="stable")[::-1]]
+            # by descending score; equal scores: the later frame of the annotation file first, then the later
+            # place in the frame (MMEval's reversed stable sort, given the frames in file order), never by arrival
+            ranked = tps[sel][np.lexsort((place[sel], det_frame[sel], scores[sel]))[::-1]]
             cum_tp = np.cumsum(ranked)
             precision = cum_tp / np.arange(1, ranked.size + 1, dtype=np.float64)
             recall = cum_tp / float(num_gt)

@@ -29,7 +29,7 @@ import numpy as np
 from ..core._gc import gc_paused
 from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentTypeError
-from ..core.packed import PackedColumns, pack_arrays
+from ..core.packed import PackedColumns, pack_arrays, summary_digests
 from .coco_accumulate import combine_partials, runs, summarize_sums
 from .coco_categories import category_ids_by_name
 from .coco_curves import COCOCurves, combine_curves, plot_coco_curves
@@ -461,6 +461,7 @@ class COCODetection(BaseMetric):
             world_size,
             owners,
             [metric == "proposal" for metric in self.metrics],
+            summary_digests(blobs),  # images sharing an img_id rank by what they are, never by arrival
         )
 
     def _compute_part(self, parts: List[Any]) -> Any:

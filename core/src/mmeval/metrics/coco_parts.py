@@ -116,6 +116,7 @@ def split_summaries(
     world_size: int,
     owners: Optional[np.ndarray] = None,
     proposal: Sequence[bool] = (),
+    digests: Optional[np.ndarray] = None,
 ) -> List[List[np.ndarray]]:
     """One part (a list of arrays) per rank of this rank's image summaries: rank ``r`` gets the categories
     ``owners[k] == r`` (``owners`` None: ``k % world_size == r``).
@@ -128,7 +129,9 @@ def split_summaries(
     images with a detection there (dataset position, image id), their
     detections of those categories, the non-ignored ground-truth counts of
     those categories (and of all, for ``'proposal'``), this rank's detection
-    totals, and for rank 0 every image's effective id (to warn of duplicates once).
+    totals, for rank 0 every image's effective id (to warn of duplicates once), and last the images'
+    ``digests`` (uint64, :func:`~mmeval.core.packed.summary_digests` of their summaries; ``None``: zeros),
+    what ranks images sharing an id: 8 bytes an image in each part it is in.
     """
     n_img, n_rng = positions.shape[0], len(AREA_RANGES)
     if owners is None:
@@ -197,6 +200,7 @@ def split_summaries(
             npig.sum(axis=0),
             totals,
             eff if r == 0 else np.zeros(0, dtype=np.int64),
+            (np.zeros(n_img, dtype=np.uint64) if digests is None else np.asarray(digests, np.uint64))[inc[r]],
         ]
     return parts
 
@@ -207,7 +211,7 @@ def join_parts(parts: Sequence[List[Any]], n_metrics: int) -> JoinedPart:
     Each detection column is written once, straight into its ranked place;
     a part's arrays are dropped from it as soon as they are copied.
     """
-    count = 2 + 3 + 4 * n_metrics + 4
+    count = 2 + 3 + 4 * n_metrics + 5
     if any(len(p) != count for p in parts):
         raise ValueError(
             f"COCODetection: a part holds {[len(p) for p in parts]} arrays, not {count} "
@@ -225,8 +229,10 @@ def join_parts(parts: Sequence[List[Any]], n_metrics: int) -> JoinedPart:
             "differently: ranks running different versions of mmeval?)"
         )
     pos, ids, has_id = joined(2), joined(3), joined(4).astype(bool)
-    # images in sorted image-id order, ties in dataset order: what pycocotools' stable sorts rank by
-    order: Optional[np.ndarray] = np.lexsort((pos, np.where(has_id, ids, pos)))
+    digest = joined(5 + 4 * n_metrics + 4)
+    # images in sorted image-id order (what pycocotools' stable sorts rank by); images sharing an id by what
+    # they are (their summaries' digests: the same on any rank, in any order), then by dataset position
+    order: Optional[np.ndarray] = np.lexsort((pos, digest, np.where(has_id, ids, pos)))
     assert order is not None
     if bool(np.all(order == np.arange(order.shape[0]))):
         order = None  # already so (one process, ids rising with the dataset)

@@ -10,7 +10,7 @@ import numpy as np
 from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentMissingError
 from ..core.inputs import to_numpy
-from ..core.packed import pack_arrays, trits_to_words, unpack_arrays, words_to_trits
+from ..core.packed import pack_arrays, summary_digests, trits_to_words, unpack_arrays, words_to_trits
 from .curves import CurveMixin, PRCurves, thin
 
 __all__ = ["VOCMeanAP"]
@@ -73,7 +73,12 @@ class VOCMeanAP(CurveMixin, BaseMetric):
     matched, a false positive if already matched, and nothing if the object is
     ignored or outside the scale range; below the threshold it is a false
     positive when its own box lies in the scale range. Detections of a class
-    are then ranked across images by score (ties: dataset order).
+    are then ranked across images by score; equal scores by what the image is
+    (:func:`~mmeval.core.packed.summary_digests`: its summary's digest), then by place in the
+    image -- never by the order the images came in, so a shuffled sampler, any
+    world size and one process in any order give the same bits. (MMEval 0.2.1
+    ranks equal scores of different images in arrival order: on data with such
+    ties the AP may differ from it.)
 
     Result keys (fractions, Python floats): ``AP{round(100 * thr)}`` per IoU
     threshold (the full scale range), ``mAP`` (their mean), and
@@ -243,8 +248,10 @@ class VOCMeanAP(CurveMixin, BaseMetric):
         states = words_to_trits(words, n, n_rng * n_thr).reshape(n, n_rng, n_thr)
         num_gts_all = np.zeros((self.num_classes, n_rng), dtype=np.int64)
         np.add.at(num_gts_all, gt_cls.astype(np.int64), gt_counts.astype(np.int64).reshape(-1, n_rng))
-        # per class, detections ranked by score, ties in dataset order (the summaries' order)
-        order = np.lexsort((np.arange(n), -scores, labels))
+        # per class, detections ranked by score, ties by what the image is (its summary's digest), then by
+        # place in the image: the same order whichever rank held an image and in whatever order it came
+        keys = np.repeat(summary_digests(blobs), lengths[:, 0])
+        order = np.lexsort((np.arange(n), keys, -scores, labels))
         bounds = np.searchsorted(labels[order], np.arange(self.num_classes + 1))
         per_class = []
         eps = float(np.finfo(np.float32).eps)
@@ -273,7 +280,6 @@ class VOCMeanAP(CurveMixin, BaseMetric):
             title = f"{type(self).__name__}, IoU {self.iou_thrs[0]:g}"
             aps = [float(ap[0, full]) for _, _, ap in per_class]
             self._keep(PRCurves(title, names, [r for r, _ in kept], [p for _, p in kept], list(aps)))
-        del lengths
         out: Dict[str, Any] = {}
         means = np.full((n_thr, n_rng), np.nan)
         for i in range(n_thr):

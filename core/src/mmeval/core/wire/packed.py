@@ -11,6 +11,7 @@ sample's arrays column by column on the computing rank.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from typing import Iterator, List, Sequence, Tuple
 
@@ -20,6 +21,7 @@ __all__ = [
     "TRITS_PER_WORD",
     "PackedColumns",
     "pack_arrays",
+    "summary_digests",
     "trit_rows",
     "trits_to_words",
     "unpack_arrays",
@@ -134,6 +136,21 @@ class PackedColumns:
                 out[at : at + n] = np.frombuffer(blob, dtype=_DTYPES[code], count=n, offset=offset)
                 at += n
         return out
+
+
+def summary_digests(blobs: Sequence[bytes]) -> np.ndarray:
+    """Each packed summary's 64-bit digest (BLAKE2b of its bytes, as a little-endian uint64).
+
+    What the detection metrics rank equal scores of different samples by (VOC, DOTA, OID; COCO's images
+    sharing an ``img_id``): a sample's summary is everything the ranking reads of it, so two samples with
+    one digest are interchangeable there (up to a 2**-64 collision) and their relative order cannot change
+    the answer; and the digest is the same on whichever rank holds the sample and in whatever order the
+    samples come. About 1-3 microseconds a summary of 150-1,400 bytes (CPU, one core).
+    """
+    out = np.empty(len(blobs), dtype=np.uint64)
+    for i, blob in enumerate(blobs):
+        out[i] = int.from_bytes(hashlib.blake2b(blob, digest_size=8).digest(), "little")
+    return out
 
 
 def unpack_arrays(blobs: Sequence[bytes], count: int) -> Tuple[np.ndarray, List[np.ndarray]]:
