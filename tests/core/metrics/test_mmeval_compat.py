@@ -186,6 +186,15 @@ def test_a_malformed_name_is_also_an_assertion_error(bad):
     assert isinstance(info.value, ValueError) and isinstance(info.value, AssertionError)
 
 
+@pytest.mark.parametrize("bad", ["Torch_CPU", "torch-cpu", "bad name!", 3])
+def test_a_malformed_name_is_invalid_wherever_it_is_asked(bad):
+    """The README's promise ("a malformed one raises InvalidBackendNameError") holds for every lookup, not only
+    for set_default_dist_backend: get_dist_backend and get_dist_backend_class raised BackendNotFoundError."""
+    for call in (dist.get_dist_backend, dist.get_dist_backend_class, dist.set_default_dist_backend):
+        with pytest.raises(InvalidBackendNameError, match="names match"):
+            call(bad)
+
+
 def test_a_bad_default_from_the_environment_is_still_an_assertion_error(monkeypatch):
     monkeypatch.setenv("MMEVAL_DIST_BACKEND", "xxxx")
     with pytest.raises(AssertionError, match="MMEVAL_DIST_BACKEND"):
