@@ -5,7 +5,7 @@ The policy: :data:`__version__` is ``mmeval-core``'s own version, the one pip,
 kept above the MMEval release whose public API (import paths, metric names,
 arguments, result keys and units) it implements as a drop-in: the 0.3 series
 implements MMEval 0.2.1's API and adds to it. So the checks MMEval's users
-already write (``mmeval.__version__ >= '0.2'``, ``mmeval.version_info >= (0, 2)``)
+already write (``mmeval.__version__ >= '0.2'``, ``mmeval.version.version_info >= (0, 2)``)
 answer truthfully for the API they ask about. :data:`MMEVAL_API_VERSION` names
 that MMEval release exactly (``0.2.1``); a check that must tell this package
 from MMEval itself reads ``getattr(mmeval, "MMEVAL_API_VERSION", None)``.

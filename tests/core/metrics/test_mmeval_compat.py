@@ -125,6 +125,20 @@ def test_from_import_statement_raises_an_import_error_with_the_hint():
     assert not hasattr(mod, "MPI4PyDist")
 
 
+def test_star_import_of_the_backends_package_brings_what_is_installed():
+    """MMEval 0.2.1's ``from mmeval.core.dist_backends import *`` worked; here it raised BackendNotInstalledError
+    for the first class in ``__all__`` whose plugin is absent (TFHorovodDist without mmeval-horovod, always
+    OneFlowDist). It now brings the plugin API and the MMEval class names that resolve here."""
+    namespace: dict = {}
+    exec("from mmeval.core.dist_backends import *", namespace)  # the statement users write
+    installed = set(dist.list_all_backends())
+    for cls_name, backend in LEGACY_BACKENDS.items():
+        assert (cls_name in namespace) == (backend in installed), cls_name
+    for name in ("BaseDistBackend", "FramedDistBackend", "NonDist", "Call", "PeerLost", "native_pairs"):
+        assert name in namespace, name
+    assert "OneFlowDist" not in namespace
+
+
 def test_a_registered_backend_is_what_the_mmeval_path_returns():
     class MyPaddle(NonDist):
         pass
@@ -184,6 +198,15 @@ def test_a_malformed_name_is_also_an_assertion_error(bad):
     with pytest.raises(InvalidBackendNameError) as info:  # a ValueError, and an AssertionError as in MMEval
         dist.set_default_dist_backend(bad)
     assert isinstance(info.value, ValueError) and isinstance(info.value, AssertionError)
+
+
+@pytest.mark.parametrize("bad", ["Torch_CPU", "torch-cpu", "bad name!", 3])
+def test_a_malformed_name_is_invalid_wherever_it_is_asked(bad):
+    """The README's promise ("a malformed one raises InvalidBackendNameError") holds for every lookup, not only
+    for set_default_dist_backend: get_dist_backend and get_dist_backend_class raised BackendNotFoundError."""
+    for call in (dist.get_dist_backend, dist.get_dist_backend_class, dist.set_default_dist_backend):
+        with pytest.raises(InvalidBackendNameError, match="names match"):
+            call(bad)
 
 
 def test_a_bad_default_from_the_environment_is_still_an_assertion_error(monkeypatch):

@@ -150,7 +150,11 @@ def get_dist_backend_class(name: str) -> Type[BaseDistBackend]:
     """Load (once) and return the backend class registered or installed as ``name``.
 
     A plugin whose import raises anything but ``KeyboardInterrupt``
-    (``SystemExit`` included) raises :class:`~mmeval.core.errors.BackendLoadError`.
+    (``SystemExit`` included) raises :class:`~mmeval.core.errors.BackendLoadError`;
+    a name not matching ``[a-z][a-z0-9_]*`` raises
+    :class:`~mmeval.core.errors.InvalidBackendNameError`, a well-formed name no
+    backend has :class:`~mmeval.core.errors.BackendNotFoundError` (both are
+    also ``AssertionError``, as in MMEval 0.2.1).
     """
     return _registry.get_class(name)
 
@@ -166,7 +170,8 @@ def get_dist_backend(name: Optional[str] = None) -> BaseDistBackend:
     :class:`~mmeval.core.errors.BackendLoadError` with the reason, on every
     rank, before any collective. When a launcher started several processes
     and the backend is ``non_dist``, a :class:`DistributedLaunchWarning` is
-    issued (once per process).
+    issued (once per process). Names are checked as in
+    :func:`get_dist_backend_class`.
     """
     return _registry.get(name)
 

@@ -194,7 +194,13 @@ class BackendRegistry:
                 self._default = None
 
     def get_class(self, name: str) -> Type[BaseDistBackend]:
-        """Load (once) the class of backend ``name``; the import runs outside the lock."""
+        """Load (once) the class of backend ``name``; the import runs outside the lock.
+
+        A name that is no backend name at all raises :class:`InvalidBackendNameError` (as
+        :meth:`validate` does), not :class:`BackendNotFoundError`.
+        """
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            self.validate(name)  # raises InvalidBackendNameError
         cls = self.loaded_class(name)
         with self._lock:
             err = self._load_errors.get(name)

@@ -28,19 +28,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List
 
+from ..errors import BackendNotInstalledError
+
+# the names below are this package's API: __all__ is computed at run time (_star_names), hence the noqa: F401
 from ._compat import LEGACY_BACKENDS, resolve
-from .base_backend import BaseDistBackend, TensorBaseDistBackend
+from .base_backend import BaseDistBackend, TensorBaseDistBackend  # noqa: F401
 from .leave import install as _install_leave_hooks
-from .non_dist import NonDist
-from .reduction import REDUCE_OPS, native_pairs
+from .non_dist import NonDist  # noqa: F401
+from .reduction import REDUCE_OPS, native_pairs  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..errors import PeerLost
-    from ..wire import ALIGN, SLOT_SIZE, Frame
-    from .framed_backend import DEFAULT_TIMEOUT, FramedDistBackend, resolve_setting
-    from .transport import Call, asking, keep_forever
+    from ..errors import PeerLost  # noqa: F401
+    from ..wire import ALIGN, SLOT_SIZE, Frame  # noqa: F401
+    from .framed_backend import DEFAULT_TIMEOUT, FramedDistBackend, resolve_setting  # noqa: F401
+    from .transport import Call, asking, keep_forever  # noqa: F401
 
-__all__ = [
+_SURFACE: List[str] = [
     "BaseDistBackend",
     "TensorBaseDistBackend",
     "FramedDistBackend",
@@ -56,13 +59,6 @@ __all__ = [
     "asking",
     "REDUCE_OPS",
     "native_pairs",
-    "TorchCPUDist",
-    "TorchCUDADist",
-    "MPI4PyDist",
-    "TFHorovodDist",
-    "TorchHorovodDist",
-    "PaddleDist",
-    "OneFlowDist",
 ]
 
 #: MMEval's class names of plugin backends -> registry names.
@@ -86,10 +82,32 @@ _LAZY: Dict[str, str] = {
     "ALIGN": "..wire",
     "PickleCodec": "..wire.codecs",
 }
-__all__ += [name for name in _LAZY if name not in __all__]
+_SURFACE += [name for name in _LAZY if name not in _SURFACE]
+
+if TYPE_CHECKING:  # pragma: no cover -- what static tools see; at run time __getattr__ answers (below)
+    __all__ = _SURFACE + list(LEGACY_CLASS_NAMES)
+
+
+def _star_names() -> List[str]:
+    """``__all__`` at run time: the plugin API and the MMEval class names whose plugin is installed.
+
+    MMEval 0.2.1's ``from mmeval.core.dist_backends import *`` worked; a static
+    ``__all__`` naming every class would raise for the first plugin not installed
+    (``OneFlowDist`` always). A plugin that is installed but fails to load still raises.
+    """
+    names = list(_SURFACE)
+    for cls_name in LEGACY_CLASS_NAMES:
+        try:
+            resolve(__name__, cls_name)
+        except BackendNotInstalledError:
+            continue
+        names.append(cls_name)
+    return names
 
 
 def __getattr__(attr: str) -> Any:
+    if attr == "__all__":
+        return _star_names()
     if attr in _LAZY:
         import importlib
 
