@@ -30,6 +30,9 @@ from mmeval.core.dist_backends.plugin_kit import (
     split_blocks,
     write_block,
 )
+from mmeval.core.dist_backends.plugin_kit import (
+    releasable as mark_releasable,
+)
 
 from .tensors import tensor_reducers
 
@@ -108,21 +111,24 @@ def _direct_chunks(frame: Frame, chunks: Sequence[Tuple[int, int]]) -> List[Opti
 NUMPY_ALLOC_MIN = 1 << 20
 
 
-def _empty(nbytes: int, device: Optional["torch.device"] = None) -> "torch.Tensor":
+def _empty(nbytes: int, device: Optional["torch.device"] = None, releasable: bool = False) -> "torch.Tensor":
     """An uninitialized uint8 buffer of ``nbytes`` on ``device`` (CPU by default).
 
     Large CPU buffers are numpy arrays wrapped without a copy: numpy asks the
     kernel for transparent huge pages (``madvise``), torch's CPU allocator does
     not (unless ``THP_MEM_ALLOC_ENABLE=1``), and faulting in a fresh large
     receive buffer 4 KiB at a time costs more than copying the payload into it
-    (docs/benchmarks.md). The tensor keeps the array alive.
+    (docs/benchmarks.md). The tensor keeps the array alive. ``releasable``: a
+    receive buffer whose pages the per-sample path may give back as it copies
+    them out (:func:`~mmeval.core.wire.release.releasable`; large CPU ones only).
     """
     import torch
 
     if (device is None or device.type == "cpu") and nbytes >= NUMPY_ALLOC_MIN:
         import numpy as np
 
-        return torch.from_numpy(np.empty(nbytes, dtype=np.uint8))
+        array = np.empty(nbytes, dtype=np.uint8)
+        return torch.from_numpy(mark_releasable(array) if releasable else array)
     return torch.empty(nbytes, dtype=torch.uint8, device=device)
 
 
@@ -466,9 +472,10 @@ class _TorchDist(FramedDistBackend):
     def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
         """Gather every rank's block to ``call.root`` (group rank); only the root allocates the receive buffer.
 
-        On gloo (CPU) the blocks travel point to point, each straight into its
-        place in the root's receive buffer (gloo's ``gather`` receives into a
-        temporary and copies out of it); elsewhere one ``dist.gather`` of
+        On gloo (CPU) the blocks travel point to point, each straight into a
+        receive buffer of its own on the root (gloo's ``gather`` receives into a
+        temporary and copies out of it; one buffer per rank is freed with what
+        was decoded over it); elsewhere one ``dist.gather`` of
         blocks padded to :func:`padded_block_size`.
         """
         sizes, frame, dst = call.sizes, sent_frame(call), call.root
@@ -495,21 +502,22 @@ class _TorchDist(FramedDistBackend):
                     p2p=True,
                 )
             return None
-        offsets, total = packed_offsets(sizes)
-        recv = _empty(total)
-        call.keep(recv)
-        view = _byte_view(recv)
+        # one releasable receive buffer per peer: the per-sample path gives its pages back as it copies the rows
+        # out, and frees it with what was decoded over it (rank 0 never holds every block and the output at once)
+        recvs = [_empty(int(n), releasable=r != rank) for r, n in enumerate(sizes)]
+        call.keep(*recvs)
         works = []
         for r, n in enumerate(sizes):
             if r != rank and n:
                 peer = self._global_rank(r)
                 for off, length in _chunks(int(n)):  # the sender's chunks, in order (same peer and tag: FIFO)
-                    part = recv[offsets[r] + off : offsets[r] + off + length]
+                    part = recvs[r][off : off + length]
                     works.append((r, dist.irecv(part, src=peer, group=self.group, tag=_GATHER_TAG)))
-        frame.write_into(view[offsets[rank] : offsets[rank] + frame.nbytes])  # while the peers' blocks arrive
+        frame.write_into(_byte_view(recvs[rank])[: frame.nbytes])  # while the peers' blocks arrive
         for r, work in works:
             self._wait(call, work, f"receiving rank {r}'s payload (gather)", p2p=True)
-        return blocks_at(view, offsets, sizes)
+        del works
+        return [_byte_view(t)[: int(n)] for t, n in zip(recvs, sizes)]
 
     def _gather_collective(
         self, call: Call, sizes: Sequence[int], frame: Frame, dst: int, device: "torch.device"
