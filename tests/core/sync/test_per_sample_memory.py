@@ -13,6 +13,7 @@ data put in order by the reference path (:func:`~mmeval.core.sync.gather.collect
 from __future__ import annotations
 
 import hashlib
+import sys
 import tracemalloc
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -22,7 +23,9 @@ from hub_backend import run_ranks
 
 from mmeval.core import BaseMetric
 from mmeval.core.results import ArrayResults
+from mmeval.core.sync import gather
 from mmeval.core.sync.gather import ArrayBatches, assemble, collect, truncate
+from mmeval.core.wire.release import releasable, release
 
 ROWS = 20_000  # per rank
 BATCH = 500
@@ -181,3 +184,42 @@ def test_assemble_refuses_what_collect_refuses() -> None:
         assemble([a, ArrayResults({"z": np.arange(2)})], None, None, "unzip", "m")
     with pytest.raises(ValueError, match="per-sample shapes"):
         assemble([a, ArrayResults({"x": np.zeros((2, 2))})], None, None, "cat", "m")
+
+
+# -- issue 33 item 5: received blocks give their pages back as they are copied out ------------------------------------
+
+
+def _rss() -> int:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise and /proc/self/status: Linux only")
+def test_release_gives_back_the_pages_of_a_releasable_buffer_only() -> None:
+    marked = releasable(np.ones(64 << 20, np.uint8))
+    other = np.ones(64 << 20, np.uint8)
+    before = _rss()
+    assert release(other[: 32 << 20]) == 0  # not marked: untouched
+    assert int(other.min()) == 1
+    released = release(marked[: 48 << 20])
+    assert released >= (48 << 20) - 2 * 4096
+    assert before - _rss() >= 40 << 20, "the released pages are still resident"
+    assert int(marked[(48 << 20) + 4096 :].min()) == 1  # the rest is intact
+
+
+@pytest.mark.parametrize("mode", ["unzip", "cat"])
+def test_chunked_assembly_equals_collect(mode: str, monkeypatch: Any) -> None:
+    """assemble() copies a chunk of every rank in turn (releasing what it copied): the same rows in the same order."""
+    monkeypatch.setattr(gather, "CHUNK_ROWS", 7)
+    rng = np.random.default_rng(5)
+    parts = [
+        ArrayResults({"x": np.arange(r * 1000, r * 1000 + 50 + 3 * r), "y": rng.random((50 + 3 * r, 3))})
+        for r in range(3)
+    ]
+    batches: List[Any] = [ArrayBatches([parts[0].take(slice(0, 20)), parts[0].take(slice(20, 50))]), *parts[1:]]
+    want = truncate(collect(parts, mode, "m"), 150, "m")
+    got = assemble(batches, None, None, mode, "m")
+    assert got is not None and batches == []  # emptied: the received blocks live on in the copies only
+    got = truncate(got, 150, "m")
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])

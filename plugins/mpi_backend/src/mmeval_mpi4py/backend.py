@@ -12,7 +12,7 @@ import math
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, Optional, Sequence, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from mmeval.core.dist_backends.plugin_kit import (
     flag,
     mebibytes,
     read_setting,
+    releasable,
     sent_frame,
     split_blocks,
     start_up_watchdog,
@@ -441,41 +442,51 @@ class MPI4PyDist(FramedDistBackend):
         return None
 
     def _gatherv_split(self, call: Call, lay: Layout, frame: Frame, dst: int) -> Optional[Sequence[memoryview]]:
-        """Two ``Igatherv`` (byte counts): each block's first :data:`SPLIT_HEAD` bytes, then the rest.
+        """Point to point (tag :data:`GATHER_TAG`): each block's first :data:`SPLIT_HEAD` bytes, then the rest.
 
-        Every rank derives the split from the sizes. A sender sends the rest of
-        its frame straight from the caller's memory when one segment holds it
-        (see :meth:`_bcast_split`); ``dst`` writes its own block in place.
+        ``dst`` receives every peer's block into a buffer of its own (not
+        pooled), so that each block -- and what is decoded over it -- is freed
+        as soon as its user drops it: the per-sample path assembles the results
+        rank after rank, and rank 0 then never holds every received block and
+        the whole output at once (docs/benchmarks.md). Every rank derives the
+        split from the sizes. A sender sends the rest of its frame straight
+        from the caller's memory when one segment holds it (see
+        :meth:`_bcast_split`). Messages of one sender, tag and communicator do
+        not overtake each other, so the head and the rest, and consecutive
+        gathers, arrive in order.
         """
         mpi = _mpi()
         comm = self.comm
         rank = comm.Get_rank()
-        what = f"the payloads (Igatherv to rank {dst})"
         sizes = lay.sizes
         heads = [min(n, SPLIT_HEAD) for n in sizes]
-        rests = [n - h for n, h in zip(sizes, heads)]
-        if rank == dst:
-            buf = self._buffer(lay.nbytes)
-            view = buf.data
-            start = lay.offsets[rank]
-            frame.write_into(view[start : start + sizes[rank]])
-            first = (heads, list(lay.offsets))
-            second = (rests, [o + h for o, h in zip(lay.offsets, heads)])
-            reqs = [comm.Igatherv(mpi.IN_PLACE, [buf, part, mpi.BYTE], root=dst) for part in (first, second)]
-            keep: Tuple[Any, ...] = (buf,)
-        else:
-            size, head = sizes[rank], heads[rank]
-            head_buf, rest = self._split_send_buffers(frame, head, size)
-            reqs = [
-                comm.Igatherv([head_buf, head, mpi.BYTE], None, root=dst),
-                comm.Igatherv([rest, size - head, mpi.BYTE], None, root=dst),
-            ]
-            keep = (head_buf, rest)
-        for req in reqs:
-            self._wait(call, req, keep, what)
         if rank != dst:
+            size, head = sizes[rank], heads[rank]
+            if not size:
+                return None
+            head_buf, rest = self._split_send_buffers(frame, head, size)
+            reqs = [comm.Isend([head_buf, head, mpi.BYTE], dest=dst, tag=GATHER_TAG)]
+            if size > head:
+                reqs.append(comm.Isend([rest, size - head, mpi.BYTE], dest=dst, tag=GATHER_TAG))
+            for req in reqs:
+                self._wait(call, req, (head_buf, rest), f"sending this rank's payload to rank {dst} (gather)")
             return None
-        return blocks_at(view, lay.offsets, sizes)
+        blocks: List[memoryview] = []
+        pending: List[Tuple[int, Any, np.ndarray]] = []
+        for r, (size, head) in enumerate(zip(sizes, heads)):
+            buf = aligned_empty(size)
+            blocks.append(buf.data[:size])
+            if r == rank:
+                frame.write_into(buf.data[:size])
+            elif size:
+                releasable(buf)  # the per-sample path gives its pages back as it copies them out
+                pending.append((r, comm.Irecv([buf[:head], head, mpi.BYTE], source=r, tag=GATHER_TAG), buf))
+                if size > head:
+                    rest = buf[head:size]
+                    pending.append((r, comm.Irecv([rest, size - head, mpi.BYTE], source=r, tag=GATHER_TAG), buf))
+        for r, req, buf in pending:
+            self._wait(call, req, (buf,), f"receiving rank {r}'s payload (gather to rank {dst})")
+        return blocks
 
     def _bcast(self, call: Call, size: int, frame: Optional[Frame], src: int) -> Optional[memoryview]:
         if size >= SPLIT_MIN:
@@ -546,6 +557,9 @@ SPLIT_MIN = 1 << 20
 #: broadcast: what ``compute()`` sends from a non-root rank) are not kept in the buffer pool after their
 #: collective. Receive buffers, and smaller send buffers, are pooled as before (``MMEVAL_MPI4PY_BUFFER_CACHE_MB``).
 SEND_KEEP_MAX = 64 << 20
+#: The point-to-point tag of a large gather's messages (``'MG'``; see ``MPI4PyDist._gatherv_split``), reserved on
+#: the communicators given to the backend, as the leave notices' tag is.
+GATHER_TAG = 0x4D47
 #: Bytes of the first part of a split broadcast or gather: the frame's prefix, pickle stream and first
 #: alignment gap usually fit, so the large array after them is sent from where it lies.
 SPLIT_HEAD = 64 << 10

@@ -13,7 +13,7 @@ import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, Hashable, List, Optional, Sequence, Tuple
 
-from mmeval.core.dist_backends import ALIGN, SLOT_SIZE, Call, Frame, FramedDistBackend, native_pairs
+from mmeval.core.dist_backends import ALIGN, SLOT_SIZE, Call, Frame, FramedDistBackend, PeerLost, native_pairs
 from mmeval.core.dist_backends.plugin_kit import (
     GroupToken,
     GroupTokens,
@@ -23,6 +23,7 @@ from mmeval.core.dist_backends.plugin_kit import (
     not_a_member,
     packed_offsets,
     padded_block_size,
+    releasable,
     run_on_thread,
     seconds_left,
     sent_frame,
@@ -30,7 +31,9 @@ from mmeval.core.dist_backends.plugin_kit import (
     split_blocks,
     write_block,
 )
+from mmeval.core.errors import CollectiveTimeoutError
 
+from . import leave
 from .tensors import tensor_reducers
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -108,21 +111,24 @@ def _direct_chunks(frame: Frame, chunks: Sequence[Tuple[int, int]]) -> List[Opti
 NUMPY_ALLOC_MIN = 1 << 20
 
 
-def _empty(nbytes: int, device: Optional["torch.device"] = None) -> "torch.Tensor":
+def _empty(nbytes: int, device: Optional["torch.device"] = None, release_ok: bool = False) -> "torch.Tensor":
     """An uninitialized uint8 buffer of ``nbytes`` on ``device`` (CPU by default).
 
     Large CPU buffers are numpy arrays wrapped without a copy: numpy asks the
     kernel for transparent huge pages (``madvise``), torch's CPU allocator does
     not (unless ``THP_MEM_ALLOC_ENABLE=1``), and faulting in a fresh large
     receive buffer 4 KiB at a time costs more than copying the payload into it
-    (docs/benchmarks.md). The tensor keeps the array alive.
+    (docs/benchmarks.md). The tensor keeps the array alive. ``release_ok``: a
+    receive buffer whose pages the per-sample path may give back as it copies
+    them out (:func:`~mmeval.core.wire.release.releasable`; large CPU ones only).
     """
     import torch
 
     if (device is None or device.type == "cpu") and nbytes >= NUMPY_ALLOC_MIN:
         import numpy as np
 
-        return torch.from_numpy(np.empty(nbytes, dtype=np.uint8))
+        array = np.empty(nbytes, dtype=np.uint8)
+        return torch.from_numpy(releasable(array) if release_ok else array)
     return torch.empty(nbytes, dtype=torch.uint8, device=device)
 
 
@@ -201,6 +207,7 @@ class _TorchDist(FramedDistBackend):
         super().__init__(timeout=timeout, codec=codec)
         #: The process group the collectives run on (``None``: the default group).
         self.group = group
+        leave.register()  # this process tells its peers why it leaves (mmeval_torch.leave)
 
     def reducers(self) -> Dict[type, Any]:
         """The tensor reducer (:mod:`mmeval_torch.tensors`), for this backend's codec only."""
@@ -300,15 +307,26 @@ class _TorchDist(FramedDistBackend):
         thread, while this thread waits for that one in slices. A wait that
         fails keeps the process group alive to the end of the process (see
         :func:`~mmeval.core.dist_backends.plugin_kit.keep_until_exit`).
+
+        A collective's wait also reads the leave notices (:mod:`mmeval_torch.leave`)
+        every 0.1 s, and any wait that fails with a transport error (a closed
+        connection) reads them once: a member that left fails the collective
+        naming it and why it left.
         """
+        listener = leave.listener_for(self._dist(), self.group, self._token(), call.seq)
         try:
             if p2p:
                 run_on_thread(call, lambda: work.wait(timeout=timedelta(seconds=seconds_left(call))), what)
             else:
-                call.wait_until(work.is_completed, what)
+                done: Callable[[], bool] = work.is_completed
+                if listener is not None:
+                    done = lambda: work.is_completed() or listener()  # noqa: E731
+                call.wait_until(done, what)
                 work.wait()
-        except BaseException:
+        except BaseException as exc:
             keep_until_exit(self._process_group())
+            if not isinstance(exc, (TimeoutError, CollectiveTimeoutError, PeerLost)) and isinstance(exc, Exception):
+                leave.explain(listener, exc)  # a closed connection: raise naming the member that left, and why
             raise
 
     # -- transport primitives --------------------------------------------------
@@ -466,9 +484,10 @@ class _TorchDist(FramedDistBackend):
     def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
         """Gather every rank's block to ``call.root`` (group rank); only the root allocates the receive buffer.
 
-        On gloo (CPU) the blocks travel point to point, each straight into its
-        place in the root's receive buffer (gloo's ``gather`` receives into a
-        temporary and copies out of it); elsewhere one ``dist.gather`` of
+        On gloo (CPU) the blocks travel point to point, each straight into a
+        receive buffer of its own on the root (gloo's ``gather`` receives into a
+        temporary and copies out of it; one buffer per rank is freed with what
+        was decoded over it); elsewhere one ``dist.gather`` of
         blocks padded to :func:`padded_block_size`.
         """
         sizes, frame, dst = call.sizes, sent_frame(call), call.root
@@ -495,21 +514,22 @@ class _TorchDist(FramedDistBackend):
                     p2p=True,
                 )
             return None
-        offsets, total = packed_offsets(sizes)
-        recv = _empty(total)
-        call.keep(recv)
-        view = _byte_view(recv)
+        # one releasable receive buffer per peer: the per-sample path gives its pages back as it copies the rows
+        # out, and frees it with what was decoded over it (rank 0 never holds every block and the output at once)
+        recvs = [_empty(int(n), release_ok=r != rank) for r, n in enumerate(sizes)]
+        call.keep(*recvs)
         works = []
         for r, n in enumerate(sizes):
             if r != rank and n:
                 peer = self._global_rank(r)
                 for off, length in _chunks(int(n)):  # the sender's chunks, in order (same peer and tag: FIFO)
-                    part = recv[offsets[r] + off : offsets[r] + off + length]
+                    part = recvs[r][off : off + length]
                     works.append((r, dist.irecv(part, src=peer, group=self.group, tag=_GATHER_TAG)))
-        frame.write_into(view[offsets[rank] : offsets[rank] + frame.nbytes])  # while the peers' blocks arrive
+        frame.write_into(_byte_view(recvs[rank])[: frame.nbytes])  # while the peers' blocks arrive
         for r, work in works:
             self._wait(call, work, f"receiving rank {r}'s payload (gather)", p2p=True)
-        return blocks_at(view, offsets, sizes)
+        del works
+        return [_byte_view(t)[: int(n)] for t, n in zip(recvs, sizes)]
 
     def _gather_collective(
         self, call: Call, sizes: Sequence[int], frame: Frame, dst: int, device: "torch.device"

@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, Hashable, Iterator, List, Optional, Sequ
 from ..settings import choice, flag, mebibytes, read_setting
 from ..settings import logger as _mmeval_logger
 from ..wire import ALIGN, Frame
+from ..wire.release import releasable
 from .transport import Call, keep_forever
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "flag",
     "mebibytes",
     "start_up_watchdog",
+    "releasable",
 ]
 
 _T = TypeVar("_T")

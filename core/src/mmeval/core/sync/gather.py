@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import pickle
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from ..errors import (
 )
 from ..results import ArrayResults, select
 from ..settings import logger
+from ..wire.release import release
 from .ordering import round_robin_order, round_robin_spans, warn_short
 
 if TYPE_CHECKING:
@@ -177,7 +178,12 @@ def assemble(
     already selected). With ``by_index`` (each rank's dataset indices of its
     rows) the output is in index order, else in ``mode`` order. Returns
     ``None`` when no rank has array results (object results: see
-    :func:`collect`). The result equals ``collect`` (then ``select`` by
+    :func:`collect`); ``parts`` is then left as it was. Otherwise ``parts``
+    is emptied and the rows are copied a chunk of every rank at a time, each
+    copied chunk released (:mod:`mmeval.core.wire.release`): where the
+    transport received each block into a releasable buffer of its own, rank
+    0 holds about the output plus what is not copied yet, not the output plus
+    every block, and a block is freed once copied. The result equals ``collect`` (then ``select`` by
     index): same columns, dtypes (promoted across ranks as ``np.concatenate``
     does) and row order; the same errors for mixed or mismatched results.
     """
@@ -197,6 +203,7 @@ def assemble(
     sources = [p for r, p in enumerate(pieces) if p is not None and counts[r]] or [first_array]
     total = sum(counts)
     out: Dict[str, np.ndarray] = {}
+    arrays: List[np.ndarray] = []
     for k in keys:
         arrays = [piece[k] for p in sources for piece in p]
         trailing = {a.shape[1:] for a in arrays}
@@ -206,17 +213,49 @@ def assemble(
                 f"({sorted(trailing)}); every rank must keep the same shapes"
             )
         out[k] = np.empty((total, *arrays[0].shape[1:]), dtype=np.result_type(*arrays))
+    del arrays, sources, first_array, pieces
     place = Placement(counts, mode, by_index)
-    for r, rank_spans in enumerate(spans):
-        j = 0
-        for piece, sel in rank_spans:
-            n = _span_rows(sel)
-            for dest, part in place.spans(r, j, j + n):
+    copies = [_copy_rank(out, keys, place, r, spans[r]) for r in range(len(spans))]
+    del spans, parts[:]  # what was received now lives on in the copies only (see the docstring)
+    while copies:  # a chunk of every rank in turn: the output fills as the received blocks empty
+        copies = [c for c in copies if next(c, _DONE) is not _DONE]
+    return ArrayResults(out)
+
+
+#: Rows of one rank copied at a time by :func:`assemble` (then the copied rows' pages are released).
+CHUNK_ROWS = 1 << 16
+_DONE = object()
+
+
+def _copy_rank(
+    out: Dict[str, np.ndarray],
+    keys: List[str],
+    place: Placement,
+    r: int,
+    rank_spans: List[Tuple[Mapping[str, np.ndarray], Union[slice, np.ndarray]]],
+) -> Iterator[None]:
+    """Write rank ``r``'s kept rows to their places in ``out``, :data:`CHUNK_ROWS` at a time (one per ``next``).
+
+    After each chunk the copied source rows are released (:func:`~mmeval.core.wire.release.release`:
+    only a transport's receive buffer marked releasable gives its pages back; anything else is untouched).
+    """
+    j = 0
+    while rank_spans:
+        piece, sel = rank_spans.pop(0)
+        n = _span_rows(sel)
+        for a in range(0, n, CHUNK_ROWS):
+            b = min(a + CHUNK_ROWS, n)
+            for dest, part in place.spans(r, j + a, j + b):
+                part = slice(a + part.start, a + part.stop)
                 src = sel[part] if isinstance(sel, np.ndarray) else slice(sel.start + part.start, sel.start + part.stop)
                 for k in keys:
                     out[k][dest] = piece[k][src]
-            j += n
-    return ArrayResults(out)
+            if not isinstance(sel, np.ndarray):
+                for k in keys:
+                    release(piece[k][sel.start + a : sel.start + b])
+            yield None
+        j += n
+        del piece, sel
 
 
 def _span_rows(sel: Union[slice, np.ndarray]) -> int:
