@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 import pytest
 from metric_helpers import assert_all_rejected, assert_ranks_match, compute_sharded
-from test_metric_voc_map import _add
+from test_metric_voc_map import _add, as_image, devkit_class_ap
 
 from mmeval.core.errors import MetricArgumentError, MissingExtraError
 from mmeval.metrics.dota_map import DOTAMeanAP
@@ -63,21 +63,9 @@ def rotated_detections(n: int = 80, seed: int = 0) -> Tuple[List[Dict[str, Any]]
             )
             ps.append(rng.uniform(0.05, 0.6))
             pl.append(rng.integers(0, NUM_CLASSES))
-        preds.append(
-            {
-                "bboxes": np.array(pb, dtype=np.float64).reshape(-1, 5),
-                "scores": np.round(np.array(ps, dtype=np.float64), 2),
-                "labels": np.array(pl, dtype=np.int64),
-            }
-        )
-        gts.append(
-            {
-                "bboxes": boxes[~ignored],
-                "labels": labels[~ignored],
-                "bboxes_ignore": boxes[ignored],
-                "labels_ignore": labels[ignored],
-            }
-        )
+        pred, gt = as_image(pb, ps, pl, boxes, labels, ignored, 5)
+        preds.append(pred)
+        gts.append(gt)
     return preds, gts
 
 
@@ -105,60 +93,9 @@ def ref_iou(a, b):
     return inter / union if union > 0 else 0.0
 
 
-def ref_ap(tp, fp, npos, mode):
-    ctp, cfp = np.cumsum(tp), np.cumsum(fp)
-    eps = float(np.finfo(np.float32).eps)
-    rec = ctp / max(npos, eps)
-    prec = ctp / np.maximum(ctp + cfp, eps)
-    if mode == "11points":
-        return sum(max([p for p, r in zip(prec, rec) if r >= t] or [0.0]) for t in np.arange(0, 1.001, 0.1)) / 11
-    mrec, mpre = [0.0, *rec, 1.0], [0.0, *prec, 0.0]
-    for i in range(len(mpre) - 2, -1, -1):
-        mpre[i] = max(mpre[i], mpre[i + 1])
-    return sum((mrec[i + 1] - mrec[i]) * mpre[i + 1] for i in range(len(mrec) - 1) if mrec[i + 1] != mrec[i])
-
-
 def ref_class_ap(preds, gts, cls, thr, rng, mode):
-    """DOTA's devkit loop (VOC's): every detection of ``cls`` by descending score, each matched to the object it
-    overlaps most (polygon IoU); objects outside the scale range (area w * h) and ignored ones count for nothing."""
-    lo, hi = (None if rng[0] is None else rng[0] ** 2), (None if rng[1] is None else rng[1] ** 2)
-
-    def in_range(b):
-        area = b[2] * b[3]
-        return (lo is None or area >= lo) and (hi is None or area < hi)
-
-    objects, npos = [], 0
-    for gt in gts:
-        objs = [(b, False) for b, lab in zip(gt["bboxes"], gt["labels"]) if lab == cls]
-        objs += [(b, True) for b, lab in zip(gt["bboxes_ignore"], gt["labels_ignore"]) if lab == cls]
-        npos += sum(1 for b, ign in objs if not ign and in_range(b))
-        objects.append(objs)
-    dets = [
-        (s, img, b)
-        for img, p in enumerate(preds)
-        for b, s, lab in zip(p["bboxes"], p["scores"], p["labels"])
-        if lab == cls
-    ]
-    dets.sort(key=lambda d: -d[0])
-    taken = [[False] * len(o) for o in objects]
-    tp, fp = [], []
-    for _, img, b in dets:
-        ovmax, jmax = -1.0, -1
-        for j, (g, _) in enumerate(objects[img]):
-            ov = ref_iou(b, g)
-            if ov > ovmax:
-                ovmax, jmax = ov, j
-        if ovmax >= thr:
-            g, ignored = objects[img][jmax]
-            if ignored or not in_range(g):
-                continue
-            tp.append(0 if taken[img][jmax] else 1)
-            fp.append(1 if taken[img][jmax] else 0)
-            taken[img][jmax] = True
-        elif in_range(b):
-            tp.append(0)
-            fp.append(1)
-    return npos, (ref_ap(tp, fp, npos, mode) if tp else 0.0)
+    """DOTA's devkit loop (VOC's, :func:`devkit_class_ap`): polygon IoU, and the scale range by area w * h."""
+    return devkit_class_ap(preds, gts, cls, thr, rng, mode, lambda b: b[2] * b[3], ref_iou)
 
 
 def reference(preds, gts, iou_thrs, scale_ranges, mode):

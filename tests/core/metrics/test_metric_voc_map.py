@@ -48,22 +48,28 @@ def detections(n: int = 120, seed: int = 0) -> Tuple[List[Dict[str, Any]], List[
             pb.append(np.array([x, y, x + s, y + s * rng.uniform(0.5, 1.5)]))
             ps.append(rng.uniform(0.05, 0.6))
             pl.append(rng.integers(0, NUM_CLASSES))
-        preds.append(
-            {
-                "bboxes": np.array(pb, dtype=np.float64).reshape(-1, 4),
-                "scores": np.round(np.array(ps, dtype=np.float64), 2),
-                "labels": np.array(pl, dtype=np.int64),
-            }
-        )
-        gts.append(
-            {
-                "bboxes": boxes[~difficult],
-                "labels": labels[~difficult],
-                "bboxes_ignore": boxes[difficult],
-                "labels_ignore": labels[difficult],
-            }
-        )
+        pred, gt = as_image(pb, ps, pl, boxes, labels, difficult, 4)
+        preds.append(pred)
+        gts.append(gt)
     return preds, gts
+
+
+def as_image(pb, ps, pl, boxes, labels, ignored, width):
+    """One image's prediction and ground truth dicts from the detections (boxes of ``width`` numbers, scores
+    rounded to 2 decimals: ties) and the objects, those at ``ignored`` in ``bboxes_ignore`` (VOC's and DOTA's
+    cases)."""
+    pred = {
+        "bboxes": np.array(pb, dtype=np.float64).reshape(-1, width),
+        "scores": np.round(np.array(ps, dtype=np.float64), 2),
+        "labels": np.array(pl, dtype=np.int64),
+    }
+    gt = {
+        "bboxes": boxes[~ignored],
+        "labels": labels[~ignored],
+        "bboxes_ignore": boxes[ignored],
+        "labels_ignore": labels[ignored],
+    }
+    return pred, gt
 
 
 def ref_area(box, legacy):
@@ -82,11 +88,20 @@ def ref_iou(a, b, legacy):
 
 
 def ref_class_ap(preds, gts, cls, thr, rng, mode, legacy):
-    """The VOC devkit's loop: every detection of ``cls`` over all images by descending score."""
+    """The VOC devkit's loop for axis-aligned boxes (``legacy``: the +1 pixel convention)."""
+    return devkit_class_ap(
+        preds, gts, cls, thr, rng, mode, lambda box: ref_area(box, legacy), lambda a, b: ref_iou(a, b, legacy)
+    )
+
+
+def devkit_class_ap(preds, gts, cls, thr, rng, mode, area, iou):
+    """The VOC devkit's loop (DOTA's devkit keeps it): every detection of ``cls`` over all images by descending
+    score, each matched to the object it overlaps most (``iou``); objects outside the scale range (``area``) and
+    ignored ones count for nothing. Returns ``(positives, AP)``."""
     lo, hi = (None if rng[0] is None else rng[0] ** 2), (None if rng[1] is None else rng[1] ** 2)
 
     def in_range(box):
-        a = ref_area(box, legacy)
+        a = area(box)
         return (lo is None or a >= lo) and (hi is None or a < hi)
 
     objects = []  # per image: [(box, ignored)]
@@ -108,7 +123,7 @@ def ref_class_ap(preds, gts, cls, thr, rng, mode, legacy):
     for _, img, box in dets:
         ovmax, jmax = -1.0, -1
         for j, (gbox, _) in enumerate(objects[img]):
-            ov = ref_iou(box, gbox, legacy)
+            ov = iou(box, gbox)
             if ov > ovmax:
                 ovmax, jmax = ov, j
         if ovmax >= thr:
