@@ -34,9 +34,11 @@ import numpy as np
 from mmeval.core.base_metric import BaseMetric
 from mmeval.core.dist_backends.base_backend import BaseDistBackend
 from mmeval.core.dist_backends.transport import asking
+from mmeval.core.results import state_over
 from mmeval.core.state import pack, unpack
 from mmeval.core.sync.gather import answered_by_rank0, gather_to_rank0, plain_data_only, results_in_order, sent_results
 from mmeval.core.sync.ordering import kept_samples
+from mmeval.core.sync.protocols import Call
 from mmeval.core.sync.refusals import refuse
 
 __all__ = ["MetricCollection", "compute_collection"]
@@ -292,8 +294,11 @@ class _Round:
         packs: Dict[str, Dict[Tuple[str, str], np.ndarray]] = {}
         for name in names:
             metric, keep = self.metrics[name], self.kept[name][0]
-            state = metric._whole_state() if keep is None else metric._reduce_state(metric._local_rows(), keep)
-            packs[name] = pack(metric._state_specs, state)
+            kept, specs = metric._kept, metric._state_specs
+            state = (
+                kept.whole_state(specs) if keep is None else state_over(specs, kept.rows(), keep, metric._state_of_rows)
+            )
+            packs[name] = pack(specs, state)
         out: Dict[str, Dict[Tuple[str, str], np.ndarray]] = {name: {} for name in names}
         for key in sorted({key for p in packs.values() for key in p}):
             flats = [packs[name][key] for name in names if key in packs[name]]
@@ -313,7 +318,7 @@ class _Round:
             return {}
         metrics, kept, backend = self.metrics, self.kept, self.backend
         plain = plain_data_only(backend)
-        sent = [sent_results(metrics[name], backend, *kept[name]) for name in names]
+        sent = [sent_results(metrics[name]._kept, backend, *kept[name]) for name in names]
         gathered = gather_to_rank0(backend, self.question, [payload for payload, _ in sent])
         owns = [own for _, own in sent]
         del sent
@@ -329,7 +334,8 @@ class _Round:
                 for rank_payloads in every:  # this metric's received results go once it is computed
                     rank_payloads[i] = None
                 try:
-                    results = results_in_order(metric, part, owns[i], plain, keep, indices, self.size)
+                    call = Call(metric.name, metric.dist_collect_mode, self.size, self.question)
+                    results = results_in_order(metric._kept, call, part, owns[i], plain, keep, indices)
                     out[name] = metric.compute_metric(results)
                 except Exception as exc:
                     _name_the_metric(exc, name)

@@ -19,22 +19,23 @@ from .dist import get_dist_backend
 from .dist_backends.base_backend import BaseDistBackend
 from .dist_backends.transport import asking
 from .errors import RemoteMetricError, ShardingWarning
-from .identity import identified
-from .results import ArrayResults, RankResults, select
+from .identity import question_of
+from .results import ArrayResults, KeepsSummaries, RankResults, select, state_over
 from .state import MetricState, StateSpec, check_rows, declared, reduce_rows
 from .sync import coverage as _coverage
 from .sync.add_indices import accepting_indices
 from .sync.gather import gather_and_compute
 from .sync.ordering import kept_in_one_process, kept_samples
-from .sync.partitioned import part_loads_of, partitioned_compute, world_owners
+from .sync.partitioned import ComputesInParts, part_loads_of, partitioned_compute, world_owners
 from .sync.promises import adding_lock
+from .sync.protocols import Call
 from .sync.refusals import check_arguments, check_runtime, refusal, refuse
 from .sync.state_path import compute_state
 
 __all__ = ["BaseMetric", "ArrayResults", "MetricState", "RemoteMetricError", "ShardingWarning"]
 
 
-class BaseMetric(metaclass=ABCMeta):
+class BaseMetric(KeepsSummaries, ComputesInParts, metaclass=ABCMeta):
     """Base class of metrics that can run distributed.
 
     Subclasses implement :meth:`add` (accumulate one batch) and
@@ -98,7 +99,6 @@ class BaseMetric(metaclass=ABCMeta):
         #: what this rank kept since the last reset(): results, dataset indices, running state
         self._kept = RankResults()
         self._state_specs: List[StateSpec] = []
-        self._adding = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -108,7 +108,7 @@ class BaseMetric(metaclass=ABCMeta):
             and not getattr(add, "__isabstractmethod__", False)
             and not getattr(add, "_mmeval_indices", False)
         ):
-            cls.add = accepting_indices(add)  # type: ignore[method-assign]
+            cls.add = accepting_indices(add, _kept_of)  # type: ignore[method-assign]
 
     # -- state metrics ---------------------------------------------------------
 
@@ -187,113 +187,6 @@ class BaseMetric(metaclass=ABCMeta):
         """
         self._kept.add_batch(columns, self.name, self._state_specs, lambda rows: self._reduce_state(rows, None))
 
-    # -- summaries made on the rank that holds the samples ----------------------
-
-    def _keep_to_summarize(self, samples: List[Any]) -> None:
-        """Keep ``samples`` (one object each) to be turned into compact summaries later, in bulk, on this rank.
-
-        Each sample counts as one object result at once (``indices=``,
-        ``size`` and the order work as for ``self._results.append``); its
-        summary replaces it when :meth:`_summarize_pending` runs: at the start
-        of :meth:`compute` (before anything moves), of a stateless call, or
-        whenever the metric calls it (e.g. once enough samples wait, to bound
-        their memory). The metric implements :meth:`_summarize`.
-        """
-        kept = self._kept
-        if kept.batches:
-            raise TypeError(f"{self.name}: do not mix _add_batch(...) with objects kept to summarize")
-        start = len(kept.objects)
-        kept.objects.extend([None] * len(samples))
-        kept.pending.extend(zip(range(start, start + len(samples)), samples))
-
-    @property
-    def _num_pending(self) -> int:
-        """How many kept samples wait for :meth:`_summarize_pending`."""
-        return len(self._kept.pending)
-
-    def _summarize(self, samples: List[Any]) -> List[Any]:
-        """One compact, picklable summary per sample of ``samples`` (what :meth:`compute_metric` then receives).
-
-        Override it in a metric that calls :meth:`_keep_to_summarize`; it runs
-        on the rank that holds the samples, over many of them at once.
-        """
-        raise NotImplementedError(f"{self.name} keeps samples to summarize but does not implement _summarize()")
-
-    def _summarize_pending(self) -> None:
-        """Replace every sample kept by :meth:`_keep_to_summarize` by its summary (:meth:`_summarize`)."""
-        kept = self._kept
-        if not kept.pending:
-            return
-        positions = [pos for pos, _ in kept.pending]
-        summaries = self._summarize([sample for _, sample in kept.pending])
-        if len(summaries) != len(positions):
-            raise RuntimeError(
-                f"{self.name}._summarize() returned {len(summaries)} summaries for {len(positions)} samples"
-            )
-        for pos, summary in zip(positions, summaries):
-            kept.objects[pos] = summary
-        kept.pending = []
-
-    # -- computing in parts, one per rank (see mmeval.core.sync.partitioned) ---------------
-
-    def _computes_in_parts(self) -> bool:
-        """Whether :meth:`compute` across ranks takes the partitioned path (the same answer on every rank).
-
-        A per-sample metric whose work splits by a key of its own returns
-        ``True`` and implements :meth:`_partition`, :meth:`_compute_part` and
-        :meth:`_combine_parts`; each rank then computes on its part of the
-        world's results and only the partial results meet on rank 0
-        (:mod:`mmeval.core.sync.partitioned`). Its :meth:`compute_metric` should be
-        ``_combine_parts([_compute_part(_partition(results, positions, 1))])``
-        so that one process gives the very same numbers.
-        """
-        return False
-
-    def _partition(
-        self, results: List[Any], positions: np.ndarray, world_size: int, owners: Optional[np.ndarray] = None
-    ) -> List[Any]:
-        """This rank's counted results split into ``world_size`` parts, part ``r`` for rank ``r``.
-
-        ``positions``: each result's place in dataset order among the world's
-        counted results (0 .. n-1), what the gather path would order them by.
-        ``owners``: only for a metric whose :meth:`_part_loads` gives loads --
-        the rank chosen for each key (int64, one per key; the same on every
-        rank); ``None`` otherwise (and in one process), when the metric deals
-        its keys itself. The core passes it by keyword and only then, so a
-        ``_partition(results, positions, world_size)`` keeps working.
-        """
-        raise NotImplementedError(f"{self.name} computes in parts but does not implement _partition()")
-
-    def _part_loads(self) -> Optional[np.ndarray]:
-        """The work this rank's results bring to each key of the partition, or ``None`` (the default).
-
-        A metric that computes in parts and whose keys carry unequal work
-        (detections per category: a long-tailed dataset's few large classes)
-        returns one non-negative integer per key, the same number of keys on
-        every rank; it is a cost estimate, never part of the result. The core
-        sums every rank's loads in the exchange that precedes the partition (no
-        extra collective; 2 bytes a key from each rank, the loads scaled by a
-        power of two to fit) and hands
-        :meth:`_partition` each key's owner, chosen by
-        :func:`~mmeval.core.sync.partitioned.balanced_owners`. A rank whose loads
-        cannot be read (an exception, another number of keys) makes every
-        rank fall back to ``owners=None``, which changes the balance, not the
-        result.
-        """
-        return None
-
-    def _compute_part(self, parts: List[Any]) -> Any:
-        """The partial result of the parts every rank sent to this one (in rank order).
-
-        ``parts`` is the metric's to consume: clearing it once read releases
-        the received data before the work that follows.
-        """
-        raise NotImplementedError(f"{self.name} computes in parts but does not implement _compute_part()")
-
-    def _combine_parts(self, partials: List[Any]) -> Dict[str, Any]:
-        """The metric from every rank's partial result (in rank order), on rank 0."""
-        raise NotImplementedError(f"{self.name} computes in parts but does not implement _combine_parts()")
-
     def _local_results(self) -> Union[List[Any], ArrayResults]:
         return self._kept.merged()
 
@@ -316,51 +209,26 @@ class BaseMetric(metaclass=ABCMeta):
             finally:
                 self._kept = saved
 
-    # -- indices ---------------------------------------------------------------
+    # -- state ---------------------------------------------------------------
 
     def _state_of_rows(self, rows: ArrayResults) -> Dict[str, np.ndarray]:
-        """This rank's state over ``rows`` (the per-sample rows it counts; at least one).
-
-        By default each declared state is reduced over its own rows (what
-        :meth:`_add_rows` keeps). A metric that keeps more compact per-sample
-        columns with :meth:`_add_batch` (a predicted class rather than a
-        one-hot row) overrides this to build its declared states from them.
-        """
+        """This rank's state over ``rows`` (:meth:`StateComputation._state_of_rows`; by default each declared
+        state reduced over its own rows, what :meth:`_add_rows` keeps)."""
         return reduce_rows(self._state_specs, rows)
 
     def _reduce_state(self, rows: Optional[ArrayResults], keep: Optional[np.ndarray]) -> MetricState:
         """The local state over the rows at ``keep`` (``None``: all); identities when there are none."""
-        if rows is not None and keep is not None:
-            rows = rows.take(keep)
-        if rows is None or not len(rows):
-            return reduce_rows(self._state_specs, None)
-        reduced = self._state_of_rows(rows)
-        state = MetricState(reduced)
-        state.exact = dict(getattr(reduced, "exact", {}))  # exact_sum statistics keep their exact accumulators
-        for spec in self._state_specs:
-            state[spec.name] = np.asarray(state[spec.name], dtype=spec.dtype).reshape(spec.shape)
-        state.num_samples = len(rows)
-        return state
+        return state_over(self._state_specs, rows, keep, self._state_of_rows)
 
     def _whole_state(self) -> MetricState:
         """This rank's state over every sample it added (folded in at each add: no pass over the rows)."""
-        if self._kept.running is None or not self._kept.batches:
-            return reduce_rows(self._state_specs, None)
-        return self._kept.running
-
-    def _local_rows(self) -> Optional[ArrayResults]:
-        """A state metric's per-sample rows on this rank (``None``: none added)."""
-        rows = self._local_results() if self._kept.batches else None
-        return rows if isinstance(rows, ArrayResults) else None
+        return self._kept.whole_state(self._state_specs)
 
     @property
     def _is_state_metric(self) -> bool:
-        return bool(self._state_specs) and not self._kept.objects
+        return self._kept.is_state(self._state_specs)
 
     # -- compute -------------------------------------------------------------
-
-    #: Attributes never part of the question the ranks must agree on (see :meth:`_question`).
-    _NOT_ASKED = frozenset(("dataset_meta", "logger", "dist_backend", "dist_collect_mode"))
 
     #: Set ``metric.coverage = True`` (on every rank) for a :class:`~mmeval.core.sync.coverage.CoverageReport` after
     #: each :meth:`compute` in :attr:`coverage_report`, at the cost of the exchange compute() makes anyway.
@@ -374,27 +242,18 @@ class BaseMetric(metaclass=ABCMeta):
         """
         return self.__dict__.get("_coverage_report")
 
-    def _question(self, size: Optional[int]) -> Dict[str, Any]:
-        """What every rank's :meth:`compute` must agree on: the metric, its configuration, the mode and ``size``.
+    def _take_coverage(self, report: Optional["_coverage.CoverageReport"]) -> None:
+        self.__dict__["_coverage_report"] = report
 
-        The configuration is every public attribute but ``dataset_meta``,
-        ``logger`` and ``dist_backend`` (``topk``, ``thrs``, ``average``, ...),
-        whatever its type or size: the transport compares a digest of a
-        canonical encoding of each field (:func:`mmeval.core.wire.canonical_question`),
-        so numpy scalars, long lists and nested values all count. A callable
-        counts by its identity and each attribute the class lists in
-        ``question_files`` by its file's content (:mod:`mmeval.core.identity`).
-        Subclasses may extend it.
-        """
-        question: Dict[str, Any] = {
-            "metric": f"{type(self).__module__}.{type(self).__qualname__}",
-            "dist_collect_mode": self.dist_collect_mode,
-            "size": size,
-        }
-        for key, value in vars(self).items():
-            if not key.startswith("_") and key not in self._NOT_ASKED:
-                question[key] = value
-        return identified(self, question)  # callables by their identity, files by their content (identity.py)
+    def _question(self, size: Optional[int]) -> Dict[str, Any]:
+        """What every rank's :meth:`compute` must agree on: the metric, its public configuration but
+        ``dataset_meta``, ``logger`` and ``dist_backend``, the mode and ``size``
+        (:func:`mmeval.core.identity.question_of`). Subclasses may extend it."""
+        return question_of(self, size)
+
+    def _call(self, size: Optional[int]) -> Call:
+        """This ``compute(size)`` call as the paths read it (:class:`~mmeval.core.sync.protocols.Call`)."""
+        return Call(self.name, self.dist_collect_mode, size, self._question(size))
 
     def compute(self, size: Optional[int] = None) -> Dict[str, Any]:
         """Compute the metric over every rank's results; every rank gets the result.
@@ -435,41 +294,43 @@ class BaseMetric(metaclass=ABCMeta):
             return self._compute_here(None if size is None else int(size))
         if refused is not None:
             refuse(backend, f"rank {backend.rank}: {refused}", self._is_state_metric, self._question(size))
-        size = None if size is None else int(size)
-        question = self._question(size)
-        flag = self._kept.index_flag()
-        indices = self._kept.indices() if flag == "all" else None
-        top = int(indices.max()) if indices is not None and indices.size else -1
+        call, kept = self._call(None if size is None else int(size)), self._kept
         if self._is_state_metric:
-            return compute_state(self, backend, question, size, flag, indices, top)
+            return compute_state(kept, self._state_specs, call, backend, self)
         # the question rides in the header: ranks computing a different metric, configuration,
         # collect mode or size all raise CollectiveMismatchError instead of answering rank 0's question
         in_parts = self._computes_in_parts()
-        mine: Tuple[Any, ...] = (self.num_results, flag, top)
+        flag = kept.index_flag()
+        indices = kept.indices() if flag == "all" else None
+        mine: Tuple[Any, ...] = (
+            kept.num_results,
+            flag,
+            int(indices.max()) if indices is not None and indices.size else -1,
+        )
         if in_parts:  # the keys' loads ride in the same exchange (see _part_loads)
             mine += (part_loads_of(self),)
-        with asking(question):
+        with asking(call.question):
             layout = backend.all_gather_object(mine)
         keep, indices = kept_samples(
-            backend, question, [tuple(x[:3]) for x in layout], indices, self.dist_collect_mode, size, self.name
+            backend, call.question, [tuple(x[:3]) for x in layout], indices, call.mode, call.size, self.name
         )
-        if in_parts:
-            owners = world_owners([x[3] if len(x) > 3 else None for x in layout], backend.world_size)
-            return partitioned_compute(self, backend, question, [int(x[0]) for x in layout], keep, indices, owners)
-        return gather_and_compute(self, backend, question, size, keep, indices)
+        if not in_parts:
+            return gather_and_compute(kept, call, backend, self, keep, indices)
+        owners = world_owners([x[3] if len(x) > 3 else None for x in layout], backend.world_size)
+        return partitioned_compute(kept, call, backend, self, [int(x[0]) for x in layout], keep, indices, owners)
 
     def _refusal(self, size: Any, backend: BaseDistBackend) -> Optional[str]:
         """Why this rank cannot take part in ``compute(size)`` on ``backend`` (``None``: it can), once summarized.
 
         Raises at once (see :func:`~mmeval.core.sync.refusals.check_runtime`) when the named backend is not running.
         """
-        check_runtime(self, backend)
-        _coverage.start(self)
+        check_runtime(self.name, self.dist_backend, backend)
+        _coverage.start(self._take_coverage)
         try:
             self._summarize_pending()
         except Exception as exc:  # every rank must hear of it: a refusal reaches them all
             self._kept.refusals.append(f"summarizing the samples added on this rank failed: {exc!r}")
-        return refusal(self, size, backend)
+        return refusal(self.name, self._kept, size, backend)
 
     def _compute_here(self, size: Optional[int]) -> Dict[str, Any]:
         """:meth:`compute` in one process: duplicates of an index dropped (results in index order), or ``size``."""
@@ -479,8 +340,13 @@ class BaseMetric(metaclass=ABCMeta):
             kept.num_results, kept.index_flag(), kept.indices(), self.dist_collect_mode, size, self.name
         )
         if self.coverage:
-            _coverage.deliver(_coverage.report_here(kept, self.dist_collect_mode, size), self)
+            _coverage.deliver(_coverage.report_here(kept, self.dist_collect_mode, size), self._take_coverage)
         if self._is_state_metric:
-            return self.compute_metric(self._reduce_state(self._local_rows(), keep))
-        results = self._local_results()
+            return self.compute_metric(self._reduce_state(kept.rows(), keep))
+        results = kept.merged()
         return self.compute_metric(results if keep is None else select(results, keep))
+
+
+def _kept_of(metric: BaseMetric) -> RankResults:
+    """Where ``metric`` keeps what it added (what the ``add()`` wrapper of :mod:`.sync.add_indices` is handed)."""
+    return metric._kept

@@ -25,7 +25,10 @@ import numpy as np
 
 from .errors import MetricArgumentError
 
-__all__ = ["callable_identity", "file_identity", "identified"]
+__all__ = ["NOT_ASKED", "callable_identity", "file_identity", "identified", "question_of"]
+
+#: A metric's attributes never part of the question the ranks must agree on (see :func:`question_of`).
+NOT_ASKED = frozenset(("dataset_meta", "logger", "dist_backend", "dist_collect_mode"))
 
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
 _FILE_DIGESTS: Dict[Tuple[str, int, int], str] = {}
@@ -113,6 +116,28 @@ def file_identity(path: Any) -> str:
         with _FILE_LOCK:
             _FILE_DIGESTS[key] = found
     return found
+
+
+def question_of(metric: Any, size: Any) -> Dict[str, Any]:
+    """What every rank's ``compute(size)`` of ``metric`` must agree on: the metric, its configuration, the mode
+    and ``size``.
+
+    The configuration is every public attribute but those of :data:`NOT_ASKED`
+    (``topk``, ``thrs``, ``average``, ...), whatever its type or size: the
+    transport compares a digest of a canonical encoding of each field
+    (:func:`mmeval.core.wire.canonical_question`), so numpy scalars, long lists
+    and nested values all count. A callable counts by its identity and each
+    attribute the class lists in ``question_files`` by its file's content.
+    """
+    question: Dict[str, Any] = {
+        "metric": f"{type(metric).__module__}.{type(metric).__qualname__}",
+        "dist_collect_mode": metric.dist_collect_mode,
+        "size": size,
+    }
+    for key, value in vars(metric).items():
+        if not key.startswith("_") and key not in NOT_ASKED:
+            question[key] = value
+    return identified(metric, question)
 
 
 def identified(metric: Any, question: Dict[str, Any]) -> Dict[str, Any]:

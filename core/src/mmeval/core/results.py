@@ -11,9 +11,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .state import MetricState, StateSpec, combine
+from .state import MetricState, StateSpec, combine, reduce_rows
 
-__all__ = ["ArrayResults", "RankResults", "select"]
+__all__ = ["ArrayResults", "KeepsSummaries", "RankResults", "StateOfRows", "select", "state_over"]
+
+#: How a metric turns the per-sample rows it counts into its declared states (``BaseMetric._state_of_rows``).
+StateOfRows = Callable[["ArrayResults"], Dict[str, np.ndarray]]
 
 
 class ArrayResults(Dict[str, np.ndarray]):
@@ -43,6 +46,27 @@ def select(results: Any, keep: np.ndarray) -> Any:
         return results.take(keep)
     positions = np.flatnonzero(keep) if keep.dtype == bool else keep
     return [results[int(i)] for i in positions]
+
+
+def state_over(
+    specs: Sequence[StateSpec], rows: Optional["ArrayResults"], keep: Optional[np.ndarray], state_of_rows: StateOfRows
+) -> MetricState:
+    """A rank's state over the rows at ``keep`` (``None``: all), built by ``state_of_rows``; identities for none.
+
+    Each declared statistic comes back in its declared dtype and shape (an
+    ``exact_sum`` statistic with its exact accumulator), with ``num_samples``.
+    """
+    if rows is not None and keep is not None:
+        rows = rows.take(keep)
+    if rows is None or not len(rows):
+        return reduce_rows(specs, None)
+    reduced = state_of_rows(rows)
+    state = MetricState(reduced)
+    state.exact = dict(getattr(reduced, "exact", {}))  # exact_sum statistics keep their exact accumulators
+    for spec in specs:
+        state[spec.name] = np.asarray(state[spec.name], dtype=spec.dtype).reshape(spec.shape)
+    state.num_samples = len(rows)
+    return state
 
 
 def _rows(batch: Dict[str, np.ndarray]) -> int:
@@ -136,6 +160,43 @@ class RankResults:
         self.batches = [dict(merged)]  # keep the concatenation: compute() may be called again
         return merged
 
+    def rows(self) -> Optional[ArrayResults]:
+        """A state metric's per-sample rows, merged (``None``: no array results kept)."""
+        rows = self.merged() if self.batches else None
+        return rows if isinstance(rows, ArrayResults) else None
+
+    def whole_state(self, specs: Sequence[StateSpec]) -> MetricState:
+        """The state over every sample kept (folded in at each ``add_batch``: no pass over the rows)."""
+        if self.running is None or not self.batches:
+            return reduce_rows(specs, None)
+        return self.running
+
+    def is_state(self, specs: Sequence[StateSpec]) -> bool:
+        """Whether these results take the state path: statistics declared and no object results kept."""
+        return bool(specs) and not self.objects
+
+    # -- samples kept to be summarized later, in bulk, on this rank ------------------------------
+
+    def keep_to_summarize(self, samples: List[Any], name: str) -> None:
+        """Keep ``samples`` as object results whose summaries come later (see :meth:`summarize_pending`)."""
+        if self.batches:
+            raise TypeError(f"{name}: do not mix _add_batch(...) with objects kept to summarize")
+        start = len(self.objects)
+        self.objects.extend([None] * len(samples))
+        self.pending.extend(zip(range(start, start + len(samples)), samples))
+
+    def summarize_pending(self, summarize: Callable[[List[Any]], List[Any]], name: str) -> None:
+        """Replace every pending sample by its summary, ``summarize(samples)`` over all of them at once."""
+        if not self.pending:
+            return
+        positions = [pos for pos, _ in self.pending]
+        summaries = summarize([sample for _, sample in self.pending])
+        if len(summaries) != len(positions):
+            raise RuntimeError(f"{name}._summarize() returned {len(summaries)} summaries for {len(positions)} samples")
+        for pos, summary in zip(positions, summaries):
+            self.objects[pos] = summary
+        self.pending = []
+
     def last_rows(self, m: int) -> ArrayResults:
         """The last ``m`` samples' rows (``0 < m <=`` :attr:`num_results`), read from the last batches only."""
         taken: List[Dict[str, np.ndarray]] = []
@@ -176,3 +237,43 @@ class RankResults:
         self.pending = []
         for key, value in (slots or {}).items():
             setattr(self, key, value)
+
+
+class KeepsSummaries:
+    """A metric's samples kept to be summarized later, in bulk, on the rank that holds them (the methods
+    :class:`~mmeval.core.base_metric.BaseMetric` inherits; the data is :attr:`RankResults.pending`)."""
+
+    _kept: RankResults
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def _keep_to_summarize(self, samples: List[Any]) -> None:
+        """Keep ``samples`` (one object each) to be turned into compact summaries later, in bulk, on this rank.
+
+        Each sample counts as one object result at once (``indices=``,
+        ``size`` and the order work as for ``self._results.append``); its
+        summary replaces it when :meth:`_summarize_pending` runs: at the start
+        of :meth:`compute` (before anything moves), of a stateless call, or
+        whenever the metric calls it (e.g. once enough samples wait, to bound
+        their memory). The metric implements :meth:`_summarize`.
+        """
+        self._kept.keep_to_summarize(samples, self.name)
+
+    @property
+    def _num_pending(self) -> int:
+        """How many kept samples wait for :meth:`_summarize_pending`."""
+        return len(self._kept.pending)
+
+    def _summarize(self, samples: List[Any]) -> List[Any]:
+        """One compact, picklable summary per sample of ``samples`` (what :meth:`compute_metric` then receives).
+
+        Override it in a metric that calls :meth:`_keep_to_summarize`; it runs
+        on the rank that holds the samples, over many of them at once.
+        """
+        raise NotImplementedError(f"{self.name} keeps samples to summarize but does not implement _summarize()")
+
+    def _summarize_pending(self) -> None:
+        """Replace every sample kept by :meth:`_keep_to_summarize` by its summary (:meth:`_summarize`)."""
+        self._kept.summarize_pending(self._summarize, self.name)

@@ -36,7 +36,7 @@ import threading
 from types import TracebackType
 from typing import Any, Callable, List, Optional, Type
 
-__all__ = ["install", "on_leave", "leaving", "LEAVE_SIGNALS", "ENTRY_POINT_GROUP"]
+__all__ = ["LEAVE", "LeaveNotices", "install", "on_leave", "leaving", "LEAVE_SIGNALS", "ENTRY_POINT_GROUP"]
 
 #: Signals whose default handler is replaced by one that tells the peers first (where the platform has them).
 LEAVE_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -44,82 +44,82 @@ LEAVE_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if
 #: The entry-point group of the plugins' leave callbacks (see the module).
 ENTRY_POINT_GROUP = "mmeval.leave_notices"
 
-_lock = threading.Lock()
-_callbacks: List[Callable[[str, bool], None]] = []
-_fired = False
-_installed = False
-_signals = False
 
+class LeaveNotices:
+    """This process's leave state on one instance (as the registry's and the hooks' are): the callbacks, whether
+    they ran, and which handlers are installed. :data:`LEAVE` is the process's one; the module's functions are
+    its methods."""
 
-def install() -> None:
-    """Put the exception hook and the exit handler in place (once; they do nothing until a process leaves)."""
-    global _installed
-    with _lock:
-        if _installed:
-            return
-        _installed = True
-    previous_hook = sys.excepthook
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._callbacks: List[Callable[[str, bool], None]] = []
+        self._fired = False
+        self._installed = False
+        self._signals = False
 
-    def excepthook(kind: Type[BaseException], value: BaseException, tb: Optional[TracebackType]) -> None:
-        previous_hook(kind, value, tb)  # the traceback first: telling the peers may wait for theirs
-        leaving(f"an uncaught {kind.__name__}: {value}" if str(value) else f"an uncaught {kind.__name__}")
+    def install(self) -> None:
+        """Put the exception hook and the exit handler in place (once; they do nothing until a process leaves)."""
+        with self._lock:
+            if self._installed:
+                return
+            self._installed = True
+        previous_hook = sys.excepthook
 
-    sys.excepthook = excepthook
-    atexit.register(leaving, "the process exited (the end of the script, or sys.exit)")
-    if _declared(load=False):  # a runtime whose peers need telling is loaded already (mpi4py.MPI imported first)
-        _install_signals()
+        def excepthook(kind: Type[BaseException], value: BaseException, tb: Optional[TracebackType]) -> None:
+            previous_hook(kind, value, tb)  # the traceback first: telling the peers may wait for theirs
+            self.leaving(f"an uncaught {kind.__name__}: {value}" if str(value) else f"an uncaught {kind.__name__}")
 
+        sys.excepthook = excepthook
+        atexit.register(self.leaving, "the process exited (the end of the script, or sys.exit)")
+        if _declared(load=False):  # a runtime whose peers need telling is loaded already (mpi4py.MPI imported first)
+            self._install_signals()
 
-def on_leave(callback: Callable[[str, bool], None]) -> None:
-    """Run ``callback(why, linger)`` once when this process's part ends (see the module); idempotent per callback.
+    def on_leave(self, callback: Callable[[str, bool], None]) -> None:
+        """Run ``callback(why, linger)`` once when this process's part ends (see the module); idempotent per callback.
 
-    Also installs the signal handlers (from the main thread only). A callback
-    registered after the process announced its leaving is not run.
-    """
-    install()
-    with _lock:
-        if callback not in _callbacks:
-            _callbacks.append(callback)
-    _install_signals()
+        Also installs the signal handlers (from the main thread only). A callback
+        registered after the process announced its leaving is not run.
+        """
+        self.install()
+        with self._lock:
+            if callback not in self._callbacks:
+                self._callbacks.append(callback)
+        self._install_signals()
 
+    def _install_signals(self) -> None:
+        with self._lock:
+            if self._signals or threading.current_thread() is not threading.main_thread():
+                return
+            self._signals = True
+        for sig in LEAVE_SIGNALS:
+            try:
+                if signal.getsignal(sig) is signal.SIG_DFL:
+                    signal.signal(sig, self._on_signal)
+            except (ValueError, OSError):  # not settable here
+                pass
 
-def _install_signals() -> None:
-    global _signals
-    with _lock:
-        if _signals or threading.current_thread() is not threading.main_thread():
-            return
-        _signals = True
-    for sig in LEAVE_SIGNALS:
-        try:
-            if signal.getsignal(sig) is signal.SIG_DFL:
-                signal.signal(sig, _on_signal)
-        except (ValueError, OSError):  # not settable here
-            pass
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.leaving(f"signal {signal.Signals(signum).name}", linger=False)
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
 
+    def leaving(self, why: str, linger: bool = True) -> None:
+        """Run every callback once, ``callback(why, linger)``: those registered, then the entry points whose module
+        is loaded.
 
-def _on_signal(signum: int, frame: Any) -> None:
-    leaving(f"signal {signal.Signals(signum).name}", linger=False)
-    signal.signal(signum, signal.SIG_DFL)
-    signal.raise_signal(signum)
-
-
-def leaving(why: str, linger: bool = True) -> None:
-    """Run every callback once, ``callback(why, linger)``: those registered, then the entry points whose module is loaded.
-
-    ``linger`` is false when the process must end now (a signal): a callback
-    then must not wait for the peers. Later calls do nothing.
-    """
-    global _fired
-    with _lock:
-        if _fired:
-            return
-        _fired = True
-        callbacks = list(_callbacks)
-    for callback in callbacks + [c for c in _declared() if c not in callbacks]:
-        try:
-            callback(why.strip(), linger)
-        except Exception:
-            _warn("mmeval: telling the peers that this process leaves failed")
+        ``linger`` is false when the process must end now (a signal): a callback
+        then must not wait for the peers. Later calls do nothing.
+        """
+        with self._lock:
+            if self._fired:
+                return
+            self._fired = True
+            callbacks = list(self._callbacks)
+        for callback in callbacks + [c for c in _declared() if c not in callbacks]:
+            try:
+                callback(why.strip(), linger)
+            except Exception:
+                _warn("mmeval: telling the peers that this process leaves failed")
 
 
 def _declared(load: bool = True) -> List[Any]:
@@ -149,3 +149,10 @@ def _warn(message: str) -> None:
     from ..settings import logger
 
     logger().warning(message, exc_info=True)
+
+
+#: The process's leave state; :func:`install`, :func:`on_leave` and :func:`leaving` are its methods.
+LEAVE = LeaveNotices()
+install = LEAVE.install
+on_leave = LEAVE.on_leave
+leaving = LEAVE.leaving

@@ -12,8 +12,9 @@ chooses the path and calls it:
   order, compute, reply (exceptions included: ``pack_exception`` / ``unpack_exception``);
 * :mod:`.partitioned` -- the per-sample path in parts, one per rank;
 * :mod:`.add_indices` -- ``add(..., indices=)``: the indices kept beside the results;
-* :mod:`.protocols` -- what each path asks of a metric, as named protocols (no
-  module here imports ``BaseMetric``).
+* :mod:`.protocols` -- what a path is handed: the call (``Call``) and the protocol of the
+  metric's own computation; what the rank kept is :class:`~mmeval.core.results.RankResults` (no
+  module here imports ``BaseMetric`` or reads a metric's members).
 
 The next compute path adds a module here.
 """

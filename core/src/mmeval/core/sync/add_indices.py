@@ -1,27 +1,42 @@
 """``add(..., indices=...)``: the wrapper every metric's ``add()`` gets, keeping the batch's dataset indices.
 
-``BaseMetric.__init_subclass__`` wraps each subclass's ``add``; the wrapper
-shows ``indices=`` in the signature (``inspect.signature``, ``help()``).
+``BaseMetric.__init_subclass__`` wraps each subclass's ``add``, handing the
+wrapper how to find what a metric kept (a :class:`~mmeval.core.results.RankResults`);
+the wrapper reads nothing else of the metric but its public ``name``,
+``dist_backend`` and the class's ``float_inputs``, and shows ``indices=`` in the
+signature (``inspect.signature``, ``help()``).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-from typing import TYPE_CHECKING, Any, Callable, Dict
+import threading
+from typing import Any, Callable, Dict, Set
 
 from ..inputs import as_indices, check_float_inputs
+from ..results import RankResults
 from .promises import adding_lock, refusal_of
 from .refusals import adding_rank
 
-if TYPE_CHECKING:
-    from .protocols import IndexedMetric
-
 __all__ = ["accepting_indices", "with_indices"]
 
+#: The metrics (by id) whose wrapped ``add()`` runs in this thread: a subclass's ``add()`` calling
+#: ``super().add()`` keeps the batch's indices once, in the outermost call (one add() at a time per metric).
+_ADDING = threading.local()
 
-def accepting_indices(add: Callable[..., None]) -> Callable[..., None]:
+
+def _adding() -> Set[int]:
+    busy: Set[int] = getattr(_ADDING, "metrics", None) or set()
+    _ADDING.metrics = busy
+    return busy
+
+
+def accepting_indices(add: Callable[..., None], kept_of: Callable[[Any], RankResults]) -> Callable[..., None]:
     """``add`` that also takes ``indices=`` (one dataset index per sample it adds), checked and kept.
+
+    ``kept_of(metric)`` is where the metric keeps what it added (read at each
+    call: a stateless call swaps it).
 
     The wrapper's signature (``inspect.signature``, ``help()``) is ``add``'s
     with a keyword-only ``indices=None``. A refused batch (any exception from
@@ -34,12 +49,12 @@ def accepting_indices(add: Callable[..., None]) -> Callable[..., None]:
     signature = inspect.signature(add)
 
     @functools.wraps(add)
-    def add_with_indices(self: "IndexedMetric", *args: Any, indices: Any = None, **kwargs: Any) -> None:
+    def add_with_indices(self: Any, *args: Any, indices: Any = None, **kwargs: Any) -> None:
         with adding_lock(self):  # several threads: one add() at a time, each keeping its whole batch
-            if self._adding:  # a subclass's add() calling super().add(): the outermost call keeps the indices
+            if id(self) in _adding():  # a subclass's add() calling super().add(): the outermost keeps the indices
                 add(self, *args, **kwargs)
                 return
-            _add_and_keep(self, add, signature, args, kwargs, indices)
+            _add_and_keep(self, kept_of, add, signature, args, kwargs, indices)
 
     add_with_indices._mmeval_indices = True  # type: ignore[attr-defined]
     add_with_indices.__signature__ = with_indices(add)  # type: ignore[attr-defined]
@@ -47,7 +62,8 @@ def accepting_indices(add: Callable[..., None]) -> Callable[..., None]:
 
 
 def _add_and_keep(
-    self: "IndexedMetric",
+    self: Any,
+    kept_of: Callable[[Any], RankResults],
     add: Callable[..., None],
     signature: inspect.Signature,
     args: Any,
@@ -56,7 +72,7 @@ def _add_and_keep(
 ) -> None:
     """Check the declared float inputs, run ``add`` and keep the batch's indices; any refusal keeps nothing of the
     batch and is remembered."""
-    kept = self._kept
+    kept = kept_of(self)
     nb, nr, before, running = len(kept.batches), len(kept.objects), kept.num_results, kept.running
     try:
         idx = None if indices is None else as_indices(indices, f"{self.name}.add(indices=...)")
@@ -67,11 +83,12 @@ def _add_and_keep(
             except TypeError:
                 bound = {}  # add() itself raises, naming the argument
             check_float_inputs(self.name, declared, bound)
-        self._adding = True
+        busy = _adding()
+        busy.add(id(self))
         try:
             add(self, *args, **kwargs)
         finally:
-            self._adding = False
+            busy.discard(id(self))
         added = kept.num_results - before
         if idx is not None and idx.shape[0] != added:
             raise ValueError(
@@ -79,14 +96,14 @@ def _add_and_keep(
                 f"{added} samples; pass one index per sample"
             )
     except Exception as exc:  # remembered until reset(): compute() then raises on every rank (promises.py)
-        if self._kept is kept:
+        if kept_of(self) is kept:
             kept.truncate(nb, nr)  # keep nothing of it
             kept.running = running
-        self._kept.refusals.append(refusal_of(exc, self.name))
+        kept_of(self).refusals.append(refusal_of(exc, self.name))
         raise
     if added:
         if kept.origin is None and not kept.index_parts:
-            kept.origin = adding_rank(self)
+            kept.origin = adding_rank(self.dist_backend)
         kept.index_parts.append((added, idx))
 
 

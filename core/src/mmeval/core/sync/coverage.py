@@ -25,12 +25,13 @@ from __future__ import annotations
 import weakref
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..dist_backends.base_backend import BaseDistBackend
 from ..dist_backends.transport import asking
+from ..results import RankResults
 
 __all__ = [
     "CoverageReport",
@@ -186,27 +187,31 @@ def owned_with_report(
     return keep, _report("indices", n, total, mask, repeated, int(values.size))
 
 
-# --- where the report goes: the metric whose compute() is running ----------------------------------------------
+# --- where the report goes: the sink of the metric whose compute() is running ---------------------------------
 
-_RUNNING: ContextVar[Optional["weakref.ReferenceType[Any]"]] = ContextVar("mmeval_coverage_metric", default=None)
+#: Where a report goes: a callable taking it (``BaseMetric`` hands its own bound method, held weakly).
+Sink = Callable[[Optional[CoverageReport]], None]
 
-
-def start(metric: Any) -> None:
-    """Called as ``compute()`` starts: forget the last report; a report made during this compute goes to ``metric``."""
-    metric.__dict__["_coverage_report"] = None
-    _RUNNING.set(weakref.ref(metric))
+_RUNNING: ContextVar[Optional["weakref.WeakMethod[Any]"]] = ContextVar("mmeval_coverage_sink", default=None)
 
 
-def deliver(report: CoverageReport, metric: Any = None) -> None:
-    """Hand ``report`` to ``metric``, else to the metric whose ``compute()`` is running (nothing when none is)."""
-    if metric is None:
+def start(sink: Sink) -> None:
+    """Called as ``compute()`` starts: ``sink(None)`` forgets the last report; one made during this compute goes to
+    ``sink`` (a bound method, held weakly: the metric is not kept alive by it)."""
+    sink(None)
+    _RUNNING.set(weakref.WeakMethod(sink))
+
+
+def deliver(report: CoverageReport, sink: Optional[Sink] = None) -> None:
+    """Hand ``report`` to ``sink``, else to that of the ``compute()`` running (nothing when none is)."""
+    if sink is None:
         ref = _RUNNING.get()
-        metric = ref() if ref is not None else None
-    if metric is not None:
-        metric.__dict__["_coverage_report"] = report
+        sink = ref() if ref is not None else None
+    if sink is not None:
+        sink(report)
 
 
-def report_here(kept: Any, mode: str, size: Optional[int]) -> CoverageReport:
+def report_here(kept: "RankResults", mode: str, size: Optional[int]) -> CoverageReport:
     """One process's report from what it kept (a :class:`~mmeval.core.results.RankResults`)."""
     if kept.index_flag() == "all":
         return report_of_indices(kept.indices(), size)

@@ -23,13 +23,14 @@ from ..errors import (
     RemoteMetricError,
     RemoteSerializationError,
 )
-from ..results import ArrayResults, select
+from ..results import ArrayResults, RankResults, select
 from ..settings import logger
 from ..wire.release import release
 from .ordering import round_robin_order, round_robin_spans, warn_short
+from .protocols import Call
 
 if TYPE_CHECKING:
-    from .protocols import PerSampleMetric
+    from .protocols import PerSampleComputation
 
 __all__ = [
     "ArrayBatches",
@@ -302,30 +303,34 @@ def collect(parts: Sequence[Any], mode: str, name: str) -> Union[List[Any], Arra
 
 
 def gather_and_compute(
-    metric: "PerSampleMetric",
+    kept: RankResults,
+    call: Call,
     backend: BaseDistBackend,
-    question: Dict[str, Any],
-    size: Optional[int],
+    computation: "PerSampleComputation",
     keep: Optional[np.ndarray],
     indices: Optional[np.ndarray],
 ) -> Dict[str, Any]:
-    """The per-sample path: what this rank keeps goes to rank 0, which computes and broadcasts the result."""
+    """The per-sample path: what this rank keeps goes to rank 0, which computes and broadcasts the result.
+
+    ``kept`` is what this rank kept, ``keep`` / ``indices`` which of it counts
+    (:func:`~mmeval.core.sync.ordering.kept_samples`); ``computation`` runs on rank 0.
+    """
     plain = plain_data_only(backend)
-    payload, own = sent_results(metric, backend, keep, indices)
-    gathered = gather_to_rank0(backend, question, payload)
+    payload, own = sent_results(kept, backend, keep, indices)
+    gathered = gather_to_rank0(backend, call.question, payload)
     box: List[List[Any]] = [gathered] if gathered is not None else []
     del gathered
 
     def compute() -> Dict[str, Any]:
-        return metric.compute_metric(results_in_order(metric, box, own, plain, keep, indices, size))
+        return computation.compute_metric(results_in_order(kept, call, box, own, plain, keep, indices))
 
-    return answered_by_rank0(backend, metric.name, plain, compute)
+    return answered_by_rank0(backend, call.name, plain, compute)
 
 
 def sent_results(
-    metric: "PerSampleMetric", backend: BaseDistBackend, keep: Optional[np.ndarray], indices: Optional[np.ndarray]
+    kept: RankResults, backend: BaseDistBackend, keep: Optional[np.ndarray], indices: Optional[np.ndarray]
 ) -> Tuple[Any, bool]:
-    """What this rank sends rank 0 for ``metric``'s per-sample path, and whether rank 0 keeps its own out (``own``).
+    """What this rank sends rank 0 of what it ``kept``, and whether rank 0 keeps its own out (``own``).
 
     With ``own`` the payload is ``None``: rank 0's array results go straight from its batches to their
     places in the output (see :func:`results_in_order`), with no serialized copy of them.
@@ -334,18 +339,18 @@ def sent_results(
     # the safe codec moves plain data only: array results travel as a plain dict, and an error
     # report's pickled exception is never unpickled (a hostile rank 0 could run code with it)
     plain = plain_data_only(backend)
-    own = computes and sendable_batches(metric._kept.batches)
+    own = computes and sendable_batches(kept.batches)
     local: Any
     if own:
         local = None
     elif keep is not None:
-        local = select(metric._local_results(), keep)
-    elif computes or plain or not 1 < len(metric._kept.batches) <= MAX_SENT_BATCHES:
-        local = metric._local_results()
+        local = select(kept.merged(), keep)
+    elif computes or plain or not 1 < len(kept.batches) <= MAX_SENT_BATCHES:
+        local = kept.merged()
     else:
         # the ranks that only send do not merge their batches first: the frame takes them as they
         # are, and rank 0 joins them while decoding (their peak memory stays ~1x their results)
-        local = ArrayBatches(metric._kept.batches)
+        local = ArrayBatches(kept.batches)
     if plain and isinstance(local, ArrayResults):
         local = dict(local)
     return (local if indices is None or own else (local, indices if keep is None else indices[keep])), own
@@ -388,15 +393,17 @@ def answered_by_rank0(
 
 
 def results_in_order(
-    metric: "PerSampleMetric",
+    kept: RankResults,
+    call: Call,
     box: List[List[Any]],
     own: bool,
     plain: bool,
     keep: Optional[np.ndarray],
     indices: Optional[np.ndarray],
-    size: Optional[int],
 ) -> Any:
-    """On rank 0: every rank's kept results, in dataset order (by index, else by ``dist_collect_mode``).
+    """On rank 0: every rank's kept results, in dataset order (by index, else by ``call.mode``).
+
+    ``kept`` is rank 0's own (its batches go straight to the output with ``own``).
 
     ``box`` holds the gathered list, taken out of it here so that the received
     buffers are released once assembled, before ``compute_metric`` runs.
@@ -408,22 +415,22 @@ def results_in_order(
     received = [g if indices is None else g[0] for g in gathered]
     parts = [ArrayResults(p) if plain and type(p) is dict else p for p in received]
     if own:
-        parts[0] = ArrayBatches(metric._kept.batches)
+        parts[0] = ArrayBatches(kept.batches)
     by_index = None if indices is None else [np.asarray(i, dtype=np.int64) for _, i in gathered]
     del gathered, received
     # each output column built once, in its final order, from the received arrays (views of
     # the receive buffer) and rank 0's own batches; the received ones are released before
     # compute_metric runs
-    assembled = assemble(parts, keep if own else None, by_index, metric.dist_collect_mode, metric.name)
+    assembled = assemble(parts, keep if own else None, by_index, call.mode, call.name)
     if assembled is not None:
         del parts
-        collected = assembled if indices is not None else truncate(assembled, size, metric.name)
+        collected = assembled if indices is not None else truncate(assembled, call.size, call.name)
     elif indices is None:
-        collected = truncate(collect(parts, metric.dist_collect_mode, metric.name), size, metric.name)
+        collected = truncate(collect(parts, call.mode, call.name), call.size, call.name)
     else:
         assert by_index is not None
         order = np.argsort(np.concatenate(by_index), kind="stable")
-        collected = select(collect(parts, "cat", metric.name), order)
+        collected = select(collect(parts, "cat", call.name), order)
     del assembled, by_index
     return collected
 

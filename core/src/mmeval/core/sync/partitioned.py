@@ -39,16 +39,24 @@ import numpy as np
 
 from ..dist_backends.base_backend import BaseDistBackend
 from ..dist_backends.transport import asking
-from ..results import select
+from ..results import RankResults, select
 from ..settings import logger
 from .gather import SHARED_FAILURES, answered_by_rank0, pack_exception, plain_data_only, unpack_exception
 from .ordering import dataset_positions
+from .protocols import Call
 
 if TYPE_CHECKING:
-    from .protocols import PartitionedMetric
+    from .protocols import PartsComputation
 
 
-__all__ = ["balanced_owners", "kept_positions", "part_loads_of", "partitioned_compute", "world_owners"]
+__all__ = [
+    "ComputesInParts",
+    "balanced_owners",
+    "kept_positions",
+    "part_loads_of",
+    "partitioned_compute",
+    "world_owners",
+]
 
 
 def kept_positions(
@@ -110,11 +118,11 @@ def balanced_owners(loads: np.ndarray, world_size: int) -> np.ndarray:
 LOAD_BITS = 16
 
 
-def part_loads_of(metric: "PartitionedMetric") -> Optional[Tuple[int, np.ndarray]]:
-    """``metric._part_loads()`` as it travels -- ``(shift, uint16 loads rounded up after >> shift)`` -- or
+def part_loads_of(parts: "PartsComputation") -> Optional[Tuple[int, np.ndarray]]:
+    """``parts._part_loads()`` as it travels -- ``(shift, uint16 loads rounded up after >> shift)`` -- or
     ``None`` when it gives none or they cannot be read."""
     try:
-        loads = metric._part_loads()
+        loads = parts._part_loads()
         if loads is None:
             return None
         out = np.asarray(loads, dtype=np.int64).reshape(-1)
@@ -124,7 +132,7 @@ def part_loads_of(metric: "PartitionedMetric") -> Optional[Tuple[int, np.ndarray
         scaled = (out + ((1 << shift) - 1)) >> shift  # rounded up: a key with some load keeps some
         return shift, scaled.astype(np.uint16)
     except Exception as exc:  # only the balance depends on it: every rank falls back to owners=None
-        logger().debug("mmeval: %s._part_loads() failed (the parts are not balanced): %r", metric.name, exc)
+        logger().debug("mmeval: %s._part_loads() failed (the parts are not balanced): %r", parts.name, exc)
         return None
 
 
@@ -158,9 +166,10 @@ def _failed(step: str, rank: int, exc: BaseException) -> Tuple[str, Dict[str, An
 
 
 def partitioned_compute(
-    metric: "PartitionedMetric",
+    kept: RankResults,
+    call: Call,
     backend: BaseDistBackend,
-    question: Dict[str, Any],
+    computation: "PartsComputation",
     counts: Sequence[int],
     keep: Optional[np.ndarray],
     indices: Optional[np.ndarray],
@@ -168,23 +177,27 @@ def partitioned_compute(
 ) -> Dict[str, Any]:
     """The partitioned path (see the module docstring); every rank returns the same result or raises.
 
-    ``owners``: each key's rank (:func:`world_owners`), given to ``_partition`` by keyword when not ``None``.
+    ``kept`` is what this rank kept, ``counts`` every rank's number of results,
+    ``keep`` / ``indices`` which of this rank's count; ``computation`` splits,
+    computes the parts and combines them. ``owners``: each key's rank
+    (:func:`world_owners`), given to ``_partition`` by keyword when not ``None``.
     """
     rank, ws = backend.rank, backend.world_size
+    question, name = call.question, call.name
     plain = plain_data_only(backend)
     failure: Optional[Tuple[str, Dict[str, Any]]] = None
-    positions = kept_positions(backend, question, counts, keep, indices, metric.dist_collect_mode)
+    positions = kept_positions(backend, question, counts, keep, indices, call.mode)
     parts: List[Any] = [None] * ws
     try:
-        results = metric._local_results()
+        results = kept.merged()
         local = list(results if keep is None else select(results, keep))
         parts = list(
-            metric._partition(local, positions, ws)
+            computation._partition(local, positions, ws)
             if owners is None
-            else metric._partition(local, positions, ws, owners=owners)
+            else computation._partition(local, positions, ws, owners=owners)
         )
         if len(parts) != ws:
-            raise RuntimeError(f"{metric.name}._partition() returned {len(parts)} parts for {ws} ranks")
+            raise RuntimeError(f"{name}._partition() returned {len(parts)} parts for {ws} ranks")
         del local, results
     except Exception as exc:
         failure = _failed("splitting its summaries", rank, exc)
@@ -218,7 +231,7 @@ def partitioned_compute(
             values = [value for _, value in received]
             received = []
             try:
-                partial = ("ok", metric._compute_part(values))
+                partial = ("ok", computation._compute_part(values))
             except Exception as exc:
                 partial = _failed("computing its part", rank, exc)
             del values
@@ -230,7 +243,45 @@ def partitioned_compute(
         assert partials is not None
         errors = [value for status, value in partials if status == "error"]
         if errors:
-            raise unpack_exception(errors[0], metric.name, trusted=not plain)
-        return metric._combine_parts([value for _, value in partials])
+            raise unpack_exception(errors[0], name, trusted=not plain)
+        return computation._combine_parts([value for _, value in partials])
 
-    return answered_by_rank0(backend, metric.name, plain, combine)
+    return answered_by_rank0(backend, name, plain, combine)
+
+
+class ComputesInParts:
+    """The defaults of the partitioned path's extension points, which :class:`~mmeval.core.base_metric.BaseMetric`
+    inherits: a metric computes in parts once it overrides them (the contract:
+    :class:`~mmeval.core.sync.protocols.PartsComputation`)."""
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def _computes_in_parts(self) -> bool:
+        """Whether :meth:`compute` across ranks takes the partitioned path (the same answer on every rank).
+
+        A per-sample metric whose work splits by a key of its own returns
+        ``True`` and implements :meth:`_partition`, :meth:`_compute_part` and
+        :meth:`_combine_parts` (and may give :meth:`_part_loads`), as
+        :class:`~mmeval.core.sync.protocols.PartsComputation` documents them.
+        """
+        return False
+
+    def _partition(
+        self, results: List[Any], positions: np.ndarray, world_size: int, owners: Optional[np.ndarray] = None
+    ) -> List[Any]:
+        """This rank's counted results in ``world_size`` parts (:meth:`PartsComputation._partition`)."""
+        raise NotImplementedError(f"{self.name} computes in parts but does not implement _partition()")
+
+    def _part_loads(self) -> Optional[np.ndarray]:
+        """The work this rank's results bring to each key, or ``None`` (:meth:`PartsComputation._part_loads`)."""
+        return None
+
+    def _compute_part(self, parts: List[Any]) -> Any:
+        """The partial result of the parts sent to this rank (:meth:`PartsComputation._compute_part`)."""
+        raise NotImplementedError(f"{self.name} computes in parts but does not implement _compute_part()")
+
+    def _combine_parts(self, partials: List[Any]) -> Dict[str, Any]:
+        """The metric from every rank's partial result, on rank 0 (:meth:`PartsComputation._combine_parts`)."""
+        raise NotImplementedError(f"{self.name} computes in parts but does not implement _combine_parts()")

@@ -1,114 +1,125 @@
-"""The extension points the compute paths ask of a metric, as named, documented protocols.
+"""What the compute paths are handed: plain data, and one named protocol object for the metric's own computation.
 
-:class:`~mmeval.core.base_metric.BaseMetric` satisfies every one of them (mypy
-checks it where it calls a path); a path module names the protocol it needs
-instead of importing the base class, so the sync package sits below the metric
-API. What a rank kept travels as :class:`~mmeval.core.results.RankResults`.
+A path is a function of
 
-* :class:`NamedMetric` -- what every path reads: the metric's name (for messages)
-  and ``dist_collect_mode`` (the sampler's order: ``'cat'`` or ``'unzip'``);
-* :class:`PerSampleMetric` -- the per-sample gather (:mod:`.gather`): the kept
-  results and ``compute_metric``;
-* :class:`PartitionedMetric` -- computing in parts (:mod:`.partitioned`):
-  ``_partition``, ``_part_loads``, ``_compute_part``, ``_combine_parts``;
-* :class:`StateMetric` -- the state path (:mod:`.state_path`): the declared
-  state, its reduction over kept rows and ``compute_metric``;
-* :class:`RefusingMetric` -- the checks that reach every rank (:mod:`.refusals`);
-* :class:`IndexedMetric` -- ``add(..., indices=)`` (:mod:`.add_indices`).
+* what the rank kept -- :class:`~mmeval.core.results.RankResults` (results,
+  index parts, origin, running state), never the metric that holds it;
+* the declared state -- a sequence of :class:`~mmeval.core.state.StateSpec`;
+* the call's fields -- :class:`Call` (the metric's name for messages, the
+  collect mode, ``size``, the question every collective asks);
+* for what only the metric can compute, one protocol object:
+  :class:`PerSampleComputation` (:mod:`.gather`), :class:`StateComputation`
+  (:mod:`.state_path`) or :class:`PartsComputation` (:mod:`.partitioned`).
 
-The underscore names are the metric's hooks as :class:`BaseMetric` documents
-them; a metric overrides them, the core calls them only through these protocols.
+:class:`~mmeval.core.base_metric.BaseMetric` builds the data, satisfies the
+protocols (mypy checks it where it calls a path) and chooses the path; no module
+here imports it or reads a metric's members. The underscore names below are the
+extension points a metric overrides, documented here once.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Union
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from ..dist_backends.base_backend import BaseDistBackend
-    from ..results import ArrayResults, RankResults
-    from ..state import MetricState, StateSpec
+    from ..results import ArrayResults
 
-__all__ = ["NamedMetric", "PerSampleMetric", "PartitionedMetric", "StateMetric", "RefusingMetric", "IndexedMetric"]
+__all__ = ["Call", "PartsComputation", "PerSampleComputation", "StateComputation"]
 
 
-class NamedMetric(Protocol):
-    """What every compute path reads of a metric."""
+@dataclass(frozen=True)
+class Call:
+    """One ``compute()`` call as every path reads it.
 
-    dist_collect_mode: str
+    Attributes:
+        name: the metric's name, for messages.
+        mode: ``dist_collect_mode`` -- the sampler's order, ``'cat'`` or ``'unzip'``.
+        size: ``compute(size=)`` as an int, or ``None``.
+        question: what every rank must agree on (``BaseMetric._question``); every collective asks it.
+    """
+
+    name: str
+    mode: str
+    size: Optional[int]
+    question: Dict[str, Any]
+
+
+class PerSampleComputation(Protocol):
+    """The per-sample gather's view of a metric (:mod:`.gather`): its computation over the world's results."""
+
+    def compute_metric(self, results: Any) -> Dict[str, Any]:
+        """The metric from the world's results, in dataset order (a list, or an ``ArrayResults``)."""
+
+
+class StateComputation(Protocol):
+    """A state metric's computation (:mod:`.state_path`): its declared states from rows, the metric from them."""
+
+    def _state_of_rows(self, rows: "ArrayResults") -> Dict[str, "np.ndarray"]:
+        """This rank's state over ``rows`` (the per-sample rows it counts; at least one).
+
+        By default each declared state is reduced over its own rows (what
+        ``_add_rows`` keeps). A metric that keeps more compact per-sample
+        columns with ``_add_batch`` (a predicted class rather than a one-hot
+        row) overrides it to build its declared states from them.
+        """
+
+    def compute_metric(self, results: Any) -> Dict[str, Any]:
+        """The metric from the world's combined :class:`~mmeval.core.state.MetricState` (runs on every rank)."""
+
+
+class PartsComputation(Protocol):
+    """A metric that computes in parts, one per rank (:mod:`.partitioned`).
+
+    It returns ``True`` from ``_computes_in_parts``; each rank then computes on
+    its part of the world's results and only the partial results meet on rank
+    0. Its ``compute_metric`` should be
+    ``_combine_parts([_compute_part(_partition(results, positions, 1))])`` so
+    that one process gives the very same numbers.
+    """
 
     @property
     def name(self) -> str:
         """The metric's name, for messages."""
 
-
-class PerSampleMetric(NamedMetric, Protocol):
-    """The per-sample gather's view of a metric: what this rank kept, and the metric's computation."""
-
-    _kept: "RankResults"
-
-    def _local_results(self) -> "Union[List[Any], ArrayResults]":
-        """This rank's kept results, merged (objects, or one array per column)."""
-
-    def compute_metric(self, results: Any) -> Dict[str, Any]:
-        """The metric from the world's results, in dataset order."""
-
-
-class PartitionedMetric(NamedMetric, Protocol):
-    """A metric that computes in parts, one per rank (see ``BaseMetric._computes_in_parts``)."""
-
-    def _local_results(self) -> "Union[List[Any], ArrayResults]":
-        """This rank's kept results, merged."""
-
     def _partition(
         self, results: List[Any], positions: "np.ndarray", world_size: int, owners: "Optional[np.ndarray]" = None
     ) -> List[Any]:
-        """This rank's counted results split into ``world_size`` parts (see ``BaseMetric._partition``)."""
+        """This rank's counted results split into ``world_size`` parts, part ``r`` for rank ``r``.
+
+        ``positions``: each result's place in dataset order among the world's
+        counted results (0 .. n-1), what the gather path would order them by.
+        ``owners``: only for a metric whose ``_part_loads`` gives loads -- the
+        rank chosen for each key (int64, one per key; the same on every rank);
+        ``None`` otherwise (and in one process), when the metric deals its keys
+        itself. The core passes it by keyword and only then, so a
+        ``_partition(results, positions, world_size)`` keeps working.
+        """
 
     def _part_loads(self) -> "Optional[np.ndarray]":
-        """The work this rank's results bring to each key, or ``None``."""
+        """The work this rank's results bring to each key of the partition, or ``None`` (the default).
+
+        A metric whose keys carry unequal work (detections per category: a
+        long-tailed dataset's few large classes) returns one non-negative
+        integer per key, the same number of keys on every rank; it is a cost
+        estimate, never part of the result. The core sums every rank's loads in
+        the exchange that precedes the partition (no extra collective; 2 bytes
+        a key from each rank, scaled by a power of two to fit) and hands
+        ``_partition`` each key's owner, chosen by
+        :func:`~mmeval.core.sync.partitioned.balanced_owners`. A rank whose
+        loads cannot be read (an exception, another number of keys) makes every
+        rank fall back to ``owners=None``, which changes the balance, not the
+        result.
+        """
 
     def _compute_part(self, parts: List[Any]) -> Any:
-        """The partial result of the parts every rank sent to this one."""
+        """The partial result of the parts every rank sent to this one (in rank order).
+
+        ``parts`` is the metric's to consume: clearing it once read releases
+        the received data before the work that follows.
+        """
 
     def _combine_parts(self, partials: List[Any]) -> Dict[str, Any]:
-        """The metric from every rank's partial result, on rank 0."""
-
-
-class StateMetric(NamedMetric, Protocol):
-    """A state metric: declared statistics reduced over kept rows (see :mod:`mmeval.core.state`)."""
-
-    _kept: "RankResults"
-    _state_specs: "List[StateSpec]"
-
-    @property
-    def num_results(self) -> int:
-        """How many per-sample results this rank holds."""
-
-    def _whole_state(self) -> "MetricState":
-        """The state over every sample this rank holds."""
-
-    def _reduce_state(self, rows: "Optional[ArrayResults]", keep: "Optional[np.ndarray]") -> "MetricState":
-        """The state over the kept rows ``keep`` (all with ``None``)."""
-
-    def _local_rows(self) -> "Optional[ArrayResults]":
-        """This rank's kept rows, merged."""
-
-    def compute_metric(self, results: Any) -> Dict[str, Any]:
-        """The metric from the world's combined state."""
-
-
-class RefusingMetric(NamedMetric, Protocol):
-    """What the refusals read: the backend the metric names, and what it kept."""
-
-    _kept: "RankResults"
-    dist_backend: "Union[str, BaseDistBackend, None]"
-
-
-class IndexedMetric(RefusingMetric, Protocol):
-    """What the ``add(..., indices=)`` wrapper reads and sets: whether an ``add()`` is running (a subclass's
-    ``add()`` calling ``super().add()`` keeps the indices once), and what the rank kept."""
-
-    _adding: bool
+        """The metric from every rank's partial result (in rank order), on rank 0."""

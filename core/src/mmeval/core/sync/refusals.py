@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -15,9 +15,7 @@ from ..dist import get_default_dist_backend, launcher_environment, running_dist_
 from ..dist_backends.base_backend import BaseDistBackend
 from ..dist_backends.transport import asking
 from ..errors import CollectiveFailedError, CollectiveMismatchError, CollectiveTimeoutError
-
-if TYPE_CHECKING:
-    from .protocols import RefusingMetric
+from ..results import RankResults
 
 __all__ = ["adding_rank", "check_arguments", "check_runtime", "refusal", "refuse"]
 
@@ -59,9 +57,9 @@ def _unexpected_arguments(cls: type, unexpected: Dict[str, Any]) -> str:
     return " ".join(lines)
 
 
-def refusal(metric: "RefusingMetric", size: Any, backend: BaseDistBackend) -> Optional[str]:
-    """Why this rank cannot take part in ``metric.compute(size)`` (``None``: it can), naming the argument."""
-    name, kept = metric.name, metric._kept
+def refusal(name: str, kept: RankResults, size: Any, backend: BaseDistBackend) -> Optional[str]:
+    """Why this rank, having ``kept`` this, cannot take part in ``compute(size)`` of the metric ``name``
+    (``None``: it can), naming the argument."""
     if size is not None and (isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size <= 0):
         return f"{name}.compute(size={size!r}): size must be positive: an int, len(dataset), or None"
     if kept.refusals:
@@ -75,8 +73,8 @@ def refusal(metric: "RefusingMetric", size: Any, backend: BaseDistBackend) -> Op
     return None
 
 
-def adding_rank(metric: "RefusingMetric") -> Optional[Tuple[int, int]]:
-    """``(rank, world_size)`` of the metric's backend when it already runs across ranks here (else ``None``).
+def adding_rank(dist_backend: Union[str, BaseDistBackend, None]) -> Optional[Tuple[int, int]]:
+    """``(rank, world_size)`` of a metric's ``dist_backend`` when it already runs across ranks here (else ``None``).
 
     Starts nothing: a backend not yet created or initialised in this process
     (a metric's first ``add()`` before the first ``compute()`` under
@@ -84,7 +82,7 @@ def adding_rank(metric: "RefusingMetric") -> Optional[Tuple[int, int]]:
     never imports a plugin, initialises a runtime or waits on a peer.
     """
     try:
-        backend = metric.dist_backend
+        backend = dist_backend
         if isinstance(backend, BaseDistBackend):
             running: Optional[BaseDistBackend] = backend if backend.is_initialized else None
         else:
@@ -96,19 +94,20 @@ def adding_rank(metric: "RefusingMetric") -> Optional[Tuple[int, int]]:
     return None
 
 
-def check_runtime(metric: "RefusingMetric", backend: BaseDistBackend) -> None:
-    """Raise when a backend named explicitly is not running while a launcher started several processes."""
-    named = metric.dist_backend if metric.dist_backend is not None else get_default_dist_backend()
+def check_runtime(name: str, dist_backend: Union[str, BaseDistBackend, None], backend: BaseDistBackend) -> None:
+    """Raise when the backend a metric names (``dist_backend``, resolved to ``backend``) is not running while a
+    launcher started several processes."""
+    named = dist_backend if dist_backend is not None else get_default_dist_backend()
     label = named if isinstance(named, str) else (backend.name or type(backend).__name__)
     if label in ("auto", "non_dist") or backend.is_initialized:
         return
     seen = launcher_environment()
     if not seen:
         return
-    how = "dist_backend=" if metric.dist_backend is not None else "the default backend (MMEVAL_DIST_BACKEND)"
+    how = "dist_backend=" if dist_backend is not None else "the default backend (MMEVAL_DIST_BACKEND)"
     variables = ", ".join(f"{k}={v}" for k, v in seen.items())
     raise RuntimeError(
-        f"{metric.name}.compute(): {how} names the dist backend {label!r}, whose runtime is not active in "
+        f"{name}.compute(): {how} names the dist backend {label!r}, whose runtime is not active in "
         f"this process, while a launcher's variables say several processes run ({variables}): each rank would "
         f"answer on its own shard. Initialise that runtime in every process before compute() (e.g. "
         f"torch.distributed.init_process_group for torch_cpu, the launcher's MPI for mpi4py, hvd.init() for "

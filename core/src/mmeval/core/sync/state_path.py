@@ -8,18 +8,20 @@ rows are reduced and combined in a second round. See :mod:`mmeval.core.state`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence
 
 import numpy as np
 
 from ..dist_backends.base_backend import BaseDistBackend
 from ..dist_backends.transport import asking
-from ..state import pack, packed_as, packed_width, unpack
+from ..results import ArrayResults, RankResults, state_over
+from ..state import MetricState, StateSpec, pack, packed_as, packed_width, unpack
 from . import coverage
 from .ordering import check_layout, kept_count, kept_samples, warn_sharding, warn_short
+from .protocols import Call
 
 if TYPE_CHECKING:
-    from .protocols import StateMetric
+    from .protocols import StateComputation
 
 __all__ = ["FLAGS", "TAIL_BUDGET", "compute_state"]
 
@@ -30,13 +32,11 @@ TAIL_BUDGET = 2048
 
 
 def compute_state(
-    metric: "StateMetric",
+    kept: RankResults,
+    specs: Sequence[StateSpec],
+    call: Call,
     backend: BaseDistBackend,
-    question: Dict[str, Any],
-    size: Optional[int],
-    flag: str,
-    indices: Optional[np.ndarray],
-    top: int,
+    computation: "StateComputation",
 ) -> Dict[str, Any]:
     """The state path: normally one int64 ``all_reduce`` carrying the layout, the state and the last rows.
 
@@ -48,10 +48,18 @@ def compute_state(
     ``world_size - 1`` samples a rank under ``DistributedSampler``) is
     subtracted without a second round. Otherwise (indices, min / max / float
     statistics, more to drop) a second round reduces the rows each rank keeps.
+    ``kept`` is what this rank kept, ``specs`` the declared state; ``computation``
+    builds a state from rows and the metric from the world's state.
     """
     rank, ws = backend.rank, backend.world_size
-    specs = metric._state_specs
-    n = metric.num_results
+    question, size, name, mode = call.question, call.size, call.name, call.mode
+    n, flag = kept.num_results, kept.index_flag()
+    indices = kept.indices() if flag == "all" else None
+    top = int(indices.max()) if indices is not None and indices.size else -1
+
+    def state_at(rows: Optional[ArrayResults], keep: Optional[np.ndarray]) -> MetricState:
+        return state_over(specs, rows, keep, computation._state_of_rows)
+
     sums_only = all(packed_as(s) == ("int64", "sum") for s in specs)  # exact float sums too: int64 limbs
     width = sum(packed_width(s) for s in specs) + 1  # + the sample count
     tail = ws - 1 if sums_only and ws * (ws - 1) * width * 8 <= TAIL_BUDGET else 0
@@ -59,36 +67,33 @@ def compute_state(
     head[[rank, ws + rank, 2 * ws + rank]] = n, FLAGS.index(flag), top
     parts = [head]
     if sums_only:
-        parts.append(pack(specs, metric._whole_state())[("int64", "sum")])
+        parts.append(pack(specs, kept.whole_state(specs))[("int64", "sum")])
         last = np.zeros((ws, tail, width), dtype=np.int64)
         m = min(tail, n)
         if m:
-            rows_m = metric._kept.last_rows(m)
-            last[rank, tail - m :] = [
-                pack(specs, metric._reduce_state(rows_m, np.array([i])))[("int64", "sum")] for i in range(m)
-            ]
+            rows_m = kept.last_rows(m)
+            last[rank, tail - m :] = [pack(specs, state_at(rows_m, np.array([i])))[("int64", "sum")] for i in range(m)]
         parts.append(last.ravel())
     with asking(question):
         first = backend.all_reduce(np.concatenate(parts), op="sum")
     layout = [(int(first[r]), FLAGS[int(first[ws + r])], int(first[2 * ws + r])) for r in range(ws)]
     counts = [c for c, _, _ in layout]
-    by_index = check_layout(layout, metric.name)  # raises on every rank when only some gave indices
+    by_index = check_layout(layout, name)  # raises on every rank when only some gave indices
     if not by_index and question.get("coverage"):
-        coverage.deliver(coverage.report_of_layout(counts, metric.dist_collect_mode, size))
+        coverage.deliver(coverage.report_of_layout(counts, mode, size))
     if size is not None and size > sum(counts) and not by_index:
-        warn_short(metric.name, size, sum(counts))
-    mode = metric.dist_collect_mode
+        warn_short(name, size, sum(counts))
     if sums_only and not by_index:
         dropped = [c - kept_count(counts, r, mode, size) for r, c in enumerate(counts)]
         if max(dropped) <= tail:
-            warn_sharding(counts, mode, size, metric.name)
+            warn_sharding(counts, mode, size, name)
             total = first[3 * ws : 3 * ws + width].copy()
             last_all = first[3 * ws + width :].reshape(ws, tail, width)
             for r, d in enumerate(dropped):
                 total -= last_all[r, tail - d :].sum(axis=0)
-            return metric.compute_metric(unpack(specs, {("int64", "sum"): total}))
-    keep, _ = kept_samples(backend, question, layout, indices, mode, size, metric.name)
-    state = metric._whole_state() if keep is None else metric._reduce_state(metric._local_rows(), keep)
+            return computation.compute_metric(unpack(specs, {("int64", "sum"): total}))
+    keep, _ = kept_samples(backend, question, layout, indices, mode, size, name)
+    state = kept.whole_state(specs) if keep is None else state_at(kept.rows(), keep)
     with asking(question):
         packed = {key: backend.all_reduce(flat, op=key[1]) for key, flat in pack(specs, state).items()}
-    return metric.compute_metric(unpack(specs, packed))
+    return computation.compute_metric(unpack(specs, packed))
