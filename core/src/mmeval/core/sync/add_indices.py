@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from typing import Any, Callable, Dict, Set
+from typing import Any, Callable, Dict, Optional, Set
 
 from ..inputs import as_indices, check_float_inputs
 from ..results import RankResults
@@ -27,8 +27,9 @@ _ADDING = threading.local()
 
 
 def _adding() -> Set[int]:
-    busy: Set[int] = getattr(_ADDING, "metrics", None) or set()
-    _ADDING.metrics = busy
+    busy: Optional[Set[int]] = getattr(_ADDING, "metrics", None)
+    if busy is None:
+        busy = _ADDING.metrics = set()
     return busy
 
 
