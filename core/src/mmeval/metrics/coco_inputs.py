@@ -17,6 +17,7 @@ import numpy as np
 from ..core.errors import MetricArgumentError, MetricArgumentKeyError
 from ..core.inputs import to_numpy
 from .coco_accumulate import AREA_RANGES
+from .coco_native import kernels
 from .extras import import_extra
 from .utils.rle_check import check_polygon_rings, check_rle
 
@@ -192,21 +193,35 @@ def _labels(value: Any, what: str, n: int, c: int) -> np.ndarray:
 
 def _masks(value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]) -> List[Any]:
     """``n`` masks as compressed RLE dicts (RLE dicts, polygon lists with ``hw``, or binary (H, W) arrays)."""
+    return _masks_and_areas(value, what, n, hw)[0]
+
+
+def _masks_and_areas(
+    value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]
+) -> Tuple[List[Any], Optional[np.ndarray]]:
+    """:func:`_masks`, and every mask's area (pycocotools' ``area``) where the native pre-check gave them all."""
     if not isinstance(value, (list, tuple)) or len(value) != n:
         raise MetricArgumentError(
             f"COCODetection.add(): {what} must be a list of {n} masks (one per box), got "
             f"{type(value).__name__} of {len(value) if hasattr(value, '__len__') else '?'}"
         )
     mask = import_extra("pycocotools.mask", "COCODetection")
-    out = []
+    native = kernels()
+    areas = np.zeros(n) if native is not None else None
+    # the kernels' one call: each compressed RLE dict check_rle surely passes, as the dict below (None: not sure)
+    out: List[Any] = native.rle_masks(value, areas) if native is not None else [None] * n
+    if None not in out:
+        return out, areas
     for j, m in enumerate(value):
+        if out[j] is not None:
+            continue
         if isinstance(m, dict) and "counts" in m and "size" in m:
             h, w = check_rle(m, f"COCODetection.add(): {what}[{j}]")  # before pycocotools' C code reads it
             if isinstance(m["counts"], list):
-                out.append(mask.frPyObjects(m, h, w))
+                out[j] = mask.frPyObjects(m, h, w)
             else:
                 counts = m["counts"].encode() if isinstance(m["counts"], str) else m["counts"]
-                out.append({"size": [h, w], "counts": counts})
+                out[j] = {"size": [h, w], "counts": counts}
         elif isinstance(m, list):
             if hw is None or hw[0] is None or hw[1] is None:
                 raise MetricArgumentError(
@@ -214,7 +229,7 @@ def _masks(value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]) -> List
                     f"'height' and 'width' in the same dict"
                 )
             check_polygon_rings(m, f"COCODetection.add(): {what}[{j}]")
-            out.append(mask.merge(mask.frPyObjects(m, int(hw[0]), int(hw[1]))))
+            out[j] = mask.merge(mask.frPyObjects(m, int(hw[0]), int(hw[1])))
         else:
             arr = np.asarray(m)
             if arr.ndim != 2:
@@ -222,8 +237,8 @@ def _masks(value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]) -> List
                     f"COCODetection.add(): {what}[{j}] must be an RLE dict, a polygon list or a "
                     f"binary (H, W) array, got {type(m).__name__}"
                 )
-            out.append(mask.encode(np.asfortranarray(arr.astype(np.uint8))))
-    return out
+            out[j] = mask.encode(np.asfortranarray(arr.astype(np.uint8)))
+    return out, None
 
 
 def _xywh(boxes: np.ndarray) -> np.ndarray:
@@ -317,8 +332,10 @@ def _read_gts(gt: Dict[str, Any], what: str, cats: _Categories, segm: bool, gt_m
     area = xywh[:, 2] * xywh[:, 3]
     rles = None
     if "masks" in gt and gt["masks"] is not None:
-        rles = _masks(gt["masks"], f"{what}['masks']", m, (gt.get("height"), gt.get("width")))
-        if gt_mask_area and m:
+        rles, areas = _masks_and_areas(gt["masks"], f"{what}['masks']", m, (gt.get("height"), gt.get("width")))
+        if gt_mask_area and m and areas is not None:  # pycocotools' area of each, from the native pre-check
+            area = areas
+        elif gt_mask_area and m:
             mask = import_extra("pycocotools.mask", "COCODetection")
             # one call each: pycocotools' area() of a list overflows large masks' areas
             area = np.array([float(mask.area(r)) for r in rles], dtype=np.float64)

@@ -445,6 +445,105 @@ static PyObject *py_rle_decode(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(m);
 }
 
+/* One compressed RLE string of h * w = hw pixels: 1 and its area (pycocotools' rleArea, a uint32 sum of the
+ * odd runs) only where mmeval's check_rle (metrics/utils/rle_check.py) surely passes it -- every character
+ * in '0'..'o', the last one not continuing a value, every run (after rleFrString's deltas) >= 0 and the
+ * runs summing to hw -- and only values of at most 6 characters and hw < 2**32: there pycocotools' own
+ * decoding (its shifts in a 32-bit int, its runs uint32) gives these very runs. 0 says nothing. */
+static int rle_ok(const unsigned char *str, Py_ssize_t end, int64_t hw, double *area) {
+    int64_t two_back = 0, one_back = 0, total = 0;
+    Py_ssize_t p = 0, m = 0;
+    uint32_t a = 0;
+    if (hw < 0 || hw >= ((int64_t)1 << 32)) return 0;
+    while (p < end) {
+        int64_t x = 0;
+        int k = 0, more = 1, c = 0;
+        while (more) {
+            if (p >= end || k >= 6) return 0;
+            c = (int)str[p] - 48;
+            if (c < 0 || c > 63) return 0;
+            x |= (int64_t)(c & 0x1f) << (5 * k);
+            more = c & 0x20;
+            p++;
+            k++;
+        }
+        if (c & 0x10) x -= (int64_t)1 << (5 * k);
+        if (m > 2) x += two_back;
+        if (x < 0 || x > hw - total) return 0;
+        total += x;
+        if (m & 1) a += (uint32_t)x;
+        two_back = one_back;
+        one_back = x;
+        m++;
+    }
+    if (total != hw) return 0;
+    *area = (double)a;
+    return 1;
+}
+
+/* rle_masks(masks list or tuple, area f8[n] (out)) -> list of n
+ * For each mask that is a dict (exactly) with bytes or ASCII str 'counts' and a 'size' list or tuple of two
+ * ints in [0, 2**31) that rle_ok passes: a new dict {'size': [h, w], 'counts': bytes} and its area; for
+ * any other mask None (the caller checks that one in Python). One call for a whole list of masks. */
+static PyObject *py_rle_masks(PyObject *self, PyObject *args) {
+    PyObject *seq;
+    Py_buffer ba;
+    if (!PyArg_ParseTuple(args, "Ow*", &seq, &ba)) return NULL;
+    PyObject *fast = PySequence_Fast(seq, "rle_masks: masks must be a list or a tuple");
+    if (!fast) { PyBuffer_Release(&ba); return NULL; }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    double *area = ba.buf;
+    PyObject *out = PyList_New(n);
+    if (!out || ba.len < n * 8) goto fail;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *m = PySequence_Fast_GET_ITEM(fast, j), *item = Py_None;
+        area[j] = 0.0;
+        PyObject *counts = PyDict_CheckExact(m) ? PyDict_GetItemString(m, "counts") : NULL;
+        PyObject *size = PyDict_CheckExact(m) ? PyDict_GetItemString(m, "size") : NULL;
+        const char *str = NULL;
+        Py_ssize_t len = 0;
+        if (counts && PyBytes_CheckExact(counts)) {
+            str = PyBytes_AS_STRING(counts);
+            len = PyBytes_GET_SIZE(counts);
+        } else if (counts && PyUnicode_CheckExact(counts) && PyUnicode_IS_ASCII(counts)) {
+            str = (const char *)PyUnicode_DATA(counts);
+            len = PyUnicode_GET_LENGTH(counts);
+        }
+        if (str && size && (PyList_CheckExact(size) || PyTuple_CheckExact(size)) && PySequence_Fast_GET_SIZE(size) == 2) {
+            PyObject *hv = PySequence_Fast_GET_ITEM(size, 0), *wv = PySequence_Fast_GET_ITEM(size, 1);
+            if (PyLong_CheckExact(hv) && PyLong_CheckExact(wv)) {
+                int oh = 0, ow = 0;
+                long long h = PyLong_AsLongLongAndOverflow(hv, &oh), w = PyLong_AsLongLongAndOverflow(wv, &ow);
+                if (!oh && !ow && h >= 0 && w >= 0 && h < (1LL << 31) && w < (1LL << 31) &&
+                    rle_ok((const unsigned char *)str, len, (int64_t)(h * w), &area[j])) {
+                    PyObject *b = PyBytes_CheckExact(counts) ? (Py_INCREF(counts), counts)
+                                                             : PyBytes_FromStringAndSize(str, len);
+                    PyObject *hw = b ? PyList_New(2) : NULL;
+                    PyObject *d = hw ? PyDict_New() : NULL;
+                    if (!d) { Py_XDECREF(b); Py_XDECREF(hw); goto fail; }
+                    Py_INCREF(hv); PyList_SET_ITEM(hw, 0, hv);
+                    Py_INCREF(wv); PyList_SET_ITEM(hw, 1, wv);
+                    int bad = PyDict_SetItemString(d, "size", hw) || PyDict_SetItemString(d, "counts", b);
+                    Py_DECREF(hw); Py_DECREF(b);
+                    if (bad) { Py_DECREF(d); goto fail; }
+                    item = d;
+                }
+            }
+        }
+        if (item == Py_None) Py_INCREF(Py_None);
+        PyList_SET_ITEM(out, j, item);
+    }
+    Py_DECREF(fast);
+    PyBuffer_Release(&ba);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_DECREF(fast);
+    PyBuffer_Release(&ba);
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "rle_masks: area must hold a float64 per mask");
+    return NULL;
+}
+
 /* rle_iou(runs u4, run_offsets i8, area f8, a i8[pairs], b i8[pairs], crowd u1[pairs], out f8[pairs])
  * pycocotools' rleIou of masks a (detection) and b (ground truth) of the same size: intersection over
  * union, or over a's area for a crowd b; 0 without intersection. */
@@ -495,6 +594,7 @@ static PyMethodDef methods[] = {
     {"accumulate", py_accumulate, METH_VARARGS, "COCO accumulation of ranked detections' packed states."},
     {"ranked", py_ranked, METH_VARARGS, "COCO ranking: by category, score (highest first), then place."},
     {"rle_decode", py_rle_decode, METH_VARARGS, "pycocotools' compressed RLE strings to runs, with areas."},
+    {"rle_masks", py_rle_masks, METH_VARARGS, "The compressed RLE dicts that surely pass mmeval's check, with areas."},
     {"rle_iou", py_rle_iou, METH_VARARGS, "pycocotools' RLE IoU of (detection, ground truth) pairs."},
     {"pairwise_sum", py_pairwise_sum, METH_VARARGS, "numpy's pairwise sum of a float64 buffer (for tests)."},
     {NULL, NULL, 0, NULL},
