@@ -32,7 +32,7 @@ from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArg
 from ..core.packed import PackedColumns, pack_arrays
 from .coco_accumulate import combine_partials, runs, summarize_sums
 from .coco_categories import category_ids_by_name
-from .coco_inputs import _Annotations, _Categories, _ignore_bits, _Image, _records, read_image
+from .coco_inputs import _Annotations, _Categories, _ignore_bits, _Image, _records, read_images
 from .coco_matching import _match_images
 from .coco_parts import join_parts, split_summaries
 from .coco_results import ResultsLike, add_results, clean_xywh, with_mask_boxes
@@ -297,20 +297,16 @@ class COCODetection(BaseMetric):
         # each mask's RLE dict lives until its batch is matched: unpaused, the collector walks a framework's
         # ~10^5 objects again and again meanwhile (segm: a third of add() with torch imported); no cycles here
         with gc_paused():
-            images = [
-                read_image(
-                    p,
-                    g,
-                    i,
-                    cats,
-                    self.metrics,
-                    self._ann,
-                    self.ann_file,
-                    self.gt_mask_area,
-                    keep_records=self.outfile_prefix is not None,
-                )
-                for i, (p, g) in enumerate(zip(predictions, groundtruths))
-            ]
+            images = read_images(
+                predictions,
+                groundtruths,
+                cats,
+                self.metrics,
+                self._ann,
+                self.ann_file,
+                self.gt_mask_area,
+                keep_records=self.outfile_prefix is not None,
+            )
             self._keep_to_summarize(images)
             self._pending_dets += sum(im.det_labels.shape[0] for im in images)
             labels = [im.det_labels for im in images if im.det_labels.shape[0]]

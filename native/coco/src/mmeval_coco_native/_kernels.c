@@ -80,7 +80,17 @@ static PyObject *py_match(PyObject *self, PyObject *args) {
     double *iou = malloc(sizeof(double) * gmax);
     uint8_t *taken = malloc((size_t)rows * gmax);
     int8_t *st = malloc(rows);
-    if (!iou || !taken || !st) { free(iou); free(taken); free(st); PyErr_NoMemory(); goto done; }
+    /* the words of a detection that matches nothing, per pattern of its outside flags (A <= 8 area ranges) */
+    uint64_t *none_words = A <= 8 ? calloc((size_t)W << A, sizeof(uint64_t)) : NULL;
+    if (!iou || !taken || !st || (A <= 8 && !none_words)) {
+        free(iou); free(taken); free(st); free(none_words); PyErr_NoMemory(); goto done;
+    }
+    double thr_min = T ? thr[0] : 0.0;
+    for (Py_ssize_t t = 1; t < T; t++) thr_min = thr[t] < thr_min ? thr[t] : thr_min;
+    if (none_words)
+        for (Py_ssize_t pat = 0; pat < ((Py_ssize_t)1 << A); pat++)
+            for (Py_ssize_t r = 0; r < rows; r++)
+                if (!((pat >> (r / T)) & 1)) none_words[pat * W + r / TRITS] += (uint64_t)ST_FP * POW3[r % TRITS];
     Py_BEGIN_ALLOW_THREADS
     Py_ssize_t gp = 0;  /* first ground truth of the current detection's group */
     int64_t cur = INT64_MIN;
@@ -108,6 +118,14 @@ static PyObject *py_match(PyObject *self, PyObject *args) {
             iou[g] = (w > 0 && h > 0) ? in / u : 0.0;
         }
         pairs += ng;
+        int any = 0;  /* a candidate at some threshold: else every state is FP (IGNORED outside its area range) */
+        for (Py_ssize_t g = 0; g < ng && !any; g++) any = !(iou[g] < thr_min);  /* as the loop below reads a NaN */
+        if (!any && none_words) {
+            Py_ssize_t pat = 0;
+            for (Py_ssize_t a = 0; a < A; a++) pat |= (Py_ssize_t)(d_out[i * A + a] != 0) << a;
+            memcpy(words + i * W, none_words + pat * W, sizeof(uint64_t) * W);
+            continue;
+        }
         for (Py_ssize_t a = 0; a < A; a++) {
             int out = d_out[i * A + a] != 0;
             for (Py_ssize_t t = 0; t < T; t++) {
@@ -146,7 +164,7 @@ static PyObject *py_match(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
 done:
-    free(iou); free(taken); free(st);
+    free(iou); free(taken); free(st); free(none_words);
     PyBuffer_Release(&bdk); PyBuffer_Release(&bdb); PyBuffer_Release(&bgk); PyBuffer_Release(&bgb);
     PyBuffer_Release(&bgc); PyBuffer_Release(&bgi); PyBuffer_Release(&bgz); PyBuffer_Release(&bdo);
     PyBuffer_Release(&bth); PyBuffer_Release(&bw);
