@@ -219,3 +219,21 @@ def test_refused_masks_are_named_the_same_way_with_the_kernels(monkeypatch):
             metric.add(preds, gts)
         errors.append(str(info.value))
     assert errors[0] == errors[1] and "predictions[2]['masks'][1]" in errors[0]
+
+
+@pytest.mark.parametrize("max_det", [1, 3, 100])
+def test_kept_equals_the_pure_order_and_cut(max_det):
+    """native.kept against np.lexsort((place, -score, key)) and the first max_det of each key: ties of
+    score (-0.0 and 0.0 among them) keep their places."""
+    rng = np.random.default_rng(max_det)
+    n = 3000
+    key = np.sort(rng.integers(0, 40, n)) * 7 + rng.integers(0, 7, n)  # images in order, categories mixed
+    score = rng.choice([0.0, -0.0, 0.25, 0.5, 0.5, 0.75, 1.0], n) * rng.choice([1.0, 1.0, 0.5], n)
+    order = np.lexsort((np.arange(n), -score, key))
+    ks = key[order]
+    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+    rank = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    want = order[rank < max_det]
+    out = np.empty(n, dtype=np.int64)
+    got = out[: native.kept(key.astype(np.int64), score, max_det, out)]
+    assert np.array_equal(got, want)

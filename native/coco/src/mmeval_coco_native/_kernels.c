@@ -173,6 +173,56 @@ done:
     return PyLong_FromSsize_t(pairs);
 }
 
+/* a before b in numpy's np.lexsort((place, -score, key)): key ascending, then score descending (NaN last, as
+ * -NaN sorts), then place (the caller's stable merge keeps that) */
+static inline int group_before(const int64_t *key, const double *score, int64_t a, int64_t b) {
+    if (key[a] != key[b]) return key[a] < key[b];
+    double sa = score[a], sb = score[b];
+    int na = isnan(sa), nb = isnan(sb);
+    if (na || nb) return !na && nb;
+    return sa > sb;
+}
+
+/* kept(d_key i8[n], score f8[n], max_det, out i8[n] (out)) -> k
+ * The detections in np.lexsort((arange(n), -score, d_key)) order (a stable merge sort), then the first
+ * max_det of each run of equal d_key: out[:k]. */
+static PyObject *py_kept(PyObject *self, PyObject *args) {
+    Py_buffer bk, bs, bo;
+    Py_ssize_t max_det;
+    if (!PyArg_ParseTuple(args, "y*y*nw*", &bk, &bs, &max_det, &bo)) return NULL;
+    const int64_t *key = bk.buf;
+    const double *score = bs.buf;
+    int64_t *out = bo.buf;
+    Py_ssize_t n = bk.len / 8, k = 0;
+    int64_t *a = malloc(sizeof(int64_t) * (n ? n : 1)), *b = malloc(sizeof(int64_t) * (n ? n : 1));
+    if (!a || !b) {
+        free(a); free(b);
+        PyBuffer_Release(&bk); PyBuffer_Release(&bs); PyBuffer_Release(&bo);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) a[i] = i;
+    for (Py_ssize_t w = 1; w < n; w *= 2) {  /* bottom-up merge sort: stable */
+        for (Py_ssize_t lo = 0; lo < n; lo += 2 * w) {
+            Py_ssize_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            Py_ssize_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) b[o++] = group_before(key, score, a[j], a[i]) ? a[j++] : a[i++];
+            while (i < mid) b[o++] = a[i++];
+            while (j < hi) b[o++] = a[j++];
+        }
+        int64_t *t = a; a = b; b = t;
+    }
+    Py_ssize_t run = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        run = (i > 0 && key[a[i]] == key[a[i - 1]]) ? run + 1 : 0;
+        if (run < max_det) out[k++] = a[i];
+    }
+    Py_END_ALLOW_THREADS
+    free(a); free(b);
+    PyBuffer_Release(&bk); PyBuffer_Release(&bs); PyBuffer_Release(&bo);
+    return PyLong_FromSsize_t(k);
+}
+
 /* ---- accumulation ---------------------------------------------------------------------------- */
 
 /* accumulate(order i4[n], within i4[n], bounds i8[K+1], words u8[n*W], npig i8[K*A], rec_thrs f8[R],
@@ -612,6 +662,7 @@ static PyMethodDef methods[] = {
     {"accumulate", py_accumulate, METH_VARARGS, "COCO accumulation of ranked detections' packed states."},
     {"ranked", py_ranked, METH_VARARGS, "COCO ranking: by category, score (highest first), then place."},
     {"rle_decode", py_rle_decode, METH_VARARGS, "pycocotools' compressed RLE strings to runs, with areas."},
+    {"kept", py_kept, METH_VARARGS, "Detections by (group, score), the first max_det of each group."},
     {"rle_masks", py_rle_masks, METH_VARARGS, "The compressed RLE dicts that surely pass mmeval's check, with areas."},
     {"rle_iou", py_rle_iou, METH_VARARGS, "pycocotools' RLE IoU of (detection, ground truth) pairs."},
     {"pairwise_sum", py_pairwise_sum, METH_VARARGS, "numpy's pairwise sum of a float64 buffer (for tests)."},
