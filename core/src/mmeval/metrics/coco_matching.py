@@ -3,7 +3,6 @@ images at once, each image's detections turned into scores, categories and packe
 
 from __future__ import annotations
 
-from itertools import chain
 from typing import Any, List, Optional, Tuple
 
 import numpy as np
@@ -194,21 +193,16 @@ def _native_masks(native: Any, images: List[_Image]) -> Optional[Tuple[np.ndarra
     each mask's first run and the end, areas as pycocotools' ``area``, (height, width)); None unless every
     mask is a compressed RLE (then pycocotools' own calls do it)."""
     rles = [r for im in images for r in (im.det_rles or [])] + [r for im in images for r in (im.gts.rles or [])]
-    counts = [r["counts"] for r in rles]
-    try:
-        buf = b"".join(counts)
-    except TypeError:  # not every mask a compressed RLE
+    decoded = native.rle_decode_masks(rles)
+    if decoded is None:  # not every mask a compressed RLE
         return None
-    sizes = np.fromiter(chain.from_iterable(r["size"] for r in rles), dtype=np.int64, count=2 * len(rles)).reshape(
-        -1, 2
+    runs, starts, area, hw = decoded
+    return (
+        np.frombuffer(runs, dtype=np.uint32),
+        np.frombuffer(starts, dtype=np.int64),
+        np.frombuffer(area, dtype=np.float64)[: len(rles)],
+        np.frombuffer(hw, dtype=np.int64)[: len(rles)],
     )
-    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, counts), dtype=np.int64, count=len(counts)), out=offsets[1:])
-    runs = np.empty(len(buf), dtype=np.uint32)
-    starts = np.empty(len(counts) + 1, dtype=np.int64)
-    area = np.empty(len(counts))
-    native.rle_decode(buf, offsets, runs, starts, area)
-    return runs, starts, area, sizes[:, 0] * (1 << 32) + sizes[:, 1]
 
 
 def _mask_iou_pairs(

@@ -476,6 +476,29 @@ done:
 /* rle_decode(strings bytes, offsets i8[n+1], runs u4[len(strings)] (out), run_offsets i8[n+1] (out), area f8[n] (out))
  * pycocotools' rleFrString (its quirk included: a delta from the run two back only past the third run) and
  * rleArea (the sum of the odd runs, a uint). Returns the number of runs written. */
+/* One compressed RLE string as pycocotools' rleFrString reads it (up to a NUL) into runs; its rleArea. */
+static Py_ssize_t decode_one(const char *str, Py_ssize_t end, uint32_t *runs, double *area) {
+    Py_ssize_t p = 0, m = 0;
+    while (p < end && str[p]) {
+        long x = 0;
+        int k = 0, more = 1;
+        while (more && p < end) {
+            char c = (char)(str[p] - 48);
+            x |= (long)(c & 0x1f) << 5 * k;
+            more = c & 0x20;
+            p++;
+            k++;
+            if (!more && (c & 0x10)) x |= -1L << 5 * k;
+        }
+        if (m > 2) x += (long)runs[m - 2];
+        runs[m++] = (uint32_t)x;
+    }
+    uint32_t a = 0;
+    for (Py_ssize_t j = 1; j < m; j += 2) a += runs[j];
+    *area = (double)a;
+    return m;
+}
+
 static PyObject *py_rle_decode(PyObject *self, PyObject *args) {
     Py_buffer bs, bo, br, bro, ba;
     if (!PyArg_ParseTuple(args, "y*y*w*w*w*", &bs, &bo, &br, &bro, &ba)) return NULL;
@@ -487,30 +510,61 @@ static PyObject *py_rle_decode(PyObject *self, PyObject *args) {
     Py_ssize_t n = bo.len / 8 - 1, m = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t r = 0; r < n; r++) {
-        Py_ssize_t p = off[r], end = off[r + 1], first = m;
         roff[r] = m;
-        while (p < end && str[p]) {
-            long x = 0;
-            int k = 0, more = 1;
-            while (more && p < end) {
-                char c = (char)(str[p] - 48);
-                x |= (long)(c & 0x1f) << 5 * k;
-                more = c & 0x20;
-                p++;
-                k++;
-                if (!more && (c & 0x10)) x |= -1L << 5 * k;
-            }
-            if (m - first > 2) x += (long)runs[m - 2];
-            runs[m++] = (uint32_t)x;
-        }
-        uint32_t a = 0;
-        for (Py_ssize_t j = first + 1; j < m; j += 2) a += runs[j];
-        area[r] = (double)a;
+        m += decode_one(str + off[r], off[r + 1] - off[r], runs + m, &area[r]);
     }
     roff[n] = m;
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&bs); PyBuffer_Release(&bo); PyBuffer_Release(&br); PyBuffer_Release(&bro); PyBuffer_Release(&ba);
     return PyLong_FromSsize_t(m);
+}
+
+static PyObject *KEY_COUNTS, *KEY_SIZE;  /* 'counts', 'size', interned at import */
+
+/* rle_decode_masks(rles list) -> (runs u4 bytes, run_offsets i8[n+1] bytes, area f8[n] bytes, hw i8[n] bytes)
+ * rle_decode of a list of RLE dicts (bytes 'counts', 'size' two ints in [0, 2**31)), hw = h * 2**32 + w;
+ * None when one is not such a dict. */
+static PyObject *py_rle_decode_masks(PyObject *self, PyObject *args) {
+    PyObject *seq;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &seq)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(seq), total = 0;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        PyObject *d = PyList_GET_ITEM(seq, r), *counts, *size;
+        if (!PyDict_Check(d) || !(counts = PyDict_GetItem(d, KEY_COUNTS)) || !PyBytes_Check(counts)) Py_RETURN_NONE;
+        if (!(size = PyDict_GetItem(d, KEY_SIZE)) || !(PyList_Check(size) || PyTuple_Check(size)) ||
+            PySequence_Fast_GET_SIZE(size) != 2)
+            Py_RETURN_NONE;
+        for (int j = 0; j < 2; j++) {
+            PyObject *v = PySequence_Fast_GET_ITEM(size, j);
+            int over = 0;
+            long long x = PyLong_Check(v) ? PyLong_AsLongLongAndOverflow(v, &over) : -1;
+            if (over || x < 0 || x >= (1LL << 31)) Py_RETURN_NONE;
+        }
+        total += PyBytes_GET_SIZE(counts);
+    }
+    PyObject *b_runs = PyBytes_FromStringAndSize(NULL, 4 * (total ? total : 1));
+    PyObject *b_off = PyBytes_FromStringAndSize(NULL, 8 * (n + 1));
+    PyObject *b_area = PyBytes_FromStringAndSize(NULL, 8 * (n ? n : 1));
+    PyObject *b_hw = PyBytes_FromStringAndSize(NULL, 8 * (n ? n : 1));
+    if (!b_runs || !b_off || !b_area || !b_hw) goto fail;
+    uint32_t *runs = (uint32_t *)PyBytes_AS_STRING(b_runs);
+    int64_t *roff = (int64_t *)PyBytes_AS_STRING(b_off), *hw = (int64_t *)PyBytes_AS_STRING(b_hw);
+    double *area = (double *)PyBytes_AS_STRING(b_area);
+    Py_ssize_t m = 0;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        PyObject *d = PyList_GET_ITEM(seq, r);
+        PyObject *counts = PyDict_GetItem(d, KEY_COUNTS), *size = PyDict_GetItem(d, KEY_SIZE);
+        long long h = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(size, 0));
+        long long w = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(size, 1));
+        hw[r] = (int64_t)h * ((int64_t)1 << 32) + (int64_t)w;
+        roff[r] = m;
+        m += decode_one(PyBytes_AS_STRING(counts), PyBytes_GET_SIZE(counts), runs + m, &area[r]);
+    }
+    roff[n] = m;
+    return Py_BuildValue("(NNNN)", b_runs, b_off, b_area, b_hw);
+fail:
+    Py_XDECREF(b_runs); Py_XDECREF(b_off); Py_XDECREF(b_area); Py_XDECREF(b_hw);
+    return NULL;
 }
 
 /* One compressed RLE string of h * w = hw pixels: 1 and its area (pycocotools' rleArea, a uint32 sum of the
@@ -566,8 +620,8 @@ static PyObject *py_rle_masks(PyObject *self, PyObject *args) {
     for (Py_ssize_t j = 0; j < n; j++) {
         PyObject *m = PySequence_Fast_GET_ITEM(fast, j), *item = Py_None;
         area[j] = 0.0;
-        PyObject *counts = PyDict_CheckExact(m) ? PyDict_GetItemString(m, "counts") : NULL;
-        PyObject *size = PyDict_CheckExact(m) ? PyDict_GetItemString(m, "size") : NULL;
+        PyObject *counts = PyDict_CheckExact(m) ? PyDict_GetItem(m, KEY_COUNTS) : NULL;
+        PyObject *size = PyDict_CheckExact(m) ? PyDict_GetItem(m, KEY_SIZE) : NULL;
         const char *str = NULL;
         Py_ssize_t len = 0;
         if (counts && PyBytes_CheckExact(counts)) {
@@ -591,7 +645,7 @@ static PyObject *py_rle_masks(PyObject *self, PyObject *args) {
                     if (!d) { Py_XDECREF(b); Py_XDECREF(hw); goto fail; }
                     Py_INCREF(hv); PyList_SET_ITEM(hw, 0, hv);
                     Py_INCREF(wv); PyList_SET_ITEM(hw, 1, wv);
-                    int bad = PyDict_SetItemString(d, "size", hw) || PyDict_SetItemString(d, "counts", b);
+                    int bad = PyDict_SetItem(d, KEY_SIZE, hw) || PyDict_SetItem(d, KEY_COUNTS, b);
                     Py_DECREF(hw); Py_DECREF(b);
                     if (bad) { Py_DECREF(d); goto fail; }
                     item = d;
@@ -664,6 +718,7 @@ static PyMethodDef methods[] = {
     {"rle_decode", py_rle_decode, METH_VARARGS, "pycocotools' compressed RLE strings to runs, with areas."},
     {"kept", py_kept, METH_VARARGS, "Detections by (group, score), the first max_det of each group."},
     {"rle_masks", py_rle_masks, METH_VARARGS, "The compressed RLE dicts that surely pass mmeval's check, with areas."},
+    {"rle_decode_masks", py_rle_decode_masks, METH_VARARGS, "rle_decode of a list of RLE dicts, in one call."},
     {"rle_iou", py_rle_iou, METH_VARARGS, "pycocotools' RLE IoU of (detection, ground truth) pairs."},
     {"pairwise_sum", py_pairwise_sum, METH_VARARGS, "numpy's pairwise sum of a float64 buffer (for tests)."},
     {NULL, NULL, 0, NULL},
@@ -676,5 +731,8 @@ PyMODINIT_FUNC PyInit__kernels(void) {
     for (int i = 1; i < TRITS; i++) POW3[i] = POW3[i - 1] * 3;
     for (int v = 0; v < 243; v++)
         for (int i = 0, x = v; i < 5; i++, x /= 3) TRITS5[v][i] = (uint8_t)(x % 3);
+    KEY_COUNTS = PyUnicode_InternFromString("counts");
+    KEY_SIZE = PyUnicode_InternFromString("size");
+    if (!KEY_COUNTS || !KEY_SIZE) return NULL;
     return PyModule_Create(&module);
 }
