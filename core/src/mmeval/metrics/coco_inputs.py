@@ -404,17 +404,17 @@ def _read_plain(
     """:func:`read_image` of every image at once, where each image is dicts of plain numpy arrays of the
     expected shapes and int (or None) ids; None for any other batch, or where a check fails."""
     segm = "segm" in metrics
-    fields: List[List[np.ndarray]] = [
-        [],
-        [],
-        [],
-        [],
-        [],
-        [],
-        [],
-    ]  # boxes scores labels (mask scores) gt boxes labels ig
+    # the detections' boxes, scores, labels, mask scores; the ground truths' boxes, labels, ignore flags
+    fields: List[List[np.ndarray]] = [[] for _ in range(7)]
     d_box, d_score, d_label, d_mscore, g_box, g_label, g_flag = fields
     ids: List[Optional[int]] = []
+    b: Any
+    s: Any
+    lab: Any
+    gb: Any
+    gl: Any
+    flags: Any
+    ms: Any
     for p, g in zip(preds, gts):
         if type(p) is not dict or type(g) is not dict:
             return None

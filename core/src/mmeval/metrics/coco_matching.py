@@ -65,11 +65,12 @@ def _match_images(
         d_key, g_key = d_img, g_img
         d_order = np.lexsort((d_local, d_lab, -d_score, d_key))
         g_order = np.lexsort((np.arange(g_key.shape[0]), g_lab, g_key))
-    if d_order is None:  # the same order and cut by mmeval-coco-native, in one pass
+    if d_order is None and native is not None:  # the same order and cut by mmeval-coco-native, in one pass
         kept = np.empty(d_key.shape[0], dtype=np.int64)
         c = np.ascontiguousarray
         kept = kept[: native.kept(c(d_key, dtype=np.int64), c(d_score, dtype=np.float64), max_det, kept)]
     else:
+        assert d_order is not None
         d_key_s = d_key[d_order]
         starts = np.flatnonzero(np.r_[True, d_key_s[1:] != d_key_s[:-1]]) if d_key_s.size else np.zeros(0, np.int64)
         run = np.repeat(starts, np.diff(np.r_[starts, d_key_s.size]))
