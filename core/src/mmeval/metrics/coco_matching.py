@@ -29,8 +29,9 @@ def _box_iou_pairs(d: np.ndarray, g: np.ndarray, crowd: np.ndarray) -> np.ndarra
 
 def _match_images(
     images: List[_Image], metric: str, cats: _Categories, thrs: np.ndarray, max_det: int
-) -> List[List[np.ndarray]]:
-    """Match ``images`` for one metric; per image ``[scores, categories, state words]`` in summary order.
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Match ``images`` for one metric: the kept detections' scores, categories and state words (each
+    detection's words one after another), image after image in summary order, and each image's count.
 
     Detections are kept per (image, category) -- per image for ``'proposal'`` --
     sorted by score (stable), the first ``max_det`` of each; ground truths in
@@ -132,13 +133,8 @@ def _match_images(
     scores = d_score[kept]
     if scores.size and np.array_equal(scores.astype(np.float32).astype(np.float64), scores):
         scores = scores.astype(np.float32)  # exact: 4 bytes a detection instead of 8
-    # back to images: kept detections are in image order already (the group key starts with the image)
-    per_img = np.bincount(d_img[kept], minlength=n_img)
-    bounds = np.r_[0, np.cumsum(per_img)]
-    return [
-        [scores[bounds[i] : bounds[i + 1]], d_cat[bounds[i] : bounds[i + 1]], words[bounds[i] : bounds[i + 1]]]
-        for i in range(n_img)
-    ]
+    # kept detections are in image order already (the group key starts with the image)
+    return scores, d_cat, words, np.bincount(d_img[kept], minlength=n_img)
 
 
 def _states(matched: np.ndarray, to_ignored: np.ndarray, to_zero_id: np.ndarray, d_out: np.ndarray) -> np.ndarray:
