@@ -5,7 +5,7 @@ of a one-thread evaluation is mostly other processes' time; the CPU seconds of t
 case (``coco_data.CASES``, full size unless ``--images``), interleaved, median of ``--iters``:
 
 * ours: ``add()`` of every image (batches of ``detection.BATCH``) + ``compute()``, and of that the time
-  reading the inputs (``coco_inputs.read_image``), the rest of ``add()`` and ``compute()`` -- the wait
+  reading the inputs (``coco_inputs.read_images``), the rest of ``add()`` and ``compute()`` -- the wait
   after the last ``add()``;
 * hotcoco 1.3.0 / ultrafast-pycocotools 0.1.14: ``evaluate()`` + ``accumulate()`` after loading.
 
@@ -87,16 +87,16 @@ def main() -> int:
     import mmeval.metrics.coco_detection as cd
 
     reading = [0.0]
-    read_image = cd.read_image
+    read_images = cd.read_images
 
     def timed_read(*a: Any, **k: Any) -> Any:
         t0 = time.process_time()
         try:
-            return read_image(*a, **k)
+            return read_images(*a, **k)
         finally:
             reading[0] += time.process_time() - t0
 
-    cd.read_image = timed_read  # type: ignore[assignment]
+    cd.read_images = timed_read  # type: ignore[assignment]
     for case in args.cases:
         spec = coco_data.CASES[case][0]
         spec = dataclasses.replace(spec, images=args.images) if args.images else spec

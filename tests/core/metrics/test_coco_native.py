@@ -131,3 +131,109 @@ def test_mask_area_and_iou_equal_pycocotools():
         native.rle_iou(runs, starts, area, a, b, np.full(a.shape[0], crowd, np.uint8), got)
         want = np.asarray(mask_api.iou(rles, rles, [crowd] * len(rles)))  # (dets, gts)
         assert np.array_equal(got, want[a, b])
+
+
+def _garbled(rng: np.random.Generator, good: bytes) -> bytes:
+    """A compressed RLE string changed at random: a character replaced, cut, doubled or appended."""
+    s = bytearray(good)
+    kind = int(rng.integers(0, 5))
+    at = int(rng.integers(0, max(len(s), 1)))
+    if kind == 0 and s:
+        s[at] = int(rng.integers(0, 256))
+    elif kind == 1:
+        del s[at:]
+    elif kind == 2 and s:
+        s.insert(at, s[at])
+    elif kind == 3:
+        s += bytes(rng.integers(48, 112, int(rng.integers(1, 16))).astype(np.uint8))
+    else:
+        s[at:at] = b"o" * int(rng.integers(1, 15))  # a value of many continued characters
+    return bytes(s)
+
+
+def test_rle_masks_passes_only_what_check_rle_passes():
+    """The kernels' RLE pre-check (rle_masks) against the Python check_rle on valid and garbled masks: a mask
+    it takes is one check_rle passes, given back as the pure path's dict, with pycocotools' area; every valid
+    mask is taken; any other kind of mask is left (None) to the Python checks."""
+    from pycocotools import mask as mask_api
+
+    from mmeval.core.errors import MetricArgumentError
+    from mmeval.metrics.utils.rle_check import check_rle
+
+    rng = np.random.default_rng(11)
+    h, w = 60, 80
+    valid = []
+    for _ in range(40):
+        m = np.zeros((h, w), np.uint8)
+        m[rng.integers(0, h) :, rng.integers(0, w) : rng.integers(0, w) + 1] = 1
+        m[rng.random((h, w)) < 0.1] ^= 1
+        valid.append(mask_api.encode(np.asfortranarray(m))["counts"])
+    valid.append(mask_api.encode(np.asfortranarray(np.ones((h, w), np.uint8)))["counts"])
+    masks: list = [{"size": [h, w], "counts": c} for c in valid]
+    masks.append({"size": (h, w), "counts": valid[0].decode()})  # a str and a tuple: taken too
+    masks += [{"size": [h, w], "counts": _garbled(rng, valid[int(rng.integers(0, 40))])} for _ in range(2000)]
+    left = [
+        {"size": [h, w], "counts": b""},  # no mask of 60 x 80
+        {"size": [0, 0], "counts": b""},  # an empty mask of an empty size: taken (check_rle passes it)
+        {"size": [h, w], "counts": [h * w]},  # uncompressed
+        {"size": [float(h), w], "counts": valid[0]},
+        {"size": [True, w], "counts": valid[0]},
+        {"size": np.array([h, w]), "counts": valid[0]},
+        [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        np.zeros((h, w), np.uint8),
+        {"size": [h, w]},
+    ]
+    masks += left
+    area = np.full(len(masks), -1.0)
+    got = native.rle_masks(masks, area)
+    assert len(got) == len(masks)
+    assert all(g is not None for g in got[: len(valid) + 1])
+    assert got[-len(left)] is None and got[-len(left) + 1] is not None
+    assert all(g is None for g in got[-len(left) + 2 :])
+    passed = 0
+    for m, g, a in zip(masks, got, area.tolist()):
+        try:
+            check_rle(m, "m")
+            passed += 1
+        except (MetricArgumentError, KeyError, TypeError, IndexError):  # not an RLE dict at all
+            assert g is None, m
+            continue
+        if g is not None:
+            counts = m["counts"].encode() if isinstance(m["counts"], str) else m["counts"]
+            assert g == {"size": list(m["size"]), "counts": counts} and type(g["size"]) is list
+            assert a == float(mask_api.area(g))
+    assert 0 < passed < len(masks)  # the garbled ones include both kinds
+
+
+def test_refused_masks_are_named_the_same_way_with_the_kernels(monkeypatch):
+    """A garbled RLE among good ones: the same error, naming the same mask, on both paths."""
+    from mmeval.core.errors import MetricArgumentError
+
+    preds, gts = detections(4, C, seed=3, masks=True)
+    preds[2]["masks"][1] = dict(preds[2]["masks"][1], counts=b"0{")
+    errors = []
+    for use in ("0", "1"):
+        monkeypatch.setenv("MMEVAL_COCO_NATIVE", use)
+        metric = COCODetection(metric="segm", dataset_meta={"classes": CLASSES}, print_results=False)
+        with pytest.raises(MetricArgumentError) as info:
+            metric.add(preds, gts)
+        errors.append(str(info.value))
+    assert errors[0] == errors[1] and "predictions[2]['masks'][1]" in errors[0]
+
+
+@pytest.mark.parametrize("max_det", [1, 3, 100])
+def test_kept_equals_the_pure_order_and_cut(max_det):
+    """native.kept against np.lexsort((place, -score, key)) and the first max_det of each key: ties of
+    score (-0.0 and 0.0 among them) keep their places."""
+    rng = np.random.default_rng(max_det)
+    n = 3000
+    key = np.sort(rng.integers(0, 40, n)) * 7 + rng.integers(0, 7, n)  # images in order, categories mixed
+    score = rng.choice([0.0, -0.0, 0.25, 0.5, 0.5, 0.75, 1.0], n) * rng.choice([1.0, 1.0, 0.5], n)
+    order = np.lexsort((np.arange(n), -score, key))
+    ks = key[order]
+    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+    rank = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    want = order[rank < max_det]
+    out = np.empty(n, dtype=np.int64)
+    got = out[: native.kept(key.astype(np.int64), score, max_det, out)]
+    assert np.array_equal(got, want)

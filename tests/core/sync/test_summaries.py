@@ -164,3 +164,21 @@ def test_packed_round_trip():
     words = trits_to_words(trits)
     assert words.dtype == np.uint64 and words.size == 50 * 3
     assert np.array_equal(words_to_trits(words, 50, 83), trits)
+
+
+def test_pack_many_is_pack_arrays_row_by_row():
+    """pack_many of columns and per-row lengths: every row's bytes those of pack_arrays of its slices, for
+    every packable dtype (a big-endian one among them), empty rows, no rows, and lengths past a uint16."""
+    from mmeval.core.packed import pack_arrays, pack_many
+
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        n, count = int(rng.integers(0, 30)), int(rng.integers(1, 7))
+        dts = [
+            str(rng.choice(["?", "u1", "u2", "u4", "u8", "i1", "i4", "i8", "f4", "f8", ">f8"])) for _ in range(count)
+        ]
+        lengths = rng.integers(0, 70_000 if trial % 20 == 0 else 9, (n, count))
+        cols = [(rng.random(int(lengths[:, j].sum())) * 100).astype(np.dtype(dts[j])) for j in range(count)]
+        at = np.vstack([np.zeros((1, count), np.int64), np.cumsum(lengths, axis=0)])
+        want = [pack_arrays(*(cols[j][at[i, j] : at[i + 1, j]] for j in range(count))) for i in range(n)]
+        assert pack_many(cols, lengths) == want, (trial, dts)

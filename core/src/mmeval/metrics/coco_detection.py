@@ -29,11 +29,11 @@ import numpy as np
 from ..core._gc import gc_paused
 from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentTypeError
-from ..core.packed import PackedColumns, pack_arrays, summary_digests
-from .coco_accumulate import combine_partials, runs, summarize_sums
+from ..core.packed import TRITS_PER_WORD, PackedColumns, pack_many, summary_digests
+from .coco_accumulate import AREA_RANGES, combine_partials, runs, summarize_sums
 from .coco_categories import category_ids_by_name
 from .coco_curves import COCOCurves, combine_curves, plot_coco_curves
-from .coco_inputs import _Annotations, _Categories, _ignore_bits, _Image, _records, read_image
+from .coco_inputs import _Annotations, _Categories, _ignore_bits, _Image, _records, read_images
 from .coco_matching import _match_images
 from .coco_parts import join_parts, split_summaries
 from .coco_results import ResultsLike, add_results, clean_xywh, with_mask_boxes
@@ -325,20 +325,16 @@ class COCODetection(BaseMetric):
         # each mask's RLE dict lives until its batch is matched: unpaused, the collector walks a framework's
         # ~10^5 objects again and again meanwhile (segm: a third of add() with torch imported); no cycles here
         with gc_paused():
-            images = [
-                read_image(
-                    p,
-                    g,
-                    i,
-                    cats,
-                    self.metrics,
-                    self._ann,
-                    self.ann_file,
-                    self.gt_mask_area,
-                    keep_records=self.outfile_prefix is not None,
-                )
-                for i, (p, g) in enumerate(zip(predictions, groundtruths))
-            ]
+            images = read_images(
+                predictions,
+                groundtruths,
+                cats,
+                self.metrics,
+                self._ann,
+                self.ann_file,
+                self.gt_mask_area,
+                keep_records=self.outfile_prefix is not None,
+            )
             self._keep_to_summarize(images)
             self._pending_dets += sum(im.det_labels.shape[0] for im in images)
             labels = [im.det_labels for im in images if im.det_labels.shape[0]]
@@ -373,30 +369,33 @@ class COCODetection(BaseMetric):
         if self.format_only:
             return [(None, _records(im)) for im in images]
         cats = self._categories()
-        sections: List[List[np.ndarray]] = [[] for _ in images]
-        for lo, hi in runs([im.det_labels.shape[0] for im in images], MATCH_SLICE):
-            for metric in self.metrics:
-                per_image = _match_images(images[lo:hi], metric, cats, self.iou_thrs, max(self.proposal_nums))
-                for s, arrays in zip(sections[lo:hi], per_image):
-                    s.extend(arrays)
-        out: List[Any] = []
         small = len(cats.ids) <= 255
+        meta = np.array([[im.img_id or 0, im.img_id is not None] for im in images], dtype=np.int64).reshape(-1, 2)
+        n_gt = np.array([im.gts.labels.shape[0] if self._ann is None else 0 for im in images], dtype=np.int64)
+        gt_at = np.r_[0, np.cumsum(n_gt)]
         if self._ann is None and images:  # every image's ground-truth categories and ignore bits at once
-            gt_at = np.r_[0, np.cumsum([im.gts.labels.shape[0] for im in images])]
             all_cat = cats.kpos[np.concatenate([im.gts.labels for im in images])].astype(
                 np.uint8 if small else np.uint16
             )
             all_ig = _ignore_bits(
                 np.concatenate([im.gts.area for im in images]), np.concatenate([im.gts.crowd for im in images])
             )
-        for i, (im, arrays) in enumerate(zip(images, sections)):
-            meta = np.array([im.img_id if im.img_id is not None else 0, im.img_id is not None], dtype=np.int64)
-            if self._ann is None:
-                gt_cat, gt_ig = all_cat[gt_at[i] : gt_at[i + 1]], all_ig[gt_at[i] : gt_at[i + 1]]
-            else:
-                gt_cat, gt_ig = np.zeros(0, np.uint8), np.zeros(0, np.uint8)
-            blob = pack_arrays(meta, *arrays, gt_cat, gt_ig)
-            out.append(blob if im.records is None else (blob, _records(im)))
+        else:
+            all_cat, all_ig = np.zeros(0, np.uint8), np.zeros(0, np.uint8)
+        words_per_det = -(-len(AREA_RANGES) * self.iou_thrs.shape[0] // TRITS_PER_WORD)
+        out: List[Any] = []
+        for lo, hi in runs([im.det_labels.shape[0] for im in images], MATCH_SLICE):
+            columns, lengths = [meta[lo:hi]], [np.full(hi - lo, 2, dtype=np.int64)]
+            for metric in self.metrics:
+                scores, d_cat, words, per_img = _match_images(
+                    images[lo:hi], metric, cats, self.iou_thrs, max(self.proposal_nums)
+                )
+                columns += [scores, d_cat, words]
+                lengths += [per_img, per_img, per_img * words_per_det]
+            columns += [all_cat[gt_at[lo] : gt_at[hi]], all_ig[gt_at[lo] : gt_at[hi]]]
+            lengths += [n_gt[lo:hi], n_gt[lo:hi]]
+            blobs = pack_many(columns, np.stack(lengths, axis=1))  # pack_arrays of each image, at once
+            out.extend(b if im.records is None else (b, _records(im)) for b, im in zip(blobs, images[lo:hi]))
         return out
 
     # -- compute: every rank accumulates its share of the categories ----------------------

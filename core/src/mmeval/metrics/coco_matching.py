@@ -3,7 +3,6 @@ images at once, each image's detections turned into scores, categories and packe
 
 from __future__ import annotations
 
-from itertools import chain
 from typing import Any, List, Optional, Tuple
 
 import numpy as np
@@ -30,8 +29,9 @@ def _box_iou_pairs(d: np.ndarray, g: np.ndarray, crowd: np.ndarray) -> np.ndarra
 
 def _match_images(
     images: List[_Image], metric: str, cats: _Categories, thrs: np.ndarray, max_det: int
-) -> List[List[np.ndarray]]:
-    """Match ``images`` for one metric; per image ``[scores, categories, state words]`` in summary order.
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Match ``images`` for one metric: the kept detections' scores, categories and state words (each
+    detection's words one after another), image after image in summary order, and each image's count.
 
     Detections are kept per (image, category) -- per image for ``'proposal'`` --
     sorted by score (stable), the first ``max_det`` of each; ground truths in
@@ -56,25 +56,31 @@ def _match_images(
     d_local = np.arange(d_img.shape[0]) - np.repeat(np.cumsum(n_det) - n_det, n_det)
     k_total = len(cats.ids)
     # groups: (image, category) with use_cats, else the image; pycocotools' orders within them
+    native = kernels()
     if use_cats:
         d_key = d_img * k_total + cats.kpos[d_lab]
         g_key = g_img * k_total + cats.kpos[g_lab]
-        d_order = np.lexsort((d_local, -d_score, d_key))
-        g_order = np.lexsort((np.arange(g_key.shape[0]), g_key))
+        d_order = None if native is not None else np.lexsort((d_local, -d_score, d_key))
+        g_order = np.argsort(g_key, kind="stable")
     else:
         d_key, g_key = d_img, g_img
         d_order = np.lexsort((d_local, d_lab, -d_score, d_key))
         g_order = np.lexsort((np.arange(g_key.shape[0]), g_lab, g_key))
-    d_key_s = d_key[d_order]
-    starts = np.flatnonzero(np.r_[True, d_key_s[1:] != d_key_s[:-1]]) if d_key_s.size else np.zeros(0, np.int64)
-    run = np.repeat(starts, np.diff(np.r_[starts, d_key_s.size]))
-    rank = np.arange(d_key_s.size) - run
-    kept = d_order[rank < max_det]  # detections kept, in (group, score) order
+    if d_order is None and native is not None:  # the same order and cut by mmeval-coco-native, in one pass
+        kept = np.empty(d_key.shape[0], dtype=np.int64)
+        c = np.ascontiguousarray
+        kept = kept[: native.kept(c(d_key, dtype=np.int64), c(d_score, dtype=np.float64), max_det, kept)]
+    else:
+        assert d_order is not None
+        d_key_s = d_key[d_order]
+        starts = np.flatnonzero(np.r_[True, d_key_s[1:] != d_key_s[:-1]]) if d_key_s.size else np.zeros(0, np.int64)
+        run = np.repeat(starts, np.diff(np.r_[starts, d_key_s.size]))
+        rank = np.arange(d_key_s.size) - run
+        kept = d_order[rank < max_det]  # detections kept, in (group, score) order
     d_key_k = d_key[kept]
     g_sorted = g_order
     g_key_s = g_key[g_sorted]
     # detection areas and outside flags
-    native = kernels()
     masks = _native_masks(native, images) if native is not None and segm else None
     if masks is not None:
         d_area = masks[2][kept]
@@ -127,13 +133,8 @@ def _match_images(
     scores = d_score[kept]
     if scores.size and np.array_equal(scores.astype(np.float32).astype(np.float64), scores):
         scores = scores.astype(np.float32)  # exact: 4 bytes a detection instead of 8
-    # back to images: kept detections are in image order already (the group key starts with the image)
-    per_img = np.bincount(d_img[kept], minlength=n_img)
-    bounds = np.r_[0, np.cumsum(per_img)]
-    return [
-        [scores[bounds[i] : bounds[i + 1]], d_cat[bounds[i] : bounds[i + 1]], words[bounds[i] : bounds[i + 1]]]
-        for i in range(n_img)
-    ]
+    # kept detections are in image order already (the group key starts with the image)
+    return scores, d_cat, words, np.bincount(d_img[kept], minlength=n_img)
 
 
 def _states(matched: np.ndarray, to_ignored: np.ndarray, to_zero_id: np.ndarray, d_out: np.ndarray) -> np.ndarray:
@@ -189,21 +190,16 @@ def _native_masks(native: Any, images: List[_Image]) -> Optional[Tuple[np.ndarra
     each mask's first run and the end, areas as pycocotools' ``area``, (height, width)); None unless every
     mask is a compressed RLE (then pycocotools' own calls do it)."""
     rles = [r for im in images for r in (im.det_rles or [])] + [r for im in images for r in (im.gts.rles or [])]
-    counts = [r["counts"] for r in rles]
-    try:
-        buf = b"".join(counts)
-    except TypeError:  # not every mask a compressed RLE
+    decoded = native.rle_decode_masks(rles)
+    if decoded is None:  # not every mask a compressed RLE
         return None
-    sizes = np.fromiter(chain.from_iterable(r["size"] for r in rles), dtype=np.int64, count=2 * len(rles)).reshape(
-        -1, 2
+    runs, starts, area, hw = decoded
+    return (
+        np.frombuffer(runs, dtype=np.uint32),
+        np.frombuffer(starts, dtype=np.int64),
+        np.frombuffer(area, dtype=np.float64)[: len(rles)],
+        np.frombuffer(hw, dtype=np.int64)[: len(rles)],
     )
-    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, counts), dtype=np.int64, count=len(counts)), out=offsets[1:])
-    runs = np.empty(len(buf), dtype=np.uint32)
-    starts = np.empty(len(counts) + 1, dtype=np.int64)
-    area = np.empty(len(counts))
-    native.rle_decode(buf, offsets, runs, starts, area)
-    return runs, starts, area, sizes[:, 0] * (1 << 32) + sizes[:, 1]
 
 
 def _mask_iou_pairs(

@@ -6,7 +6,17 @@ The functions take C-contiguous numpy arrays of the documented dtypes; call them
 through :mod:`mmeval.metrics.coco_native`, which checks them.
 """
 
-from ._kernels import accumulate, match, pairwise_sum, ranked, rle_decode, rle_iou
+from ._kernels import accumulate, kept, match, pairwise_sum, ranked, rle_decode, rle_decode_masks, rle_iou, rle_masks
 
-__all__ = ["accumulate", "match", "pairwise_sum", "ranked", "rle_decode", "rle_iou"]
+__all__ = [
+    "accumulate",
+    "kept",
+    "match",
+    "pairwise_sum",
+    "ranked",
+    "rle_masks",
+    "rle_decode",
+    "rle_decode_masks",
+    "rle_iou",
+]
 __version__ = "0.1.0"

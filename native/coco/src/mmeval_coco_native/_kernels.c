@@ -80,7 +80,17 @@ static PyObject *py_match(PyObject *self, PyObject *args) {
     double *iou = malloc(sizeof(double) * gmax);
     uint8_t *taken = malloc((size_t)rows * gmax);
     int8_t *st = malloc(rows);
-    if (!iou || !taken || !st) { free(iou); free(taken); free(st); PyErr_NoMemory(); goto done; }
+    /* the words of a detection that matches nothing, per pattern of its outside flags (A <= 8 area ranges) */
+    uint64_t *none_words = A <= 8 ? calloc((size_t)W << A, sizeof(uint64_t)) : NULL;
+    if (!iou || !taken || !st || (A <= 8 && !none_words)) {
+        free(iou); free(taken); free(st); free(none_words); PyErr_NoMemory(); goto done;
+    }
+    double thr_min = T ? thr[0] : 0.0;
+    for (Py_ssize_t t = 1; t < T; t++) thr_min = thr[t] < thr_min ? thr[t] : thr_min;
+    if (none_words)
+        for (Py_ssize_t pat = 0; pat < ((Py_ssize_t)1 << A); pat++)
+            for (Py_ssize_t r = 0; r < rows; r++)
+                if (!((pat >> (r / T)) & 1)) none_words[pat * W + r / TRITS] += (uint64_t)ST_FP * POW3[r % TRITS];
     Py_BEGIN_ALLOW_THREADS
     Py_ssize_t gp = 0;  /* first ground truth of the current detection's group */
     int64_t cur = INT64_MIN;
@@ -108,6 +118,14 @@ static PyObject *py_match(PyObject *self, PyObject *args) {
             iou[g] = (w > 0 && h > 0) ? in / u : 0.0;
         }
         pairs += ng;
+        int any = 0;  /* a candidate at some threshold: else every state is FP (IGNORED outside its area range) */
+        for (Py_ssize_t g = 0; g < ng && !any; g++) any = !(iou[g] < thr_min);  /* as the loop below reads a NaN */
+        if (!any && none_words) {
+            Py_ssize_t pat = 0;
+            for (Py_ssize_t a = 0; a < A; a++) pat |= (Py_ssize_t)(d_out[i * A + a] != 0) << a;
+            memcpy(words + i * W, none_words + pat * W, sizeof(uint64_t) * W);
+            continue;
+        }
         for (Py_ssize_t a = 0; a < A; a++) {
             int out = d_out[i * A + a] != 0;
             for (Py_ssize_t t = 0; t < T; t++) {
@@ -146,13 +164,63 @@ static PyObject *py_match(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
 done:
-    free(iou); free(taken); free(st);
+    free(iou); free(taken); free(st); free(none_words);
     PyBuffer_Release(&bdk); PyBuffer_Release(&bdb); PyBuffer_Release(&bgk); PyBuffer_Release(&bgb);
     PyBuffer_Release(&bgc); PyBuffer_Release(&bgi); PyBuffer_Release(&bgz); PyBuffer_Release(&bdo);
     PyBuffer_Release(&bth); PyBuffer_Release(&bw);
     if (have_iou) PyBuffer_Release(&biou);
     if (PyErr_Occurred()) return NULL;
     return PyLong_FromSsize_t(pairs);
+}
+
+/* a before b in numpy's np.lexsort((place, -score, key)): key ascending, then score descending (NaN last, as
+ * -NaN sorts), then place (the caller's stable merge keeps that) */
+static inline int group_before(const int64_t *key, const double *score, int64_t a, int64_t b) {
+    if (key[a] != key[b]) return key[a] < key[b];
+    double sa = score[a], sb = score[b];
+    int na = isnan(sa), nb = isnan(sb);
+    if (na || nb) return !na && nb;
+    return sa > sb;
+}
+
+/* kept(d_key i8[n], score f8[n], max_det, out i8[n] (out)) -> k
+ * The detections in np.lexsort((arange(n), -score, d_key)) order (a stable merge sort), then the first
+ * max_det of each run of equal d_key: out[:k]. */
+static PyObject *py_kept(PyObject *self, PyObject *args) {
+    Py_buffer bk, bs, bo;
+    Py_ssize_t max_det;
+    if (!PyArg_ParseTuple(args, "y*y*nw*", &bk, &bs, &max_det, &bo)) return NULL;
+    const int64_t *key = bk.buf;
+    const double *score = bs.buf;
+    int64_t *out = bo.buf;
+    Py_ssize_t n = bk.len / 8, k = 0;
+    int64_t *a = malloc(sizeof(int64_t) * (n ? n : 1)), *b = malloc(sizeof(int64_t) * (n ? n : 1));
+    if (!a || !b) {
+        free(a); free(b);
+        PyBuffer_Release(&bk); PyBuffer_Release(&bs); PyBuffer_Release(&bo);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) a[i] = i;
+    for (Py_ssize_t w = 1; w < n; w *= 2) {  /* bottom-up merge sort: stable */
+        for (Py_ssize_t lo = 0; lo < n; lo += 2 * w) {
+            Py_ssize_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            Py_ssize_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) b[o++] = group_before(key, score, a[j], a[i]) ? a[j++] : a[i++];
+            while (i < mid) b[o++] = a[i++];
+            while (j < hi) b[o++] = a[j++];
+        }
+        int64_t *t = a; a = b; b = t;
+    }
+    Py_ssize_t run = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        run = (i > 0 && key[a[i]] == key[a[i - 1]]) ? run + 1 : 0;
+        if (run < max_det) out[k++] = a[i];
+    }
+    Py_END_ALLOW_THREADS
+    free(a); free(b);
+    PyBuffer_Release(&bk); PyBuffer_Release(&bs); PyBuffer_Release(&bo);
+    return PyLong_FromSsize_t(k);
 }
 
 /* ---- accumulation ---------------------------------------------------------------------------- */
@@ -408,6 +476,29 @@ done:
 /* rle_decode(strings bytes, offsets i8[n+1], runs u4[len(strings)] (out), run_offsets i8[n+1] (out), area f8[n] (out))
  * pycocotools' rleFrString (its quirk included: a delta from the run two back only past the third run) and
  * rleArea (the sum of the odd runs, a uint). Returns the number of runs written. */
+/* One compressed RLE string as pycocotools' rleFrString reads it (up to a NUL) into runs; its rleArea. */
+static Py_ssize_t decode_one(const char *str, Py_ssize_t end, uint32_t *runs, double *area) {
+    Py_ssize_t p = 0, m = 0;
+    while (p < end && str[p]) {
+        long x = 0;
+        int k = 0, more = 1;
+        while (more && p < end) {
+            char c = (char)(str[p] - 48);
+            x |= (long)(c & 0x1f) << 5 * k;
+            more = c & 0x20;
+            p++;
+            k++;
+            if (!more && (c & 0x10)) x |= -1L << 5 * k;
+        }
+        if (m > 2) x += (long)runs[m - 2];
+        runs[m++] = (uint32_t)x;
+    }
+    uint32_t a = 0;
+    for (Py_ssize_t j = 1; j < m; j += 2) a += runs[j];
+    *area = (double)a;
+    return m;
+}
+
 static PyObject *py_rle_decode(PyObject *self, PyObject *args) {
     Py_buffer bs, bo, br, bro, ba;
     if (!PyArg_ParseTuple(args, "y*y*w*w*w*", &bs, &bo, &br, &bro, &ba)) return NULL;
@@ -419,30 +510,160 @@ static PyObject *py_rle_decode(PyObject *self, PyObject *args) {
     Py_ssize_t n = bo.len / 8 - 1, m = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t r = 0; r < n; r++) {
-        Py_ssize_t p = off[r], end = off[r + 1], first = m;
         roff[r] = m;
-        while (p < end && str[p]) {
-            long x = 0;
-            int k = 0, more = 1;
-            while (more && p < end) {
-                char c = (char)(str[p] - 48);
-                x |= (long)(c & 0x1f) << 5 * k;
-                more = c & 0x20;
-                p++;
-                k++;
-                if (!more && (c & 0x10)) x |= -1L << 5 * k;
-            }
-            if (m - first > 2) x += (long)runs[m - 2];
-            runs[m++] = (uint32_t)x;
-        }
-        uint32_t a = 0;
-        for (Py_ssize_t j = first + 1; j < m; j += 2) a += runs[j];
-        area[r] = (double)a;
+        m += decode_one(str + off[r], off[r + 1] - off[r], runs + m, &area[r]);
     }
     roff[n] = m;
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&bs); PyBuffer_Release(&bo); PyBuffer_Release(&br); PyBuffer_Release(&bro); PyBuffer_Release(&ba);
     return PyLong_FromSsize_t(m);
+}
+
+static PyObject *KEY_COUNTS, *KEY_SIZE;  /* 'counts', 'size', interned at import */
+
+/* rle_decode_masks(rles list) -> (runs u4 bytes, run_offsets i8[n+1] bytes, area f8[n] bytes, hw i8[n] bytes)
+ * rle_decode of a list of RLE dicts (bytes 'counts', 'size' two ints in [0, 2**31)), hw = h * 2**32 + w;
+ * None when one is not such a dict. */
+static PyObject *py_rle_decode_masks(PyObject *self, PyObject *args) {
+    PyObject *seq;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &seq)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(seq), total = 0;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        PyObject *d = PyList_GET_ITEM(seq, r), *counts, *size;
+        if (!PyDict_Check(d) || !(counts = PyDict_GetItem(d, KEY_COUNTS)) || !PyBytes_Check(counts)) Py_RETURN_NONE;
+        if (!(size = PyDict_GetItem(d, KEY_SIZE)) || !(PyList_Check(size) || PyTuple_Check(size)) ||
+            PySequence_Fast_GET_SIZE(size) != 2)
+            Py_RETURN_NONE;
+        for (int j = 0; j < 2; j++) {
+            PyObject *v = PySequence_Fast_GET_ITEM(size, j);
+            int over = 0;
+            long long x = PyLong_Check(v) ? PyLong_AsLongLongAndOverflow(v, &over) : -1;
+            if (over || x < 0 || x >= (1LL << 31)) Py_RETURN_NONE;
+        }
+        total += PyBytes_GET_SIZE(counts);
+    }
+    PyObject *b_runs = PyBytes_FromStringAndSize(NULL, 4 * (total ? total : 1));
+    PyObject *b_off = PyBytes_FromStringAndSize(NULL, 8 * (n + 1));
+    PyObject *b_area = PyBytes_FromStringAndSize(NULL, 8 * (n ? n : 1));
+    PyObject *b_hw = PyBytes_FromStringAndSize(NULL, 8 * (n ? n : 1));
+    if (!b_runs || !b_off || !b_area || !b_hw) goto fail;
+    uint32_t *runs = (uint32_t *)PyBytes_AS_STRING(b_runs);
+    int64_t *roff = (int64_t *)PyBytes_AS_STRING(b_off), *hw = (int64_t *)PyBytes_AS_STRING(b_hw);
+    double *area = (double *)PyBytes_AS_STRING(b_area);
+    Py_ssize_t m = 0;
+    for (Py_ssize_t r = 0; r < n; r++) {
+        PyObject *d = PyList_GET_ITEM(seq, r);
+        PyObject *counts = PyDict_GetItem(d, KEY_COUNTS), *size = PyDict_GetItem(d, KEY_SIZE);
+        long long h = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(size, 0));
+        long long w = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(size, 1));
+        hw[r] = (int64_t)h * ((int64_t)1 << 32) + (int64_t)w;
+        roff[r] = m;
+        m += decode_one(PyBytes_AS_STRING(counts), PyBytes_GET_SIZE(counts), runs + m, &area[r]);
+    }
+    roff[n] = m;
+    return Py_BuildValue("(NNNN)", b_runs, b_off, b_area, b_hw);
+fail:
+    Py_XDECREF(b_runs); Py_XDECREF(b_off); Py_XDECREF(b_area); Py_XDECREF(b_hw);
+    return NULL;
+}
+
+/* One compressed RLE string of h * w = hw pixels: 1 and its area (pycocotools' rleArea, a uint32 sum of the
+ * odd runs) only where mmeval's check_rle (metrics/utils/rle_check.py) surely passes it -- every character
+ * in '0'..'o', the last one not continuing a value, every run (after rleFrString's deltas) >= 0 and the
+ * runs summing to hw -- and only values of at most 6 characters and hw < 2**32: there pycocotools' own
+ * decoding (its shifts in a 32-bit int, its runs uint32) gives these very runs. 0 says nothing. */
+static int rle_ok(const unsigned char *str, Py_ssize_t end, int64_t hw, double *area) {
+    int64_t two_back = 0, one_back = 0, total = 0;
+    Py_ssize_t p = 0, m = 0;
+    uint32_t a = 0;
+    if (hw < 0 || hw >= ((int64_t)1 << 32)) return 0;
+    while (p < end) {
+        int64_t x = 0;
+        int k = 0, more = 1, c = 0;
+        while (more) {
+            if (p >= end || k >= 6) return 0;
+            c = (int)str[p] - 48;
+            if (c < 0 || c > 63) return 0;
+            x |= (int64_t)(c & 0x1f) << (5 * k);
+            more = c & 0x20;
+            p++;
+            k++;
+        }
+        if (c & 0x10) x -= (int64_t)1 << (5 * k);
+        if (m > 2) x += two_back;
+        if (x < 0 || x > hw - total) return 0;
+        total += x;
+        if (m & 1) a += (uint32_t)x;
+        two_back = one_back;
+        one_back = x;
+        m++;
+    }
+    if (total != hw) return 0;
+    *area = (double)a;
+    return 1;
+}
+
+/* rle_masks(masks list or tuple, area f8[n] (out)) -> list of n
+ * For each mask that is a dict (exactly) with bytes or ASCII str 'counts' and a 'size' list or tuple of two
+ * ints in [0, 2**31) that rle_ok passes: a new dict {'size': [h, w], 'counts': bytes} and its area; for
+ * any other mask None (the caller checks that one in Python). One call for a whole list of masks. */
+static PyObject *py_rle_masks(PyObject *self, PyObject *args) {
+    PyObject *seq;
+    Py_buffer ba;
+    if (!PyArg_ParseTuple(args, "Ow*", &seq, &ba)) return NULL;
+    PyObject *fast = PySequence_Fast(seq, "rle_masks: masks must be a list or a tuple");
+    if (!fast) { PyBuffer_Release(&ba); return NULL; }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    double *area = ba.buf;
+    PyObject *out = PyList_New(n);
+    if (!out || ba.len < n * 8) goto fail;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *m = PySequence_Fast_GET_ITEM(fast, j), *item = Py_None;
+        area[j] = 0.0;
+        PyObject *counts = PyDict_CheckExact(m) ? PyDict_GetItem(m, KEY_COUNTS) : NULL;
+        PyObject *size = PyDict_CheckExact(m) ? PyDict_GetItem(m, KEY_SIZE) : NULL;
+        const char *str = NULL;
+        Py_ssize_t len = 0;
+        if (counts && PyBytes_CheckExact(counts)) {
+            str = PyBytes_AS_STRING(counts);
+            len = PyBytes_GET_SIZE(counts);
+        } else if (counts && PyUnicode_CheckExact(counts) && PyUnicode_IS_ASCII(counts)) {
+            str = (const char *)PyUnicode_DATA(counts);
+            len = PyUnicode_GET_LENGTH(counts);
+        }
+        if (str && size && (PyList_CheckExact(size) || PyTuple_CheckExact(size)) && PySequence_Fast_GET_SIZE(size) == 2) {
+            PyObject *hv = PySequence_Fast_GET_ITEM(size, 0), *wv = PySequence_Fast_GET_ITEM(size, 1);
+            if (PyLong_CheckExact(hv) && PyLong_CheckExact(wv)) {
+                int oh = 0, ow = 0;
+                long long h = PyLong_AsLongLongAndOverflow(hv, &oh), w = PyLong_AsLongLongAndOverflow(wv, &ow);
+                if (!oh && !ow && h >= 0 && w >= 0 && h < (1LL << 31) && w < (1LL << 31) &&
+                    rle_ok((const unsigned char *)str, len, (int64_t)(h * w), &area[j])) {
+                    PyObject *b = PyBytes_CheckExact(counts) ? (Py_INCREF(counts), counts)
+                                                             : PyBytes_FromStringAndSize(str, len);
+                    PyObject *hw = b ? PyList_New(2) : NULL;
+                    PyObject *d = hw ? PyDict_New() : NULL;
+                    if (!d) { Py_XDECREF(b); Py_XDECREF(hw); goto fail; }
+                    Py_INCREF(hv); PyList_SET_ITEM(hw, 0, hv);
+                    Py_INCREF(wv); PyList_SET_ITEM(hw, 1, wv);
+                    int bad = PyDict_SetItem(d, KEY_SIZE, hw) || PyDict_SetItem(d, KEY_COUNTS, b);
+                    Py_DECREF(hw); Py_DECREF(b);
+                    if (bad) { Py_DECREF(d); goto fail; }
+                    item = d;
+                }
+            }
+        }
+        if (item == Py_None) Py_INCREF(Py_None);
+        PyList_SET_ITEM(out, j, item);
+    }
+    Py_DECREF(fast);
+    PyBuffer_Release(&ba);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_DECREF(fast);
+    PyBuffer_Release(&ba);
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "rle_masks: area must hold a float64 per mask");
+    return NULL;
 }
 
 /* rle_iou(runs u4, run_offsets i8, area f8, a i8[pairs], b i8[pairs], crowd u1[pairs], out f8[pairs])
@@ -495,6 +716,9 @@ static PyMethodDef methods[] = {
     {"accumulate", py_accumulate, METH_VARARGS, "COCO accumulation of ranked detections' packed states."},
     {"ranked", py_ranked, METH_VARARGS, "COCO ranking: by category, score (highest first), then place."},
     {"rle_decode", py_rle_decode, METH_VARARGS, "pycocotools' compressed RLE strings to runs, with areas."},
+    {"kept", py_kept, METH_VARARGS, "Detections by (group, score), the first max_det of each group."},
+    {"rle_masks", py_rle_masks, METH_VARARGS, "The compressed RLE dicts that surely pass mmeval's check, with areas."},
+    {"rle_decode_masks", py_rle_decode_masks, METH_VARARGS, "rle_decode of a list of RLE dicts, in one call."},
     {"rle_iou", py_rle_iou, METH_VARARGS, "pycocotools' RLE IoU of (detection, ground truth) pairs."},
     {"pairwise_sum", py_pairwise_sum, METH_VARARGS, "numpy's pairwise sum of a float64 buffer (for tests)."},
     {NULL, NULL, 0, NULL},
@@ -507,5 +731,8 @@ PyMODINIT_FUNC PyInit__kernels(void) {
     for (int i = 1; i < TRITS; i++) POW3[i] = POW3[i - 1] * 3;
     for (int v = 0; v < 243; v++)
         for (int i = 0, x = v; i < 5; i++, x /= 3) TRITS5[v][i] = (uint8_t)(x % 3);
+    KEY_COUNTS = PyUnicode_InternFromString("counts");
+    KEY_SIZE = PyUnicode_InternFromString("size");
+    if (!KEY_COUNTS || !KEY_SIZE) return NULL;
     return PyModule_Create(&module);
 }

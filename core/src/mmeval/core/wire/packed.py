@@ -21,6 +21,7 @@ __all__ = [
     "TRITS_PER_WORD",
     "PackedColumns",
     "pack_arrays",
+    "pack_many",
     "summary_digests",
     "trit_rows",
     "trits_to_words",
@@ -53,6 +54,40 @@ def pack_arrays(*arrays: np.ndarray) -> bytes:
         head += _SHORT.pack(code | 0x80, a.size) if a.size < 65536 else _LONG.pack(code, a.size)
         body.append(np.ascontiguousarray(a, dtype=dt).tobytes())
     return bytes(head) + b"".join(body)
+
+
+def pack_many(columns: Sequence[np.ndarray], lengths: np.ndarray) -> List[bytes]:
+    """``pack_arrays`` of many rows at once, byte for byte: row ``i`` packs, for each column ``j``, the next
+    ``lengths[i, j]`` items of ``columns[j]`` (the rows' items one after another, each column one dtype).
+
+    ``lengths``: (rows, len(columns)) ints summing, per column, to its size. The headers are built in one
+    numpy pass where every length is short (else row by row, :func:`pack_arrays`).
+    """
+    lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, len(columns))
+    cols = []
+    for c in columns:
+        dt = c.dtype.newbyteorder("<") if c.dtype.byteorder == ">" else c.dtype
+        if _CODE.get(np.dtype(dt)) is None:
+            raise TypeError(f"pack_many: dtype {c.dtype} is not packable (use one of {list(_DTYPES)})")
+        cols.append(np.ascontiguousarray(c, dtype=dt).reshape(-1))
+    n, count = lengths.shape
+    at = np.zeros((n + 1, count), dtype=np.int64)
+    np.cumsum(lengths, axis=0, out=at[1:])
+    if n and (lengths >= 65536).any():
+        return [pack_arrays(*(c[at[i, j] : at[i + 1, j]] for j, c in enumerate(cols))) for i in range(n)]
+    head = np.empty((n, 1 + 3 * count), dtype=np.uint8)
+    head[:, 0] = count
+    for j, c in enumerate(cols):
+        head[:, 1 + 3 * j] = _CODE[c.dtype] | 0x80
+        head[:, 2 + 3 * j] = lengths[:, j] & 0xFF
+        head[:, 3 + 3 * j] = lengths[:, j] >> 8
+    heads, width = head.tobytes(), head.shape[1]
+    views = [c.data.cast("B") for c in cols]
+    byte_at = [(at[:, j] * cols[j].itemsize).tolist() for j in range(count)]
+    return [
+        b"".join([heads[i * width : (i + 1) * width], *(v[b[i] : b[i + 1]] for v, b in zip(views, byte_at))])
+        for i in range(n)
+    ]
 
 
 class PackedColumns:
