@@ -80,6 +80,18 @@ def test_any_bytes_are_either_a_valid_rle_of_the_size_or_refused(raw, h, w):
     assert int(mask_util.area(rle)) <= h * w
 
 
+def test_a_value_longer_than_pycocotools_reads_in_32_bits_is_refused():
+    """A run written in 7 characters: pycocotools' decoder shifts each 5-bit chunk in a 32-bit int, so a 7th
+    chunk is read otherwise there; its encoder never writes one under 2**29 pixels. Refused, never read two ways."""
+    seven = bytes([48 + (5 | 0x20)] + [48 + 0x20] * 5 + [48])  # 5, spelled in 7 chunks (zeros above)
+    with pytest.raises(MetricArgumentError, match=r"m\['counts'\].*spans 7 characters.*32 bits"):
+        check_rle({"size": [4, 5], "counts": b"375" + seven}, "m")
+    with pytest.raises(MetricArgumentError, match=r"m\['size'\].*32 bits"):
+        check_rle({"size": [2**16, 2**16], "counts": [2**32]}, "m")
+    # the same runs in pycocotools' own spelling pass
+    assert check_rle(mask_util.frPyObjects({"size": [4, 5], "counts": [3, 7, 5, 5]}, 4, 5), "m") == (4, 5)
+
+
 def test_hmean_iou_refuses_a_nan_vertex_naming_the_polygon():
     pytest.importorskip("shapely")
     from mmeval import HmeanIoU

@@ -19,8 +19,10 @@ from ...core.errors import MetricArgumentError
 
 __all__ = ["check_polygon_rings", "check_rle", "check_rle_size", "decode_rle_counts"]
 
-#: at most 13 chunks of 5 bits a value (64 bits): longer is garbage
-_MAX_CHUNKS = 13
+#: at most 6 chunks of 5 bits a value (30 bits, runs up to 2**29 pixels): pycocotools' ``rleFrString`` shifts
+#: each chunk in a 32-bit ``int``, so a 7th chunk is read differently there than by the definition; its encoder
+#: never writes one for an image under 2**29 pixels. Longer values are refused, never decoded two ways.
+_MAX_CHUNKS = 6
 
 
 def check_rle_size(size: Any, what: str) -> Tuple[int, int]:
@@ -50,7 +52,10 @@ def decode_rle_counts(counts: bytes) -> np.ndarray:
     starts = np.concatenate([[0], ends[:-1] + 1])
     chunks = ends - starts + 1
     if int(chunks.max()) > _MAX_CHUNKS:
-        raise ValueError(f"a value spans {int(chunks.max())} characters (at most {_MAX_CHUNKS})")
+        raise ValueError(
+            f"a value spans {int(chunks.max())} characters (at most {_MAX_CHUNKS}: pycocotools' decoder reads longer "
+            "values in 32 bits, differently from the definition; its encoder writes at most 6 for runs under 2**29)"
+        )
     group = np.repeat(np.arange(ends.size), chunks)
     k = np.arange(b.size) - starts[group]
     x = np.zeros(ends.size, dtype=np.int64)
@@ -68,6 +73,10 @@ def decode_rle_counts(counts: bytes) -> np.ndarray:
 def check_rle(rle: Any, what: str) -> Tuple[int, int]:
     """Refuse (MetricArgumentError naming ``what``) an RLE dict that is not a mask of its ``size``; its ``(h, w)``."""
     h, w = check_rle_size(rle["size"], what)
+    if h * w >= 2**32:
+        raise MetricArgumentError(
+            f"{what}['size'] {[h, w]} has {h * w} pixels: pycocotools counts a mask's pixels in 32 bits (under 2**32)"
+        )
     counts = rle["counts"]
     if isinstance(counts, (list, tuple, np.ndarray)):
         arr = np.asarray(counts)
