@@ -61,10 +61,20 @@ HOST_LINGER = 5.0
 #: Longest reason carried (characters).
 WHY_MAX = 2000
 
-_lock = threading.Lock()
-#: the groups a backend waited on, by name (their tokens hold the collective count; see :func:`watch`)
-_groups: Dict[str, GroupToken] = {}
-_registered = False
+
+class _Watched:
+    """This process's part of the notices, on one instance (:data:`WATCHED`), as the core's leave state is: whether
+    :func:`send_notice` is registered, and the groups a backend waited on, by name (their tokens hold the
+    collective count; see :func:`watch`)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.groups: Dict[str, GroupToken] = {}
+        self.registered = False
+
+
+#: the one instance of this process's notice state
+WATCHED = _Watched()
 
 
 def enabled() -> bool:
@@ -103,20 +113,19 @@ def group_name(dist: Any, group: Any) -> str:
 def register() -> None:
     """Run :func:`send_notice` when this process leaves (when notices are on); idempotent. Called when a torch
     backend is built, so that the signal handlers are in place before the first collective."""
-    global _registered
     if not enabled():
         return
-    with _lock:
-        first = not _registered
-        _registered = True
+    with WATCHED.lock:
+        first = not WATCHED.registered
+        WATCHED.registered = True
     if first:
         on_leave(send_notice)
 
 
 def watch(name: str, token: GroupToken) -> None:
     """Report this rank's collectives on group ``name`` (counted on ``token``) when it leaves. Cheap."""
-    with _lock:
-        _groups[name] = token
+    with WATCHED.lock:
+        WATCHED.groups[name] = token
     register()
 
 
@@ -138,8 +147,8 @@ def send_notice(why: str, linger: bool = True) -> None:
         if store is None:
             return
         rank, size = int(dist.get_rank()), int(dist.get_world_size())
-        with _lock:
-            groups = dict(_groups)
+        with WATCHED.lock:
+            groups = dict(WATCHED.groups)
         done = {name: completed(token) for name, token in groups.items()}
         text = json.dumps(
             {"rank": rank, "done": done, "why": why[:WHY_MAX], "host": socket.gethostname(), "pid": os.getpid()}
