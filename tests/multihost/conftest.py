@@ -1,26 +1,20 @@
-"""Fixtures of the multi-host tests: the reliability campaign's (namespaces, scratch, figures), loaded from there."""
+"""Fixtures of the multi-host tests: the reliability campaign's (namespaces, scratch, figures), see hostfixtures.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RELIABILITY = os.path.join(os.path.dirname(HERE), "reliability")
-if RELIABILITY not in sys.path:
-    sys.path.insert(0, RELIABILITY)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
 
-_spec = importlib.util.spec_from_file_location("reliability_conftest", os.path.join(RELIABILITY, "conftest.py"))
-assert _spec is not None and _spec.loader is not None
-_rel = importlib.util.module_from_spec(_spec)
-sys.modules["reliability_conftest"] = _rel
-_spec.loader.exec_module(_rel)
-
-figures = _rel.figures
-scratch = _rel.scratch
-two_hosts = _rel.two_hosts
-torch_available = _rel.torch_available
-mpi_available = _rel.mpi_available
-pytest_terminal_summary = _rel.pytest_terminal_summary
-_remove_leaked_shm = _rel._remove_leaked_shm
+from hostfixtures import (  # noqa: E402,F401
+    _remove_leaked_shm,
+    figures,
+    mpi_available,
+    pytest_terminal_summary,
+    scratch,
+    torch_available,
+    two_hosts,
+)

@@ -144,16 +144,29 @@ class TwoHosts:
         return out
 
     def launcher_exec(self, directory: Path) -> Path:
-        """An ``ssh`` stand-in for Hydra: ``SCRIPT [-x] HOST COMMAND...`` runs COMMAND in HOST's namespace."""
+        """An ``ssh`` stand-in: ``SCRIPT [OPTIONS] HOST [OPTIONS] COMMAND...`` runs COMMAND in HOST's namespace.
+
+        Hydra calls ``SCRIPT -x HOST 'command ...'``; horovodrun (the script
+        as ``ssh`` on ``PATH``) ``ssh -o K=V -o K=V HOST [-p P] [-i F] [-o
+        ConnectTimeout=T] 'command ...'``: what precedes HOST is dropped, and
+        after it the options ``-o`` / ``-p`` / ``-i`` / ``-l`` with their values.
+        """
         script = directory / "netns-ssh.sh"
         script.write_text(
             "#!/bin/sh\n"
-            "# Hydra's ssh launcher calls: SCRIPT -x HOST 'command ...'; run the command in HOST's namespace\n"
+            "# ssh's call: drop what precedes HOST, then ssh's options after it; run the rest in HOST's namespace\n"
+            "ns=\n"
+            'while [ $# -gt 0 ] && [ -z "$ns" ]; do\n'
+            '  case "$1" in\n'
+            f"    {self.addr_a}) ns={self.ns_a} ;;\n"
+            f"    {self.addr_b}) ns={self.ns_b} ;;\n"
+            "  esac\n"
+            "  shift\n"
+            "done\n"
             "while [ $# -gt 0 ]; do\n"
             '  case "$1" in\n'
-            f"    {self.addr_a}) ns={self.ns_a}; shift; break ;;\n"
-            f"    {self.addr_b}) ns={self.ns_b}; shift; break ;;\n"
-            "    *) shift ;;\n"
+            "    -o|-p|-i|-l) shift 2 ;;\n"
+            "    *) break ;;\n"
             "  esac\n"
             "done\n"
             'exec ip netns exec "$ns" sh -c "$*"\n'

@@ -5,6 +5,7 @@ Launched by the tests of this directory, never imported by them::
     python rank_main.py --backend torch_cpu --rank R --world-size N --addr A --port P [--ifname IF] \\
         --out DIR --scenarios a,b,c [--timeout T] [--param KEY=JSON ...]
     mpiexec -n N python rank_main.py --backend mpi4py --out DIR --scenarios a,b,c ...
+    horovodrun --gloo -np N ... python rank_main.py --backend torch_horovod --out DIR --scenarios a,b,c ...
 
 Every rank appends JSON lines to ``DIR/rank<R>.jsonl`` (not stdout: a rank in a
 network namespace whose link is cut can no longer reach its launcher): events
@@ -162,6 +163,13 @@ def single_process_accuracy() -> Dict[str, float]:
     return Accuracy(topk=(1, 3), dist_backend="non_dist")(scores, labels)
 
 
+def single_process_average_precision() -> Dict[str, float]:
+    from mmeval import AveragePrecision
+
+    scores, labels = dataset()
+    return AveragePrecision(dist_backend="non_dist")(scores, [[int(c)] for c in labels])
+
+
 # --------------------------------------------------------------------------
 # scenarios
 # --------------------------------------------------------------------------
@@ -179,6 +187,22 @@ def evaluate(ctx: Ctx) -> Dict[str, Any]:
         acc.add(scores[idx[s : s + BATCH]], labels[idx[s : s + BATCH]])
     got = acc.compute(size=N_SAMPLES)
     want = single_process_accuracy()
+    ctx.check("distributed == single process", got == want, f"got {got}, want {want}")
+    return {"got": got, "want": want}
+
+
+@scenario
+def evaluate_ap(ctx: Ctx) -> Dict[str, Any]:
+    """AveragePrecision (a per-sample metric: every score gathered) over padded shards == one process, bit for bit."""
+    from mmeval import AveragePrecision
+
+    scores, labels = dataset()
+    idx = padded_shard(ctx.rank, ctx.ws)
+    ap = AveragePrecision(dist_backend=ctx.backend)
+    for s in range(0, len(idx), BATCH):
+        ap.add(scores[idx[s : s + BATCH]], [[int(c)] for c in labels[idx[s : s + BATCH]]])
+    got = ap.compute(size=N_SAMPLES)
+    want = single_process_average_precision()
     ctx.check("distributed == single process", got == want, f"got {got}, want {want}")
     return {"got": got, "want": want}
 
@@ -769,6 +793,13 @@ def make_backend(args: argparse.Namespace) -> Any:
         from mmeval_mpi4py import MPI4PyDist
 
         return MPI4PyDist(timeout=args.timeout, codec=codec)
+    if args.backend == "torch_horovod":  # under horovodrun: HOROVOD_RANK, HOROVOD_SIZE, the gloo rendezvous
+        import horovod.torch as hvd
+
+        from mmeval_horovod import TorchHorovodDist
+
+        hvd.init()
+        return TorchHorovodDist(timeout=args.timeout, codec=codec)
     raise SystemExit(f"unknown backend {args.backend!r}")
 
 
@@ -794,8 +825,13 @@ def main(argv: Optional[List[str]] = None) -> None:
         key, _, value = item.partition("=")
         params[key] = json.loads(value)
     rank = args.rank
-    if rank < 0:  # under mpiexec: the launcher's rank, read without initializing MPI
-        rank = int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("RANK", "0"))))
+    if rank < 0:  # under a launcher: its rank, read without initializing MPI or Horovod
+        for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "HOROVOD_RANK", "RANK"):
+            if var in os.environ:
+                rank = int(os.environ[var])
+                break
+        else:
+            rank = 0
     _out_path = os.path.join(args.out, f"rank{rank}.jsonl")
     try:
         backend = make_backend(args)
