@@ -24,6 +24,13 @@ for every peer to have read its notice or left, since its store goes with it.
 A rank killed without a word (``SIGKILL``, a lost host) writes nothing: its
 peers learn it from gloo (a closed connection) or at the timeout.
 ``MMEVAL_TORCH_LEAVE_NOTICE=0`` turns the notices off.
+
+No store call ever holds a wait or an exit: a store round trip blocks as long
+as the link to the store's host is silent (a cut link sends no reset), so a
+waiting collective reads the notices on a helper thread and only looks at what
+it read -- its own deadline is checked as without notices -- and a leaving
+rank writes its notice on a helper thread it waits for at most
+:data:`WRITE_WAIT` s (plus :data:`HOST_LINGER` on the store's host).
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ __all__ = [
     "watch",
     "send_notice",
     "Listener",
+    "WRITE_WAIT",
     "enabled",
     "listener_for",
 ]
@@ -60,6 +68,21 @@ POLL_EVERY = 0.1
 HOST_LINGER = 5.0
 #: Longest reason carried (characters).
 WHY_MAX = 2000
+#: Longest a leaving rank waits for its notice to be written, and a failed wait for the notices to be read (s).
+WRITE_WAIT = 2.0
+
+
+def _bounded(fn: Any, seconds: float) -> bool:
+    """Run ``fn()`` on a daemon thread and wait for it at most ``seconds``; whether it finished. Where no thread
+    can start (the interpreter is shutting down), ``fn()`` runs here."""
+    thread = threading.Thread(target=fn, name="mmeval-torch-leave", daemon=True)
+    try:
+        thread.start()
+    except RuntimeError:
+        fn()
+        return True
+    thread.join(seconds)
+    return not thread.is_alive()
 
 
 class _Watched:
@@ -136,7 +159,12 @@ def completed(token: GroupToken) -> int:
 
 
 def send_notice(why: str, linger: bool = True) -> None:
-    """Write this rank's notice to the default store (see the module); bounded, never raises."""
+    """Write this rank's notice to the default store (see the module); bounded (a silent link to the store's
+    host costs at most :data:`WRITE_WAIT` s, plus :data:`HOST_LINGER` on that host), never raises."""
+    _bounded(lambda: _write_notice(why, linger), WRITE_WAIT + (HOST_LINGER if linger else 0.0))
+
+
+def _write_notice(why: str, linger: bool) -> None:
     dist = sys.modules.get("torch.distributed")
     if dist is None or not enabled():
         return
@@ -179,7 +207,7 @@ class Listener:
     group (the group token's state).
     """
 
-    __slots__ = ("store", "name", "seq", "members", "departed", "count", "last", "rank")
+    __slots__ = ("store", "name", "seq", "members", "departed", "count", "last", "rank", "reader")
 
     def __init__(self, dist: Any, name: str, seq: int, members: List[int], departed: Dict[int, Any]) -> None:
         self.store = _store(dist)
@@ -190,12 +218,18 @@ class Listener:
         self.count = -1
         self.last = time.monotonic()
         self.rank = int(dist.get_rank())
+        self.reader: Optional[threading.Thread] = None
 
     def __call__(self) -> bool:
-        """Read the counter now and then; ``False``, or :class:`PeerLost` when a member that left will not join."""
+        """Read the counter now and then; ``False``, or :class:`PeerLost` when a member that left will not join.
+
+        The read runs on a helper thread (one at a time): a store call blocked on a silent link never keeps the
+        caller from its own deadline."""
         if time.monotonic() - self.last >= POLL_EVERY:
             self.last = time.monotonic()
-            self.receive()
+            if self.reader is None or not self.reader.is_alive():
+                self.reader = threading.Thread(target=self.receive, name="mmeval-torch-leave-read", daemon=True)
+                self.reader.start()
             self.check()
         return False
 
@@ -217,8 +251,7 @@ class Listener:
 
     def check(self) -> None:
         """Raise :class:`PeerLost` when a member that left completed fewer collectives than this one's number."""
-        for r in sorted(self.departed):
-            done, why, where = self.departed[r]
+        for r, (done, why, where) in sorted(self.departed.copy().items()):  # the reader thread may add to it
             if done < self.seq:
                 group_rank = self.members.index(r)
                 named = f"rank {group_rank}" + (f" (global rank {r})" if group_rank != r else "")
@@ -266,8 +299,10 @@ def explain(listener: Optional[Listener], exc: BaseException) -> None:
     if one left. One read: a leaving rank writes its notice (synchronously) before its connections close."""
     if listener is None:
         return
+    if listener.reader is not None:
+        listener.reader.join(WRITE_WAIT)
     listener.count = -1
-    listener.receive()
+    _bounded(listener.receive, WRITE_WAIT)
     try:
         listener.check()
     except PeerLost as lost:
