@@ -239,6 +239,30 @@ def test_rle_masks_runs_are_the_masks_decoded_once():
     )
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_segm_reads_the_runs_of_add_and_equals_the_pure_path(monkeypatch, seed):
+    """Compressed RLE masks are decoded once, at add(): the matching never calls rle_decode_masks for them, and
+    the stats are the pure path's bit for bit; a polygon among them sends its image's lists back to the
+    decoding at matching, with the same stats."""
+    preds, gts = detections(40, C, seed=seed, masks=True, crowd=0.3)
+    pure = _run(monkeypatch, "0", preds, gts, metric="segm")
+    decoded = native.rle_decode_masks
+
+    def refuse(rles):
+        raise AssertionError("masks decoded again at matching")
+
+    monkeypatch.setattr(native, "rle_decode_masks", refuse)
+    _same(pure, _run(monkeypatch, "1", preds, gts, metric="segm"))
+    calls = []
+    monkeypatch.setattr(native, "rle_decode_masks", lambda rles: calls.append(len(rles)) or decoded(rles))
+    i = next(i for i, g in enumerate(gts) if len(g["masks"]))
+    h, w = gts[i]["masks"][0]["size"]
+    gts = [dict(g) for g in gts]
+    gts[i] = dict(gts[i], height=h, width=w, masks=[[[1.0, 1.0, 5.0, 1.0, 5.0, 5.0]]] + list(gts[i]["masks"][1:]))
+    _same(_run(monkeypatch, "0", preds, gts, metric="segm"), _run(monkeypatch, "1", preds, gts, metric="segm"))
+    assert calls  # that slice went through the decoding at matching
+
+
 def test_refused_masks_are_named_the_same_way_with_the_kernels(monkeypatch):
     """A garbled RLE among good ones: the same error, naming the same mask, on both paths."""
     from mmeval.core.errors import MetricArgumentError
