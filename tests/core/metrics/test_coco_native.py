@@ -205,6 +205,64 @@ def test_rle_masks_passes_only_what_check_rle_passes():
     assert 0 < passed < len(masks)  # the garbled ones include both kinds
 
 
+def test_rle_masks_runs_are_the_masks_decoded_once():
+    """rle_masks_runs: rle_masks' dicts and areas, and the runs, run offsets and sizes rle_decode_masks gives for
+    the same dicts (what the matching used to decode again); None for all three once one mask is left to
+    Python; an empty list decodes to no run."""
+    from pycocotools import mask as mask_api
+
+    rng = np.random.default_rng(5)
+    masks: list = []
+    for _ in range(30):
+        h, w = int(rng.integers(1, 50)), int(rng.integers(1, 50))
+        m = (rng.random((h, w)) < rng.random()).astype(np.uint8)
+        masks.append({"size": [h, w], "counts": mask_api.encode(np.asfortranarray(m))["counts"]})
+    masks.append({"size": [0, 0], "counts": b""})
+    masks.append(
+        {"size": (7, 3), "counts": mask_api.encode(np.asfortranarray(np.ones((7, 3), np.uint8)))["counts"].decode()}
+    )
+    area = np.full(len(masks), -1.0)
+    got, runs, offsets, hw = native.rle_masks_runs(masks, area)
+    area_ref = np.full(len(masks), -2.0)
+    assert got == native.rle_masks(masks, area_ref) and np.array_equal(area, area_ref)
+    r_ref, o_ref, a_ref, hw_ref = native.rle_decode_masks(got)
+    o = np.frombuffer(offsets, np.int64)
+    assert np.array_equal(o, np.frombuffer(o_ref, np.int64))
+    assert runs == r_ref[: 4 * int(o[-1])] and len(runs) == 4 * int(o[-1])
+    assert hw[: 8 * len(masks)] == hw_ref[: 8 * len(masks)]
+    assert np.array_equal(area, np.frombuffer(a_ref, np.float64)[: len(masks)])
+    assert native.rle_masks_runs([], np.zeros(0))[1:3] == (b"", bytes(8))  # no run; offsets [0]
+    assert native.rle_masks_runs(masks + [{"size": [2, 2], "counts": b"0{"}], np.zeros(len(masks) + 1))[1:] == (
+        None,
+        None,
+        None,
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_segm_reads_the_runs_of_add_and_equals_the_pure_path(monkeypatch, seed):
+    """Compressed RLE masks are decoded once, at add(): the matching never calls rle_decode_masks for them, and
+    the stats are the pure path's bit for bit; a polygon among them sends its image's lists back to the
+    decoding at matching, with the same stats."""
+    preds, gts = detections(40, C, seed=seed, masks=True, crowd=0.3)
+    pure = _run(monkeypatch, "0", preds, gts, metric="segm")
+    decoded = native.rle_decode_masks
+
+    def refuse(rles):
+        raise AssertionError("masks decoded again at matching")
+
+    monkeypatch.setattr(native, "rle_decode_masks", refuse)
+    _same(pure, _run(monkeypatch, "1", preds, gts, metric="segm"))
+    calls = []
+    monkeypatch.setattr(native, "rle_decode_masks", lambda rles: calls.append(len(rles)) or decoded(rles))
+    i = next(i for i, g in enumerate(gts) if len(g["masks"]))
+    h, w = gts[i]["masks"][0]["size"]
+    gts = [dict(g) for g in gts]
+    gts[i] = dict(gts[i], height=h, width=w, masks=[[[1.0, 1.0, 5.0, 1.0, 5.0, 5.0]]] + list(gts[i]["masks"][1:]))
+    _same(_run(monkeypatch, "0", preds, gts, metric="segm"), _run(monkeypatch, "1", preds, gts, metric="segm"))
+    assert calls  # that slice went through the decoding at matching
+
+
 def test_refused_masks_are_named_the_same_way_with_the_kernels(monkeypatch):
     """A garbled RLE among good ones: the same error, naming the same mask, on both paths."""
     from mmeval.core.errors import MetricArgumentError

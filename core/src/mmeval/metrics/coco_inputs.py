@@ -21,6 +21,10 @@ from .coco_native import kernels
 from .extras import import_extra
 from .utils.rle_check import check_polygon_rings, check_rle
 
+#: A list of masks decoded by mmeval-coco-native: (runs uint32, each mask's first run and then the end int64
+#: (n + 1), areas as pycocotools' ``area`` float64 (n), height * 2**32 + width int64 (n)).
+MaskRuns = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
 
 class _Categories:
     """The evaluated category ids (``ids[label]``) and their positions in sorted order (pycocotools' K axis)."""
@@ -38,7 +42,7 @@ class _Categories:
 class _GroundTruths:
     """One image's ground truths: xywh boxes, label (index into the category ids), area, crowd, id != 0, masks."""
 
-    __slots__ = ("xywh", "labels", "area", "crowd", "idnz", "rles")
+    __slots__ = ("xywh", "labels", "area", "crowd", "idnz", "rles", "runs")
 
     def __init__(
         self,
@@ -48,14 +52,17 @@ class _GroundTruths:
         crowd: np.ndarray,
         idnz: np.ndarray,
         rles: Optional[List[Any]],
+        runs: Optional["MaskRuns"] = None,
     ) -> None:
         self.xywh, self.labels, self.area, self.crowd, self.idnz, self.rles = xywh, labels, area, crowd, idnz, rles
+        #: ``rles`` decoded once at ``add()`` by mmeval-coco-native (None: not decoded there)
+        self.runs = runs
 
 
 class _Image:
     """One image as add() checked it, waiting to be matched on this rank."""
 
-    __slots__ = ("img_id", "xywh", "scores", "det_labels", "seg_scores", "det_rles", "gts", "records")
+    __slots__ = ("img_id", "xywh", "scores", "det_labels", "seg_scores", "det_rles", "gts", "records", "det_runs")
 
     def __init__(
         self,
@@ -67,7 +74,10 @@ class _Image:
         det_rles: Optional[List[Any]],
         gts: _GroundTruths,
         records: Any,
+        det_runs: Optional["MaskRuns"] = None,
     ) -> None:
+        #: ``det_rles`` decoded once at ``add()`` by mmeval-coco-native (None: not decoded there)
+        self.det_runs = det_runs
         self.img_id, self.xywh, self.scores, self.det_labels = img_id, xywh, scores, labels
         self.seg_scores, self.det_rles, self.gts, self.records = seg_scores, det_rles, gts, records
 
@@ -191,15 +201,18 @@ def _labels(value: Any, what: str, n: int, c: int) -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def _masks(value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]) -> List[Any]:
-    """``n`` masks as compressed RLE dicts (RLE dicts, polygon lists with ``hw``, or binary (H, W) arrays)."""
-    return _masks_and_areas(value, what, n, hw)[0]
+def _masks(value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]) -> Tuple[List[Any], Optional[MaskRuns]]:
+    """``n`` masks as compressed RLE dicts (RLE dicts, polygon lists with ``hw``, or binary (H, W) arrays), and
+    their runs where mmeval-coco-native decoded them all (:data:`MaskRuns`)."""
+    out, _, runs = _masks_and_areas(value, what, n, hw)
+    return out, runs
 
 
 def _masks_and_areas(
     value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]
-) -> Tuple[List[Any], Optional[np.ndarray]]:
-    """:func:`_masks`, and every mask's area (pycocotools' ``area``) where the native pre-check gave them all."""
+) -> Tuple[List[Any], Optional[np.ndarray], Optional[MaskRuns]]:
+    """:func:`_masks`' masks, every mask's area (pycocotools' ``area``) where the native pre-check gave them
+    all, and then their runs as that pre-check decoded them (each mask decoded once, here)."""
     if not isinstance(value, (list, tuple)) or len(value) != n:
         raise MetricArgumentError(
             f"COCODetection.add(): {what} must be a list of {n} masks (one per box), got "
@@ -209,9 +222,21 @@ def _masks_and_areas(
     native = kernels()
     areas = np.zeros(n) if native is not None else None
     # the kernels' one call: each compressed RLE dict check_rle surely passes, as the dict below (None: not sure)
-    out: List[Any] = native.rle_masks(value, areas) if native is not None else [None] * n
+    # and, where it passed them all, their runs: the matching reads those instead of decoding the dicts again
+    runs: Optional[MaskRuns] = None
+    if native is not None and areas is not None and hasattr(native, "rle_masks_runs"):
+        out, b_runs, b_off, b_hw = native.rle_masks_runs(value, areas)
+        if b_runs is not None:
+            runs = (
+                np.frombuffer(b_runs, dtype=np.uint32),
+                np.frombuffer(b_off, dtype=np.int64),
+                areas,
+                np.frombuffer(b_hw, dtype=np.int64)[:n],
+            )
+    else:
+        out = native.rle_masks(value, areas) if native is not None else [None] * n
     if None not in out:
-        return out, areas
+        return out, areas, runs
     for j, m in enumerate(value):
         if out[j] is not None:
             continue
@@ -238,7 +263,7 @@ def _masks_and_areas(
                     f"binary (H, W) array, got {type(m).__name__}"
                 )
             out[j] = mask.encode(np.asfortranarray(arr.astype(np.uint8)))
-    return out, None
+    return out, None, None
 
 
 def _xywh(boxes: np.ndarray) -> np.ndarray:
@@ -281,10 +306,11 @@ def read_image(
     img_id = _img_id(pred.get("img_id"), f"{what}['img_id']")
     seg_scores = None
     det_rles: Optional[List[Any]] = None
+    det_runs: Optional[MaskRuns] = None
     if "segm" in metrics:
         if "masks" not in pred:
             raise MetricArgumentKeyError(f"COCODetection.add(): metric 'segm' needs {what}['masks'] (one RLE per box)")
-        det_rles = _masks(pred["masks"], f"{what}['masks']", k, None)
+        det_rles, det_runs = _masks(pred["masks"], f"{what}['masks']", k, None)
         if "mask_scores" in pred:
             seg_scores = _vector(pred["mask_scores"], f"{what}['mask_scores']", k)
     if ann is not None:
@@ -309,7 +335,7 @@ def read_image(
         img_id = gid if gid is not None else img_id
     xywh = _xywh(boxes)
     records = (xywh, scores, labels, seg_scores, det_rles) if keep_records else None
-    return _Image(img_id, xywh, scores, labels, seg_scores, det_rles, gts, records)
+    return _Image(img_id, xywh, scores, labels, seg_scores, det_rles, gts, records, det_runs)
 
 
 def _read_gts(gt: Dict[str, Any], what: str, cats: _Categories, segm: bool, gt_mask_area: bool) -> _GroundTruths:
@@ -330,16 +356,16 @@ def _read_gts(gt: Dict[str, Any], what: str, cats: _Categories, segm: bool, gt_m
     )
     xywh = _xywh(boxes)
     area = xywh[:, 2] * xywh[:, 3]
-    rles = None
+    rles, runs = None, None
     if "masks" in gt and gt["masks"] is not None:
-        rles, areas = _masks_and_areas(gt["masks"], f"{what}['masks']", m, (gt.get("height"), gt.get("width")))
+        rles, areas, runs = _masks_and_areas(gt["masks"], f"{what}['masks']", m, (gt.get("height"), gt.get("width")))
         if gt_mask_area and m and areas is not None:  # pycocotools' area of each, from the native pre-check
             area = areas
         elif gt_mask_area and m:
             area = _mask_areas(rles)
     elif segm and m:
         raise MetricArgumentKeyError(f"COCODetection.add(): metric 'segm' needs {what}['masks'] (one mask per box)")
-    return _GroundTruths(xywh, labels, area, crowd, np.ones(m, dtype=bool), rles)
+    return _GroundTruths(xywh, labels, area, crowd, np.ones(m, dtype=bool), rles, runs)
 
 
 def _ignore_bits(area: np.ndarray, crowd: np.ndarray) -> np.ndarray:
@@ -459,13 +485,14 @@ def _read_plain(
     for i, (p, g) in enumerate(zip(preds, gts)):
         d0, d1, g0, g1 = d_at[i], d_at[i + 1], g_at[i], g_at[i + 1]
         det_rles: Optional[List[Any]] = None
-        rles, area = None, garea[g0:g1]
+        det_runs: Optional[MaskRuns] = None
+        rles, runs, area = None, None, garea[g0:g1]
         try:
             if segm:
-                det_rles = _masks(p["masks"], f"predictions[{i}]['masks']", d1 - d0, None)
+                det_rles, det_runs = _masks(p["masks"], f"predictions[{i}]['masks']", d1 - d0, None)
             if "masks" in g and g["masks"] is not None:
                 hw = (g.get("height"), g.get("width"))
-                rles, areas = _masks_and_areas(g["masks"], f"groundtruths[{i}]['masks']", g1 - g0, hw)
+                rles, areas, runs = _masks_and_areas(g["masks"], f"groundtruths[{i}]['masks']", g1 - g0, hw)
                 if gt_mask_area and g1 > g0:
                     area = areas if areas is not None else _mask_areas(rles)
             elif segm and g1 > g0:
@@ -474,9 +501,9 @@ def _read_plain(
             return None  # named by read_image, in its order of the checks
         seg_scores = mscores[d0:d1] if segm and "mask_scores" in p else None
         x, sc, lb = xywh[d0:d1], scores[d0:d1], labels_i[d0:d1]
-        gt = _GroundTruths(gxywh[g0:g1], glabels_i[g0:g1], area, crowd[g0:g1], idnz[g0:g1], rles)
+        gt = _GroundTruths(gxywh[g0:g1], glabels_i[g0:g1], area, crowd[g0:g1], idnz[g0:g1], rles, runs)
         records = (x, sc, lb, seg_scores, det_rles) if keep_records else None
-        out.append(_Image(ids[i], x, sc, lb, seg_scores, det_rles, gt, records))
+        out.append(_Image(ids[i], x, sc, lb, seg_scores, det_rles, gt, records, det_runs))
     return out
 
 

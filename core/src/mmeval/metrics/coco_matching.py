@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.packed import TRITS_PER_WORD, trits_to_words
 from .coco_accumulate import AREA_RANGES, FP, IGNORED, TP
-from .coco_inputs import _Categories, _ignore_bits, _Image, _outside
+from .coco_inputs import MaskRuns, _Categories, _ignore_bits, _Image, _outside
 from .coco_native import kernels
 from .extras import import_extra
 
@@ -185,10 +185,13 @@ def _native_words(
     return words
 
 
-def _native_masks(native: Any, images: List[_Image]) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+def _native_masks(native: Any, images: List[_Image]) -> Optional[MaskRuns]:
     """Every detection's then every ground truth's mask of ``images`` decoded by mmeval-coco-native: (runs,
     each mask's first run and the end, areas as pycocotools' ``area``, (height, width)); None unless every
     mask is a compressed RLE (then pycocotools' own calls do it)."""
+    pieces = [(im.det_rles, im.det_runs) for im in images] + [(im.gts.rles, im.gts.runs) for im in images]
+    if all(runs is not None or not rles for rles, runs in pieces):  # every mask decoded once already, at add()
+        return _joined_runs([runs for _, runs in pieces if runs is not None])
     rles = [r for im in images for r in (im.det_rles or [])] + [r for im in images for r in (im.gts.rles or [])]
     decoded = native.rle_decode_masks(rles)
     if decoded is None:  # not every mask a compressed RLE
@@ -199,6 +202,22 @@ def _native_masks(native: Any, images: List[_Image]) -> Optional[Tuple[np.ndarra
         np.frombuffer(starts, dtype=np.int64),
         np.frombuffer(area, dtype=np.float64)[: len(rles)],
         np.frombuffer(hw, dtype=np.int64)[: len(rles)],
+    )
+
+
+def _joined_runs(parts: List[MaskRuns]) -> MaskRuns:
+    """Lists of decoded masks (:data:`MaskRuns`) as one, in their order: what ``rle_decode_masks`` of their
+    masks joined gives."""
+    if not parts:
+        return np.zeros(0, np.uint32), np.zeros(1, np.int64), np.zeros(0), np.zeros(0, np.int64)
+    sizes = np.array([int(p[1][-1]) for p in parts], dtype=np.int64)
+    base = np.cumsum(sizes) - sizes
+    offsets = np.concatenate([p[1][:-1] + b for p, b in zip(parts, base.tolist())] + [sizes.sum(keepdims=True)])
+    return (
+        np.concatenate([p[0][:k] for p, k in zip(parts, sizes.tolist())]),
+        offsets,
+        np.concatenate([p[2] for p in parts]),
+        np.concatenate([p[3] for p in parts]),
     )
 
 

@@ -6,7 +6,18 @@ The functions take C-contiguous numpy arrays of the documented dtypes; call them
 through :mod:`mmeval.metrics.coco_native`, which checks them.
 """
 
-from ._kernels import accumulate, kept, match, pairwise_sum, ranked, rle_decode, rle_decode_masks, rle_iou, rle_masks
+from ._kernels import (
+    accumulate,
+    kept,
+    match,
+    pairwise_sum,
+    ranked,
+    rle_decode,
+    rle_decode_masks,
+    rle_iou,
+    rle_masks,
+    rle_masks_runs,
+)
 
 __all__ = [
     "accumulate",
@@ -15,6 +26,7 @@ __all__ = [
     "pairwise_sum",
     "ranked",
     "rle_masks",
+    "rle_masks_runs",
     "rle_decode",
     "rle_decode_masks",
     "rle_iou",

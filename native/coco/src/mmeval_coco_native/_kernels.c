@@ -571,8 +571,9 @@ fail:
  * odd runs) only where mmeval's check_rle (metrics/utils/rle_check.py) surely passes it -- every character
  * in '0'..'o', the last one not continuing a value, every run (after rleFrString's deltas) >= 0 and the
  * runs summing to hw -- and only values of at most 6 characters and hw < 2**32: there pycocotools' own
- * decoding (its shifts in a 32-bit int, its runs uint32) gives these very runs. 0 says nothing. */
-static int rle_ok(const unsigned char *str, Py_ssize_t end, int64_t hw, double *area) {
+ * decoding (its shifts in a 32-bit int, its runs uint32) gives these very runs. 0 says nothing. With runs, the
+ * runs are written there (at most end of them) and their number to n_runs. */
+static int rle_ok(const unsigned char *str, Py_ssize_t end, int64_t hw, double *area, uint32_t *runs, Py_ssize_t *n_runs) {
     int64_t two_back = 0, one_back = 0, total = 0;
     Py_ssize_t p = 0, m = 0;
     uint32_t a = 0;
@@ -594,12 +595,14 @@ static int rle_ok(const unsigned char *str, Py_ssize_t end, int64_t hw, double *
         if (x < 0 || x > hw - total) return 0;
         total += x;
         if (m & 1) a += (uint32_t)x;
+        if (runs) runs[m] = (uint32_t)x;  /* rle_decode's very runs: x < 2**32, no 32-bit overflow below 7 chars */
         two_back = one_back;
         one_back = x;
         m++;
     }
     if (total != hw) return 0;
     *area = (double)a;
+    if (n_runs) *n_runs = m;
     return 1;
 }
 
@@ -607,16 +610,35 @@ static int rle_ok(const unsigned char *str, Py_ssize_t end, int64_t hw, double *
  * For each mask that is a dict (exactly) with bytes or ASCII str 'counts' and a 'size' list or tuple of two
  * ints in [0, 2**31) that rle_ok passes: a new dict {'size': [h, w], 'counts': bytes} and its area; for
  * any other mask None (the caller checks that one in Python). One call for a whole list of masks. */
-static PyObject *py_rle_masks(PyObject *self, PyObject *args) {
+static PyObject *rle_masks_impl(PyObject *args, int with_runs) {
     PyObject *seq;
     Py_buffer ba;
     if (!PyArg_ParseTuple(args, "Ow*", &seq, &ba)) return NULL;
     PyObject *fast = PySequence_Fast(seq, "rle_masks: masks must be a list or a tuple");
     if (!fast) { PyBuffer_Release(&ba); return NULL; }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), n_ok = 0, m_all = 0;
     double *area = ba.buf;
     PyObject *out = PyList_New(n);
+    PyObject *b_runs = NULL, *b_off = NULL, *b_hw = NULL;
+    uint32_t *runs = NULL;
+    int64_t *roff = NULL, *hws = NULL;
     if (!out || ba.len < n * 8) goto fail;
+    if (with_runs) {  /* room for the runs: at most one per character of the strings */
+        Py_ssize_t total = 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            PyObject *m = PySequence_Fast_GET_ITEM(fast, j);
+            PyObject *counts = PyDict_CheckExact(m) ? PyDict_GetItem(m, KEY_COUNTS) : NULL;
+            if (counts && PyBytes_CheckExact(counts)) total += PyBytes_GET_SIZE(counts);
+            else if (counts && PyUnicode_CheckExact(counts) && PyUnicode_IS_ASCII(counts)) total += PyUnicode_GET_LENGTH(counts);
+        }
+        b_runs = PyBytes_FromStringAndSize(NULL, 4 * (total ? total : 1));
+        b_off = PyBytes_FromStringAndSize(NULL, 8 * (n + 1));
+        b_hw = PyBytes_FromStringAndSize(NULL, 8 * (n ? n : 1));
+        if (!b_runs || !b_off || !b_hw) goto fail;
+        runs = (uint32_t *)PyBytes_AS_STRING(b_runs);
+        roff = (int64_t *)PyBytes_AS_STRING(b_off);
+        hws = (int64_t *)PyBytes_AS_STRING(b_hw);
+    }
     for (Py_ssize_t j = 0; j < n; j++) {
         PyObject *m = PySequence_Fast_GET_ITEM(fast, j), *item = Py_None;
         area[j] = 0.0;
@@ -636,8 +658,13 @@ static PyObject *py_rle_masks(PyObject *self, PyObject *args) {
             if (PyLong_CheckExact(hv) && PyLong_CheckExact(wv)) {
                 int oh = 0, ow = 0;
                 long long h = PyLong_AsLongLongAndOverflow(hv, &oh), w = PyLong_AsLongLongAndOverflow(wv, &ow);
+                Py_ssize_t m_one = 0;
+                if (roff) roff[j] = m_all;
                 if (!oh && !ow && h >= 0 && w >= 0 && h < (1LL << 31) && w < (1LL << 31) &&
-                    rle_ok((const unsigned char *)str, len, (int64_t)(h * w), &area[j])) {
+                    rle_ok((const unsigned char *)str, len, (int64_t)(h * w), &area[j], runs ? runs + m_all : NULL, &m_one)) {
+                    m_all += m_one;
+                    n_ok++;
+                    if (hws) hws[j] = (int64_t)h * ((int64_t)1 << 32) + (int64_t)w;
                     PyObject *b = PyBytes_CheckExact(counts) ? (Py_INCREF(counts), counts)
                                                              : PyBytes_FromStringAndSize(str, len);
                     PyObject *hw = b ? PyList_New(2) : NULL;
@@ -657,14 +684,29 @@ static PyObject *py_rle_masks(PyObject *self, PyObject *args) {
     }
     Py_DECREF(fast);
     PyBuffer_Release(&ba);
-    return out;
+    if (!with_runs) return out;
+    if (n_ok < n) {  /* not every mask decoded here: no runs */
+        Py_DECREF(b_runs); Py_DECREF(b_off); Py_DECREF(b_hw);
+        return Py_BuildValue("(NOOO)", out, Py_None, Py_None, Py_None);
+    }
+    roff[n] = m_all;
+    if (_PyBytes_Resize(&b_runs, 4 * m_all) < 0) { Py_DECREF(out); Py_DECREF(b_off); Py_DECREF(b_hw); return NULL; }
+    return Py_BuildValue("(NNNN)", out, b_runs, b_off, b_hw);
 fail:
     Py_XDECREF(out);
+    Py_XDECREF(b_runs); Py_XDECREF(b_off); Py_XDECREF(b_hw);
     Py_DECREF(fast);
     PyBuffer_Release(&ba);
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "rle_masks: area must hold a float64 per mask");
     return NULL;
 }
+
+static PyObject *py_rle_masks(PyObject *self, PyObject *args) { return rle_masks_impl(args, 0); }
+
+/* rle_masks_runs(masks, area f8[n] (out)) -> (list, runs u4 bytes, run_offsets i8[n+1] bytes, hw i8[n] bytes)
+ * rle_masks, and where it passed every mask, their runs as rle_decode_masks gives them (decoded once, here);
+ * else the three are None. */
+static PyObject *py_rle_masks_runs(PyObject *self, PyObject *args) { return rle_masks_impl(args, 1); }
 
 /* rle_iou(runs u4, run_offsets i8, area f8, a i8[pairs], b i8[pairs], crowd u1[pairs], out f8[pairs])
  * pycocotools' rleIou of masks a (detection) and b (ground truth) of the same size: intersection over
@@ -718,6 +760,7 @@ static PyMethodDef methods[] = {
     {"rle_decode", py_rle_decode, METH_VARARGS, "pycocotools' compressed RLE strings to runs, with areas."},
     {"kept", py_kept, METH_VARARGS, "Detections by (group, score), the first max_det of each group."},
     {"rle_masks", py_rle_masks, METH_VARARGS, "The compressed RLE dicts that surely pass mmeval's check, with areas."},
+    {"rle_masks_runs", py_rle_masks_runs, METH_VARARGS, "rle_masks, with the runs of the masks it passed."},
     {"rle_decode_masks", py_rle_decode_masks, METH_VARARGS, "rle_decode of a list of RLE dicts, in one call."},
     {"rle_iou", py_rle_iou, METH_VARARGS, "pycocotools' RLE IoU of (detection, ground truth) pairs."},
     {"pairwise_sum", py_pairwise_sum, METH_VARARGS, "numpy's pairwise sum of a float64 buffer (for tests)."},
