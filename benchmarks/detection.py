@@ -403,7 +403,7 @@ def _print_issue34(records: Sequence[Dict[str, Any]], case: str) -> None:
     fastest = min(rust, key=lambda r: r["eval_s"])
     total = mine[-1]["add_s"] + mine[-1]["compute_s"]
     print(
-        f"  detection {case} issue 34: ours {total:.3f} s / {fastest['impl']} {fastest['eval_s']:.3f} s = "
+        f"  detection {case} per core: ours {total:.3f} s / {fastest['impl']} {fastest['eval_s']:.3f} s = "
         f"{total / fastest['eval_s']:.2f} (target <= 1.0); last add() -> result {mine[-1]['compute_s'] * 1e3:.1f} ms "
         f"= {mine[-1]['compute_s'] / fastest['eval_s']:.3f} of it (target <= 0.1)",
         flush=True,
