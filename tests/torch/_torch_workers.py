@@ -94,27 +94,31 @@ class Ranks:
         self.kind = kind
         self.broken = False
         ctx = mp.get_context("spawn")
-        port = free_port()
         worker_env = dict(WORKER_ENV)
         worker_env.update(env or {})
-        self._conns = []
-        self._procs = []
-        for rank in range(world_size):
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(
-                target=worker_main,
-                args=(rank, world_size, port, kind, child, worker_env),
-                name=f"mmeval-{kind}-rank{rank}",
-                daemon=True,
-            )
-            proc.start()
-            child.close()
-            self._conns.append(parent)
-            self._procs.append(proc)
-        ready = self._collect(start_timeout)
-        if any(o.status != "ok" for o in ready):
+        # free_port() is free a moment ago only: another process (the suite runs envs side by side) may take
+        # the port before rank 0's store listens on it. That, and nothing else, is tried again on a new port.
+        for attempt in range(3):
+            self._conns, self._procs = [], []
+            port = free_port()
+            for rank in range(world_size):
+                parent, child = ctx.Pipe()
+                proc = ctx.Process(
+                    target=worker_main,
+                    args=(rank, world_size, port, kind, child, worker_env),
+                    name=f"mmeval-{kind}-rank{rank}",
+                    daemon=True,
+                )
+                proc.start()
+                child.close()
+                self._conns.append(parent)
+                self._procs.append(proc)
+            ready = self._collect(start_timeout, stop=_port_taken)
+            if all(o.status == "ok" for o in ready) and len(ready) == world_size:
+                return
             self.close(graceful=False)
-            raise GroupFailure(f"{kind} group of {world_size} did not start:\n" + "\n".join(map(str, ready)))
+            if not any(_port_taken(o) for o in ready) or attempt == 2:
+                raise GroupFailure(f"{kind} group of {world_size} did not start:\n" + "\n".join(map(str, ready)))
 
     def __enter__(self) -> "Ranks":
         return self
@@ -139,11 +143,14 @@ class Ranks:
             self.broken = True
         return outcomes
 
-    def _collect(self, timeout: float) -> List[Outcome]:
+    def _collect(self, timeout: float, stop: Optional[Callable[[Outcome], bool]] = None) -> List[Outcome]:
+        """Every rank's outcome within ``timeout`` s; ``stop``: give up waiting for the others at such an outcome."""
         deadline = time.monotonic() + timeout
         outcomes: List[Optional[Outcome]] = [None] * self.world_size
         pending = set(range(self.world_size))
         while pending:
+            if stop is not None and any(o is not None and stop(o) for o in outcomes):
+                break
             left = deadline - time.monotonic()
             if left <= 0:
                 break
@@ -184,6 +191,11 @@ class Ranks:
                 proc.join(5)
         for conn in self._conns:
             conn.close()
+
+
+def _port_taken(outcome: Outcome) -> bool:
+    """Whether a rank failed to start because its rendezvous port was taken meanwhile (EADDRINUSE)."""
+    return outcome.status != "ok" and "EADDRINUSE" in str(outcome)
 
 
 def values(outcomes: Sequence[Outcome]) -> List[Any]:

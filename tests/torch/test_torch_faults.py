@@ -85,3 +85,25 @@ def test_rank_that_never_arrives_times_out(group: Any, op: str) -> None:
         _assert_comm_error(exc, kind, [op], timeout + SLACK)
         assert exc["elapsed"] >= timeout * 0.9
         assert "within 3s" in exc["message"]
+
+
+def test_a_group_whose_port_was_taken_meanwhile_starts_on_another(monkeypatch: Any) -> None:
+    """free_port() answers a port free a moment ago; the suite's envs run side by side, and once another process
+    took it before rank 0's store listened (EADDRINUSE: test_rank_exits_mid_collective failed so, rank 1
+    waiting the whole start timeout). The harness starts the group again on a new port, that error only."""
+    import socket
+
+    import _torch_workers
+
+    held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    held.bind(("127.0.0.1", 0))
+    held.listen(1)
+    ports = [held.getsockname()[1]]
+    real = _torch_workers.free_port
+    monkeypatch.setattr(_torch_workers, "free_port", lambda: ports.pop() if ports else real())
+    try:
+        with Ranks(2, "torch_cpu", start_timeout=60) as r:
+            assert [o.status for o in r.run("info")] == ["ok", "ok"]
+    finally:
+        held.close()
+    assert not ports  # the taken port was tried first
