@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import netns
 import rank_main
-from relayed_hosts import Relayed, relayed_addresses
+from relayed_hosts import Relayed, relayed_addresses, relayed_mpi_env
 from reliability_harness import Launch, launch_mpi, rank_args, worker_env
 
 from mmeval.testing.ranks import free_port
@@ -24,7 +24,6 @@ TIMEOUT = 10.0
 #: Seconds over the timeout for a rank to notice, write its result, and for us to read it (a loaded 2-core machine).
 SLACK = 10.0
 WS = 4
-MPI_ENV = {"MPICH_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": netns.IFNAME}
 
 
 def launch_torchrun(
@@ -74,14 +73,30 @@ def launch_torchrun(
     return launch
 
 
-def launch_mpiexec(hosts: netns.TwoHosts, out: Path, scenarios: Sequence[str]) -> Launch:
-    """Hydra's ``mpiexec`` in host a, two ranks per host, ofi/tcp over the veth."""
+def launch_mpiexec(
+    hosts: netns.TwoHosts,
+    out: Path,
+    scenarios: Sequence[str],
+    params: Any = None,
+    relayed: Optional[Relayed] = None,
+    timeout: float = TIMEOUT,
+) -> Launch:
+    """Hydra's ``mpiexec`` in host a, two ranks per host, ofi/tcp over the veth.
+
+    ``relayed``: libfabric's tcp provider listens on each host's service
+    address (``FI_TCP_IFACE`` names the relays' interface), so every
+    connection between ranks of different hosts goes through the relays;
+    Hydra's own connections (mpiexec to the proxy on b, ``-iface``) stay on
+    the veth, so that a fault of the relays is one of MPI's links only.
+    """
+    env = relayed_mpi_env(relayed)
     return launch_mpi(
         out,
         WS,
         scenarios,
-        timeout=TIMEOUT,
-        env=MPI_ENV,
+        timeout=timeout,
+        params=params,
+        env=env,
         grace=4,
         launcher_args=[
             "-launcher",
@@ -92,7 +107,7 @@ def launch_mpiexec(hosts: netns.TwoHosts, out: Path, scenarios: Sequence[str]) -
             f"{hosts.addr_a}:2,{hosts.addr_b}:2",
             "-iface",
             netns.IFNAME,
-            *[a for k, v in MPI_ENV.items() for a in ("-genv", k, v)],
+            *[a for k, v in env.items() for a in ("-genv", k, v)],
         ],
         prefix=hosts.exec_prefix(hosts.ns_a),
     )
@@ -101,9 +116,12 @@ def launch_mpiexec(hosts: netns.TwoHosts, out: Path, scenarios: Sequence[str]) -
 LAUNCHERS = {"torchrun": launch_torchrun, "mpiexec": launch_mpiexec}
 
 
-def start_launch(kind: str, hosts: netns.TwoHosts, out: Path, scenarios: Sequence[str], request: Any) -> Launch:
+def start_launch(
+    kind: str, hosts: netns.TwoHosts, out: Path, scenarios: Sequence[str], request: Any, **options: Any
+) -> Launch:
+    """A launch of ``kind`` (a key of :data:`LAUNCHERS`; skipped, saying why, without its framework)."""
     request.getfixturevalue("torch_available" if kind == "torchrun" else "mpi_available")
-    return LAUNCHERS[kind](hosts, out, scenarios)  # type: ignore[operator]
+    return LAUNCHERS[kind](hosts, out, scenarios, **options)  # type: ignore[operator]
 
 
 def hosts_of(launch: Launch, hosts: netns.TwoHosts) -> Dict[int, str]:

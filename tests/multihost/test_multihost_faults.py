@@ -1,6 +1,7 @@
 """The faults netem would make, without netem; a clock behind; the bytes on the wire against comm-stats' counts.
 
-Two hosts x two processes under torchrun, as in ``test_multihost.py``.
+Two hosts x two processes under torchrun, as in ``test_multihost.py``; the
+relay's faults under mpiexec too.
 
 * **Latency and loss through a userspace relay** (:mod:`relay`,
   :mod:`relayed_hosts`): this machine's kernel has no netem, so every
@@ -12,7 +13,11 @@ Two hosts x two processes under torchrun, as in ``test_multihost.py``.
   (no byte, no reset: the link looks alive) makes every rank raise within
   its bound; a reset of every cross-host connection makes them raise at
   once (or, on host b, torchrun's agent ends a rank: its own store
-  connection was reset too).
+  connection was reset too). Under mpiexec, libfabric's tcp provider
+  listens on the service addresses (:func:`relayed_hosts.relayed_mpi_env`):
+  the result is exact too; the stall makes every rank raise in its bound;
+  a reset loses the messages in flight without an error, so it is the
+  timeout again (then the leave notices, over new connections).
 * **A clock behind** (:mod:`clocks`): host b's CLOCK_MONOTONIC (a time
   namespace) and Python's ``time.time()`` set back, the two clocks the
   core's deadlines read. By less than the timeout: the result equals one
@@ -35,7 +40,17 @@ from typing import Any, Dict
 import clocks
 import netns
 import pytest
-from launchers import SLACK, WS, equal_to_one_process, hosts_of, launch_torchrun, raised_or_ended
+from launchers import (
+    LAUNCHERS,
+    SLACK,
+    WS,
+    equal_to_one_process,
+    hosts_of,
+    launch_mpiexec,
+    launch_torchrun,
+    raised_or_ended,
+    start_launch,
+)
 from relayed_hosts import Relayed
 
 #: The link's bytes against comm-stats' bytes from the other host: at least 95 % (gloo's ring moves the 4 KiB slots of
@@ -51,30 +66,33 @@ DELAY_MS, STALL_PROB, STALL_MS = 20.0, 0.05, 200.0
 
 
 @pytest.fixture
-def relayed(two_hosts: netns.TwoHosts, scratch: Path, torch_available: None) -> Any:
+def relayed(two_hosts: netns.TwoHosts, scratch: Path) -> Any:
     with Relayed(two_hosts, scratch, DELAY_MS, STALL_PROB, STALL_MS) as relays:
         yield relays
 
 
+@pytest.mark.parametrize("kind", list(LAUNCHERS))
 def test_latency_and_loss_through_the_relay_then_a_stall_longer_than_the_timeout(
-    two_hosts: netns.TwoHosts, relayed: Relayed, scratch: Path, figures: Any
+    kind: str, two_hosts: netns.TwoHosts, relayed: Relayed, scratch: Path, figures: Any, request: Any
 ) -> None:
     """20 ms each way, 5 % of chunks stalled 200 ms: the result is exact; then nothing moves: every rank raises.
 
     The stall keeps every socket open and sends no reset (a link that looks
-    alive and carries nothing): each rank can only learn it at its timeout.
+    alive and carries nothing): each rank can only learn it at its timeout --
+    or, under mpiexec, from a rank of its own host that timed out first and
+    told its peers (mpi4py's leave notice, through shared memory).
     """
     start = time.monotonic()
     scenarios = ["evaluate", "loop_until_error"]
-    with launch_torchrun(
-        two_hosts, scratch, scenarios, params={"looping_after": 5}, relayed=relayed, timeout=TIMEOUT
+    with start_launch(
+        kind, two_hosts, scratch, scenarios, request, params={"looping_after": 5}, relayed=relayed, timeout=TIMEOUT
     ) as launch:
         where = hosts_of(launch, two_hosts)
         assert sorted(where.values()) == ["a", "a", "b", "b"], where
         equal_to_one_process(launch)
         figures(
             "multi-host faults",
-            launcher="torchrun",
+            launcher=kind,
             fault=f"relay: {DELAY_MS:g} ms each way, {STALL_PROB:.0%} of chunks stalled {STALL_MS:g} ms",
             outcome="exact",
             seconds=time.monotonic() - start,
@@ -88,9 +106,19 @@ def test_latency_and_loss_through_the_relay_then_a_stall_longer_than_the_timeout
         stalled_at = time.monotonic()
         relayed.stall()
         ended = raised_or_ended(
-            launch, range(WS), stalled_at, TIMEOUT + SLACK, "torchrun", "relay stalls everything", figures, where
+            launch, range(WS), stalled_at, TIMEOUT + SLACK, kind, "relay stalls everything", figures, where
         )
-        assert not ended, f"ranks {ended} were ended by torchrun before they raised\n{launch.describe()}"
+        assert not ended, f"ranks {ended} were ended by {kind} before they raised\n{launch.describe()}"
+        _timed_out_or_told(launch)
+
+
+def _timed_out_or_told(launch: Any) -> None:
+    """Each rank timed out, or raised because a peer told it that it had timed out (mpi4py's leave notice)."""
+    for r in range(WS):
+        e = launch.find(r, "result", scenario="loop_until_error")
+        err = e["info"]["error"]
+        told = err["type"] == "CollectiveFailedError" and "CollectiveTimeoutError" in err["message"]
+        assert err["type"] == "CollectiveTimeoutError" or told, f"rank {r}: {err}"
 
 
 def _clock_behind(realtime_s: int) -> Dict[str, Any]:
@@ -159,7 +187,7 @@ def test_a_clock_behind_by_more_than_the_timeout(
 
 
 def test_the_bytes_on_the_wire_then_a_reset_of_every_connection(
-    two_hosts: netns.TwoHosts, relayed: Relayed, scratch: Path, figures: Any
+    two_hosts: netns.TwoHosts, relayed: Relayed, scratch: Path, figures: Any, torch_available: None
 ) -> None:
     """The veth's bytes during one compute() against comm-stats' counts, within :data:`LOWER` .. :data:`UPPER`.
 
@@ -210,3 +238,27 @@ def test_the_bytes_on_the_wire_then_a_reset_of_every_connection(
         f"the link carried {link} bytes; comm-stats counted {received} received, {crossing} of them from the other "
         f"host (expected {lower}..{upper})\n{infos}"
     )
+
+
+def test_a_reset_of_every_connection_under_mpiexec(
+    two_hosts: netns.TwoHosts, relayed: Relayed, scratch: Path, figures: Any, mpi_available: None
+) -> None:
+    """Through the relays under mpiexec (exact first), then they reset every connection: each rank raises or is ended.
+
+    libfabric's tcp provider sees ``ECONNRESET`` on every cross-host
+    connection. What follows is MPICH's: an error returned to the waiting
+    ``MPI_Test`` (``CollectiveFailedError``), or Hydra ending the job when a
+    rank aborts -- either within the bound (docs/reliability.md).
+    """
+    scenarios = ["evaluate", "loop_until_error"]
+    params = {"looping_after": 5}
+    with launch_mpiexec(two_hosts, scratch, scenarios, params=params, relayed=relayed, timeout=TIMEOUT) as launch:
+        where = hosts_of(launch, two_hosts)
+        equal_to_one_process(launch)
+        launch.wait_event(range(WS), "looping", 120)
+        time.sleep(0.5)
+        reset_at = time.monotonic()
+        relayed.reset()
+        raised_or_ended(
+            launch, range(WS), reset_at, TIMEOUT + SLACK, "mpiexec", "relay resets everything", figures, where
+        )
