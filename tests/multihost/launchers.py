@@ -2,16 +2,18 @@
 
 The settings each launch needs are the README's multi-host recipes (see
 ``test_multihost.py``). :func:`launch_torchrun` also runs through the relays
-of :mod:`relayed_hosts` (every cross-host connection delayed or stalled) and
-can wrap host b's commands (a clock set back, :mod:`clocks`).
+of :mod:`relayed_hosts` (every cross-host connection delayed or stalled), and
+so does :func:`launch_mpiexec`; both can wrap host b's commands (a clock set
+back, :mod:`clocks`).
 """
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import netns
 import rank_main
@@ -79,6 +81,8 @@ def launch_mpiexec(
     scenarios: Sequence[str],
     params: Any = None,
     relayed: Optional[Relayed] = None,
+    wrap_b: Sequence[str] = (),
+    env_b: Optional[Dict[str, str]] = None,
     timeout: float = TIMEOUT,
 ) -> Launch:
     """Hydra's ``mpiexec`` in host a, two ranks per host, ofi/tcp over the veth.
@@ -88,8 +92,14 @@ def launch_mpiexec(
     connection between ranks of different hosts goes through the relays;
     Hydra's own connections (mpiexec to the proxy on b, ``-iface``) stay on
     the veth, so that a fault of the relays is one of MPI's links only.
+    ``wrap_b`` / ``env_b``: a command prefix and variables for host b's
+    Hydra proxy, whose ranks inherit both (:func:`_launcher_for_b`).
     """
     env = relayed_mpi_env(relayed)
+    launcher = hosts.launcher_exec(out)
+    if wrap_b or env_b:
+        launcher, to_all = _launcher_for_b(hosts, launcher, wrap_b, env_b or {})
+        env = {**env, **to_all}
     return launch_mpi(
         out,
         WS,
@@ -102,7 +112,7 @@ def launch_mpiexec(
             "-launcher",
             "ssh",
             "-launcher-exec",
-            str(hosts.launcher_exec(out)),
+            str(launcher),
             "-hosts",
             f"{hosts.addr_a}:2,{hosts.addr_b}:2",
             "-iface",
@@ -111,6 +121,33 @@ def launch_mpiexec(
         ],
         prefix=hosts.exec_prefix(hosts.ns_a),
     )
+
+
+def _launcher_for_b(
+    hosts: netns.TwoHosts, launcher: Path, wrap_b: Sequence[str], env_b: Dict[str, str]
+) -> Tuple[Path, Dict[str, str]]:
+    """An ``ssh`` stand-in that starts host b's proxy under ``wrap_b`` with ``env_b``; and what every rank must get.
+
+    Hydra sets each variable of mpiexec's environment on every rank, over
+    what the proxy had: a variable mpiexec's environment holds (``PYTHONPATH``
+    may) would not keep host b's value, so it goes to every rank instead
+    (for the clocks, harmless: the ``sitecustomize`` does nothing without
+    ``TEST_REALTIME_BACK_S``). The others reach host b's ranks only.
+    """
+    outer = worker_env()
+    to_all = {k: v for k, v in env_b.items() if k in outer}
+    only_b = " ".join(shlex.quote(f"{k}={v}") for k, v in env_b.items() if k not in outer)
+    script = launcher.with_name("netns-ssh-b.sh")
+    script.write_text(
+        "#!/bin/sh\n"
+        "# host b's proxy (and with it its ranks) under a prefix and with variables of its own\n"
+        'for arg in "$@"; do\n'
+        f'  [ "$arg" = {hosts.addr_b} ] && exec env {only_b} {shlex.join(wrap_b)} {shlex.quote(str(launcher))} "$@"\n'
+        "done\n"
+        f'exec {shlex.quote(str(launcher))} "$@"\n'
+    )
+    script.chmod(0o755)
+    return script, to_all
 
 
 LAUNCHERS = {"torchrun": launch_torchrun, "mpiexec": launch_mpiexec}
