@@ -2,20 +2,22 @@
 
 The settings each launch needs are the README's multi-host recipes (see
 ``test_multihost.py``). :func:`launch_torchrun` also runs through the relays
-of :mod:`relayed_hosts` (every cross-host connection delayed or stalled) and
-can wrap host b's commands (a clock set back, :mod:`clocks`).
+of :mod:`relayed_hosts` (every cross-host connection delayed or stalled), and
+so does :func:`launch_mpiexec`; both can wrap host b's commands (a clock set
+back, :mod:`clocks`).
 """
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import netns
 import rank_main
-from relayed_hosts import Relayed, relayed_addresses
+from relayed_hosts import Relayed, relayed_addresses, relayed_mpi_env
 from reliability_harness import Launch, launch_mpi, rank_args, worker_env
 
 from mmeval.testing.ranks import free_port
@@ -24,7 +26,6 @@ TIMEOUT = 10.0
 #: Seconds over the timeout for a rank to notice, write its result, and for us to read it (a loaded 2-core machine).
 SLACK = 10.0
 WS = 4
-MPI_ENV = {"MPICH_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": netns.IFNAME}
 
 
 def launch_torchrun(
@@ -74,36 +75,90 @@ def launch_torchrun(
     return launch
 
 
-def launch_mpiexec(hosts: netns.TwoHosts, out: Path, scenarios: Sequence[str]) -> Launch:
-    """Hydra's ``mpiexec`` in host a, two ranks per host, ofi/tcp over the veth."""
+def launch_mpiexec(
+    hosts: netns.TwoHosts,
+    out: Path,
+    scenarios: Sequence[str],
+    params: Any = None,
+    relayed: Optional[Relayed] = None,
+    wrap_b: Sequence[str] = (),
+    env_b: Optional[Dict[str, str]] = None,
+    timeout: float = TIMEOUT,
+) -> Launch:
+    """Hydra's ``mpiexec`` in host a, two ranks per host, ofi/tcp over the veth.
+
+    ``relayed``: libfabric's tcp provider listens on each host's service
+    address (``FI_TCP_IFACE`` names the relays' interface), so every
+    connection between ranks of different hosts goes through the relays;
+    Hydra's own connections (mpiexec to the proxy on b, ``-iface``) stay on
+    the veth, so that a fault of the relays is one of MPI's links only.
+    ``wrap_b`` / ``env_b``: a command prefix and variables for host b's
+    Hydra proxy, whose ranks inherit both (:func:`_launcher_for_b`).
+    """
+    env = relayed_mpi_env(relayed)
+    launcher = hosts.launcher_exec(out)
+    if wrap_b or env_b:
+        launcher, to_all = _launcher_for_b(hosts, launcher, wrap_b, env_b or {})
+        env = {**env, **to_all}
     return launch_mpi(
         out,
         WS,
         scenarios,
-        timeout=TIMEOUT,
-        env=MPI_ENV,
+        timeout=timeout,
+        params=params,
+        env=env,
         grace=4,
         launcher_args=[
             "-launcher",
             "ssh",
             "-launcher-exec",
-            str(hosts.launcher_exec(out)),
+            str(launcher),
             "-hosts",
             f"{hosts.addr_a}:2,{hosts.addr_b}:2",
             "-iface",
             netns.IFNAME,
-            *[a for k, v in MPI_ENV.items() for a in ("-genv", k, v)],
+            *[a for k, v in env.items() for a in ("-genv", k, v)],
         ],
         prefix=hosts.exec_prefix(hosts.ns_a),
     )
 
 
+def _launcher_for_b(
+    hosts: netns.TwoHosts, launcher: Path, wrap_b: Sequence[str], env_b: Dict[str, str]
+) -> Tuple[Path, Dict[str, str]]:
+    """An ``ssh`` stand-in that starts host b's proxy under ``wrap_b`` with ``env_b``; and what every rank must get.
+
+    Hydra sets each variable of mpiexec's environment on every rank, over
+    what the proxy had: a variable mpiexec's environment holds (``PYTHONPATH``
+    may) would not keep host b's value, so it goes to every rank instead
+    (for the clocks, harmless: the ``sitecustomize`` does nothing without
+    ``TEST_REALTIME_BACK_S``). The others reach host b's ranks only.
+    """
+    outer = worker_env()
+    to_all = {k: v for k, v in env_b.items() if k in outer}
+    only_b = " ".join(shlex.quote(f"{k}={v}") for k, v in env_b.items() if k not in outer)
+    script = launcher.with_name("netns-ssh-b.sh")
+    script.write_text(
+        "#!/bin/sh\n"
+        "# host b's proxy (and with it its ranks) under a prefix and with variables of its own\n"
+        'for arg in "$@"; do\n'
+        f'  [ "$arg" = {hosts.addr_b} ] && exec env {only_b} {shlex.join(wrap_b)} {shlex.quote(str(launcher))} "$@"\n'
+        "done\n"
+        f'exec {shlex.quote(str(launcher))} "$@"\n'
+    )
+    script.chmod(0o755)
+    return script, to_all
+
+
 LAUNCHERS = {"torchrun": launch_torchrun, "mpiexec": launch_mpiexec}
 
 
-def start_launch(kind: str, hosts: netns.TwoHosts, out: Path, scenarios: Sequence[str], request: Any) -> Launch:
+def start_launch(
+    kind: str, hosts: netns.TwoHosts, out: Path, scenarios: Sequence[str], request: Any, **options: Any
+) -> Launch:
+    """A launch of ``kind`` (a key of :data:`LAUNCHERS`; skipped, saying why, without its framework)."""
     request.getfixturevalue("torch_available" if kind == "torchrun" else "mpi_available")
-    return LAUNCHERS[kind](hosts, out, scenarios)  # type: ignore[operator]
+    return LAUNCHERS[kind](hosts, out, scenarios, **options)  # type: ignore[operator]
 
 
 def hosts_of(launch: Launch, hosts: netns.TwoHosts) -> Dict[int, str]:

@@ -148,7 +148,8 @@ def _incoming(conn: socket.socket, args: argparse.Namespace, rng: random.Random)
             head += more
         conn.settimeout(None)
         (port,) = PORT.unpack(head)
-        down = socket.create_connection((args.local_service, port), timeout=10)
+        # from the peer's service address (local here, on lo): the rank sees the connection come from the other host
+        down = socket.create_connection((args.local_service, port), timeout=10, source_address=(args.peer_service, 0))
         down.settimeout(None)
     except OSError:
         conn.close()  # nothing listens there: the connecting rank sees its connection closed, as without a relay

@@ -154,4 +154,28 @@ def relayed_addresses(relayed: Optional[Relayed], hosts: netns.TwoHosts) -> Dict
     return {"addr": dict(relayed.service), "ifname": SERVICE_IF, "port": RDZV_PORT}
 
 
-__all__: List[str] = ["Relayed", "relayed_addresses", "SERVICE_IF", "PORTS", "RDZV_PORT", "RELAY_PORT"]
+def relayed_mpi_env(relayed: Optional[Relayed]) -> Dict[str, str]:
+    """What an MPICH launch sets: the ofi netmod over libfabric's tcp provider, on the veth or the relays' interface.
+
+    ``MPICH_CH4_NETMOD=ofi`` and ``FI_PROVIDER=tcp``: MPICH's default (UCX)
+    sees both namespaces on one machine and moves the bytes through shared
+    memory. ``FI_TCP_IFACE``: the address libfabric's tcp provider listens on
+    and publishes to the other ranks -- with the relays, the service address,
+    so a rank of the other host connects to a local address of its own
+    namespace, where its relay listens. The port comes from the namespace's
+    narrowed ephemeral range (libfabric binds port 0), one the peer's relay
+    listens on.
+    """
+    ifname = netns.IFNAME if relayed is None else SERVICE_IF
+    return {"MPICH_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", "FI_TCP_IFACE": ifname}
+
+
+__all__: List[str] = [
+    "Relayed",
+    "relayed_addresses",
+    "relayed_mpi_env",
+    "SERVICE_IF",
+    "PORTS",
+    "RDZV_PORT",
+    "RELAY_PORT",
+]

@@ -1,6 +1,7 @@
 """The faults netem would make, without netem; a clock behind; the bytes on the wire against comm-stats' counts.
 
-Two hosts x two processes under torchrun, as in ``test_multihost.py``.
+Two hosts x two processes under torchrun, as in ``test_multihost.py``; the
+relay's faults under mpiexec too.
 
 * **Latency and loss through a userspace relay** (:mod:`relay`,
   :mod:`relayed_hosts`): this machine's kernel has no netem, so every
@@ -12,7 +13,11 @@ Two hosts x two processes under torchrun, as in ``test_multihost.py``.
   (no byte, no reset: the link looks alive) makes every rank raise within
   its bound; a reset of every cross-host connection makes them raise at
   once (or, on host b, torchrun's agent ends a rank: its own store
-  connection was reset too).
+  connection was reset too). Under mpiexec, libfabric's tcp provider
+  listens on the service addresses (:func:`relayed_hosts.relayed_mpi_env`):
+  the result is exact too; the stall makes every rank raise in its bound;
+  a reset loses the messages in flight without an error, so it is the
+  timeout again (then the leave notices, over new connections).
 * **A clock behind** (:mod:`clocks`): host b's CLOCK_MONOTONIC (a time
   namespace) and Python's ``time.time()`` set back, the two clocks the
   core's deadlines read. By less than the timeout: the result equals one
@@ -35,7 +40,17 @@ from typing import Any, Dict
 import clocks
 import netns
 import pytest
-from launchers import SLACK, WS, equal_to_one_process, hosts_of, launch_torchrun, raised_or_ended
+from launchers import (
+    LAUNCHERS,
+    SLACK,
+    WS,
+    equal_to_one_process,
+    hosts_of,
+    launch_mpiexec,
+    launch_torchrun,
+    raised_or_ended,
+    start_launch,
+)
 from relayed_hosts import Relayed
 
 #: The link's bytes against comm-stats' bytes from the other host: at least 95 % (gloo's ring moves the 4 KiB slots of
@@ -51,46 +66,78 @@ DELAY_MS, STALL_PROB, STALL_MS = 20.0, 0.05, 200.0
 
 
 @pytest.fixture
-def relayed(two_hosts: netns.TwoHosts, scratch: Path, torch_available: None) -> Any:
+def relayed(two_hosts: netns.TwoHosts, scratch: Path) -> Any:
     with Relayed(two_hosts, scratch, DELAY_MS, STALL_PROB, STALL_MS) as relays:
         yield relays
 
 
+@pytest.mark.parametrize("kind", list(LAUNCHERS))
 def test_latency_and_loss_through_the_relay_then_a_stall_longer_than_the_timeout(
-    two_hosts: netns.TwoHosts, relayed: Relayed, scratch: Path, figures: Any
+    kind: str, two_hosts: netns.TwoHosts, relayed: Relayed, scratch: Path, figures: Any, request: Any
 ) -> None:
     """20 ms each way, 5 % of chunks stalled 200 ms: the result is exact; then nothing moves: every rank raises.
 
     The stall keeps every socket open and sends no reset (a link that looks
-    alive and carries nothing): each rank can only learn it at its timeout.
+    alive and carries nothing): each rank can only learn it at its timeout --
+    or, under mpiexec, from a rank of its own host that timed out first and
+    told its peers (mpi4py's leave notice, through shared memory).
     """
     start = time.monotonic()
     scenarios = ["evaluate", "loop_until_error"]
-    with launch_torchrun(
-        two_hosts, scratch, scenarios, params={"looping_after": 5}, relayed=relayed, timeout=TIMEOUT
+    with start_launch(
+        kind, two_hosts, scratch, scenarios, request, params={"looping_after": 5}, relayed=relayed, timeout=TIMEOUT
     ) as launch:
         where = hosts_of(launch, two_hosts)
         assert sorted(where.values()) == ["a", "a", "b", "b"], where
         equal_to_one_process(launch)
         figures(
             "multi-host faults",
-            launcher="torchrun",
+            launcher=kind,
             fault=f"relay: {DELAY_MS:g} ms each way, {STALL_PROB:.0%} of chunks stalled {STALL_MS:g} ms",
             outcome="exact",
             seconds=time.monotonic() - start,
         )
+        launch.wait_event(range(WS), "looping", 120)
+        time.sleep(0.6)  # a relay writes its counts every 0.5 s
         counts = relayed.counts()
         # the ranks reached the other host only through the relays: both carried traffic both ways
         for ns, c in counts.items():
             assert c["out"] > 0 and c["in"] > 0, f"the relay of {ns} carried nothing: {counts}"
-        launch.wait_event(range(WS), "looping", 120)
         time.sleep(0.5)
         stalled_at = time.monotonic()
         relayed.stall()
         ended = raised_or_ended(
-            launch, range(WS), stalled_at, TIMEOUT + SLACK, "torchrun", "relay stalls everything", figures, where
+            launch, range(WS), stalled_at, TIMEOUT + SLACK, kind, "relay stalls everything", figures, where
         )
-        assert not ended, f"ranks {ended} were ended by torchrun before they raised\n{launch.describe()}"
+        assert not ended, f"ranks {ended} were ended by {kind} before they raised\n{launch.describe()}"
+        _timed_out_or_told(launch)
+
+
+def _timed_out_or_told(launch: Any) -> None:
+    """Some rank timed out; each of the others did too, or raised because a peer told it that it had left.
+
+    A stall sends nothing: no rank may see a reset or a closed connection.
+    A rank whose peer timed out first may learn it from that peer (its
+    leave notice, over a connection of their own host) before its own timeout.
+    """
+    errors = {r: launch.find(r, "result", scenario="loop_until_error")["info"]["error"] for r in range(WS)}
+    timed_out = [r for r, err in errors.items() if err["type"] == "CollectiveTimeoutError"]
+    assert timed_out, f"no rank timed out: {errors}"
+    for r, err in errors.items():
+        told = err["type"] == "CollectiveFailedError" and " left after completing " in err["message"]
+        assert r in timed_out or told, f"rank {r}: {err}"
+
+
+def _set_back_on_b(launch: Any, where: Dict[int, str], shifted: Dict[str, int]) -> None:
+    """Host b's ranks run with their clocks set back (a time namespace, the variable), host a's do not."""
+    for r, host in where.items():
+        pid = int(launch.find(r, "ready")["pid"])
+        offsets = Path(f"/proc/{pid}/timens_offsets").read_text().split()
+        monotonic = int(offsets[offsets.index("monotonic") + 1])
+        variables = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        realtime = b"TEST_REALTIME_BACK_S=%d" % shifted["realtime"] in variables
+        want = (-shifted["monotonic"], True) if host == "b" else (0, False)
+        assert (monotonic, realtime) == want, f"rank {r} on host {host}: {offsets}, realtime back: {realtime}"
 
 
 def _clock_behind(realtime_s: int) -> Dict[str, Any]:
@@ -101,20 +148,28 @@ def _clock_behind(realtime_s: int) -> Dict[str, Any]:
     return {"wrap_b": prefix, "env_b": env, "shifted": shifted}
 
 
+@pytest.mark.parametrize("kind", list(LAUNCHERS))
 def test_a_clock_behind_by_less_than_the_timeout(
-    two_hosts: netns.TwoHosts, scratch: Path, figures: Any, torch_available: None
+    kind: str, two_hosts: netns.TwoHosts, scratch: Path, figures: Any, request: Any
 ) -> None:
-    """Host b's clocks 2 s (realtime) and up to 120 s (monotonic) behind: exact result; a cut link still raises."""
+    """Host b's clocks 2 s (realtime) and up to 120 s (monotonic) behind: exact result; a cut link still raises.
+
+    mpiexec: MPICH over ofi/tcp may abort the job first, as in
+    ``test_multihost.py``'s cut link: accepted within the bound.
+    """
     clock = _clock_behind(2)
-    with launch_torchrun(
+    with start_launch(
+        kind,
         two_hosts,
         scratch,
         ["evaluate", "loop_until_error"],
+        request,
         wrap_b=clock["wrap_b"],
         env_b=clock["env_b"],
         timeout=TIMEOUT,
     ) as launch:
         where = hosts_of(launch, two_hosts)
+        _set_back_on_b(launch, where, clock["shifted"])
         equal_to_one_process(launch)
         launch.wait_event(range(WS), "looping", 120)
         time.sleep(0.5)
@@ -123,20 +178,23 @@ def test_a_clock_behind_by_less_than_the_timeout(
         fault = "cut link, host b's clock behind ({realtime} s realtime, {monotonic} s monotonic)".format(
             **clock["shifted"]
         )
-        ended = raised_or_ended(launch, range(WS), cut_at, TIMEOUT + SLACK, "torchrun", fault, figures, where)
-        assert not ended, f"ranks {ended} were ended by torchrun before they raised\n{launch.describe()}"
+        ended = raised_or_ended(launch, range(WS), cut_at, TIMEOUT + SLACK, kind, fault, figures, where)
+        if kind == "torchrun":
+            assert not ended, f"ranks {ended} were ended by torchrun before they raised\n{launch.describe()}"
 
 
+@pytest.mark.parametrize("kind", list(LAUNCHERS))
 def test_a_clock_behind_by_more_than_the_timeout(
-    two_hosts: netns.TwoHosts, scratch: Path, figures: Any, torch_available: None
+    kind: str, two_hosts: netns.TwoHosts, scratch: Path, figures: Any, request: Any
 ) -> None:
     """Host b's wall clock 3 timeouts behind: each rank ends in time, exact or with an error naming the clocks."""
     behind = int(3 * TIMEOUT)
     clock = _clock_behind(behind)
-    with launch_torchrun(
-        two_hosts, scratch, ["evaluate"], wrap_b=clock["wrap_b"], env_b=clock["env_b"], timeout=TIMEOUT
+    with start_launch(
+        kind, two_hosts, scratch, ["evaluate"], request, wrap_b=clock["wrap_b"], env_b=clock["env_b"], timeout=TIMEOUT
     ) as launch:
         where = hosts_of(launch, two_hosts)
+        _set_back_on_b(launch, where, clock["shifted"])
         found = launch.wait_event(range(WS), "result", TIMEOUT + SLACK + 60, scenario="evaluate")
     for r, e in sorted(found.items()):
         failures = "\n".join(e["info"].get("failures", []))
@@ -145,7 +203,7 @@ def test_a_clock_behind_by_more_than_the_timeout(
         since_ready = e["t"] - ready["t"]
         figures(
             "multi-host faults",
-            launcher="torchrun",
+            launcher=kind,
             fault=f"host b's realtime clock {behind} s behind",
             rank=r,
             host=where[r],
@@ -159,7 +217,7 @@ def test_a_clock_behind_by_more_than_the_timeout(
 
 
 def test_the_bytes_on_the_wire_then_a_reset_of_every_connection(
-    two_hosts: netns.TwoHosts, relayed: Relayed, scratch: Path, figures: Any
+    two_hosts: netns.TwoHosts, relayed: Relayed, scratch: Path, figures: Any, torch_available: None
 ) -> None:
     """The veth's bytes during one compute() against comm-stats' counts, within :data:`LOWER` .. :data:`UPPER`.
 
@@ -210,3 +268,27 @@ def test_the_bytes_on_the_wire_then_a_reset_of_every_connection(
         f"the link carried {link} bytes; comm-stats counted {received} received, {crossing} of them from the other "
         f"host (expected {lower}..{upper})\n{infos}"
     )
+
+
+def test_a_reset_of_every_connection_under_mpiexec(
+    two_hosts: netns.TwoHosts, relayed: Relayed, scratch: Path, figures: Any, mpi_available: None
+) -> None:
+    """Through the relays under mpiexec (exact first), then they reset every connection: each rank raises or is ended.
+
+    libfabric's tcp provider sees ``ECONNRESET`` on every cross-host
+    connection. What follows is MPICH's: an error returned to the waiting
+    ``MPI_Test`` (``CollectiveFailedError``), or Hydra ending the job when a
+    rank aborts -- either within the bound (docs/reliability.md).
+    """
+    scenarios = ["evaluate", "loop_until_error"]
+    params = {"looping_after": 5}
+    with launch_mpiexec(two_hosts, scratch, scenarios, params=params, relayed=relayed, timeout=TIMEOUT) as launch:
+        where = hosts_of(launch, two_hosts)
+        equal_to_one_process(launch)
+        launch.wait_event(range(WS), "looping", 120)
+        time.sleep(0.5)
+        reset_at = time.monotonic()
+        relayed.reset()
+        raised_or_ended(
+            launch, range(WS), reset_at, TIMEOUT + SLACK, "mpiexec", "relay resets everything", figures, where
+        )
