@@ -149,7 +149,20 @@ def stay_away(rank: int, ws: int, idle: int, timeout: float) -> Any:
     return {"errors": errors}
 
 
+def rank0_memory(rank: int, ws: int, rows: int) -> Any:
+    """The first per-sample compute() of the process: rank 0's peak extra memory and the result."""
+    from mmeval_jax import JaxDist
+
+    from mmeval.testing.rank0_memory import measure_rank0_memory
+
+    backend = JaxDist(timeout=120)
+    measured = measure_rank0_memory(backend, rows)
+    backend.barrier()  # every rank reports before any exits (JAX's shutdown barrier)
+    return measured
+
+
 SCENARIOS: Dict[str, Callable[..., Any]] = {
+    "rank0_memory": rank0_memory,
     "conformance": conformance,
     "evaluate": evaluate,
     "jax_arrays": jax_arrays,
