@@ -150,12 +150,9 @@ def _relaunch(args: argparse.Namespace, argv: List[str]) -> int:
     env = {**os.environ, "PADDLE_DISTRI_BACKEND": "gloo", "GLOG_minloglevel": "2", "JAX_PLATFORMS": "cpu"}
     try:
         if args.backend == "paddle_dist":
-            with tempfile.TemporaryDirectory(prefix="mmeval-rank0-") as logs:
+            with tempfile.TemporaryDirectory(prefix="mmeval-rank0-") as logs:  # the launcher shows rank 0's log
                 cmd = [sys.executable, "-m", "paddle.distributed.launch", "--log_dir", logs, "--nproc_per_node", ws]
-                rc = subprocess.run([*cmd, script, *argv], env=env, timeout=args.timeout).returncode
-                with open(os.path.join(logs, "workerlog.0"), errors="replace") as fh:
-                    print("".join(line for line in fh if "rank 0 peak" in line or "Error" in line), end="")
-                return rc
+                return subprocess.run([*cmd, script, *argv], env=env, timeout=args.timeout).returncode
         if args.backend == "jax":
             from mmeval.testing.ranks import free_port
 
