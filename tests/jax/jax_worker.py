@@ -161,7 +161,23 @@ def rank0_memory(rank: int, ws: int, rows: int) -> Any:
     return measured
 
 
+def gather_rounds(rank: int, ws: int) -> Any:
+    """gather_object of arrays of a different size on every rank, to the last rank (rounds set by the test)."""
+    from mmeval_jax import JaxDist
+
+    def uneven(r: int) -> np.ndarray:
+        return np.arange(r * 3001 + 7, dtype=np.int16)
+
+    backend = JaxDist(timeout=120)
+    got = backend.gather_object({"rank": rank, "data": uneven(rank)}, dst=ws - 1)
+    backend.barrier()
+    if got is None:
+        return None
+    return [[g["rank"], bool(np.array_equal(g["data"], uneven(r)))] for r, g in enumerate(got)]
+
+
 SCENARIOS: Dict[str, Callable[..., Any]] = {
+    "gather_rounds": gather_rounds,
     "rank0_memory": rank0_memory,
     "conformance": conformance,
     "evaluate": evaluate,

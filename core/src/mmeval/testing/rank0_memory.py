@@ -66,7 +66,7 @@ def _trim_heap() -> None:
 class _Kept(BaseMetric):
     """Keeps the rows; its computation is a digest, so what is measured is the path, not a metric's work."""
 
-    def add(self, scores: Any, labels: Any) -> None:  # type: ignore[override]
+    def add(self, scores: Any, labels: Any) -> None:
         self._add_batch(scores=scores, labels=labels)
 
     def compute_metric(self, results: Any) -> Dict[str, Any]:
