@@ -42,7 +42,7 @@ def rank_rows(rank: int, rows: int) -> Dict[str, np.ndarray]:
 
 def _digest(results: Any) -> Dict[str, str]:
     """Each column's sha256, over the output's own memory (no copy of a contiguous column)."""
-    return {k: hashlib.sha256(memoryview(np.ascontiguousarray(results[k])).cast("B")).hexdigest() for k in results}
+    return {k: hashlib.sha256(np.ascontiguousarray(results[k]).data.cast("B")).hexdigest() for k in results}
 
 
 def _vm(key: str) -> int:
