@@ -149,7 +149,36 @@ def stay_away(rank: int, ws: int, idle: int, timeout: float) -> Any:
     return {"errors": errors}
 
 
+def rank0_memory(rank: int, ws: int, rows: int) -> Any:
+    """The first per-sample compute() of the process: rank 0's peak extra memory and the result."""
+    from mmeval_jax import JaxDist
+
+    from mmeval.testing.rank0_memory import measure_rank0_memory
+
+    backend = JaxDist(timeout=120)
+    measured = measure_rank0_memory(backend, rows)
+    backend.barrier()  # every rank reports before any exits (JAX's shutdown barrier)
+    return measured
+
+
+def gather_rounds(rank: int, ws: int) -> Any:
+    """gather_object of arrays of a different size on every rank, to the last rank (rounds set by the test)."""
+    from mmeval_jax import JaxDist
+
+    def uneven(r: int) -> np.ndarray:
+        return np.arange(r * 3001 + 7, dtype=np.int16)
+
+    backend = JaxDist(timeout=120)
+    got = backend.gather_object({"rank": rank, "data": uneven(rank)}, dst=ws - 1)
+    backend.barrier()
+    if got is None:
+        return None
+    return [[g["rank"], bool(np.array_equal(g["data"], uneven(r)))] for r, g in enumerate(got)]
+
+
 SCENARIOS: Dict[str, Callable[..., Any]] = {
+    "gather_rounds": gather_rounds,
+    "rank0_memory": rank0_memory,
     "conformance": conformance,
     "evaluate": evaluate,
     "jax_arrays": jax_arrays,

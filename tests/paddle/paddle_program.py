@@ -19,7 +19,13 @@ Scenarios:
 * ``exit`` -- the last rank leaves (``os._exit``) after a barrier; the others
   all-gather with a 30 s timeout and must raise an mmeval error well before it;
 * ``hang`` -- the last rank sleeps instead of calling; the others must raise
-  ``CollectiveTimeoutError`` after their 3 s timeout and exit.
+  ``CollectiveTimeoutError`` after their 3 s timeout and exit;
+* ``gather_rounds`` -- ``gather_object`` of arrays of a different size on every
+  rank, to the last rank, under ``MMEVAL_PADDLE_DIST_GATHER_ROUND_MIB`` set by
+  the test (rounds of 1 KiB: many rounds, each peer's last block partial);
+* ``rank0_memory`` -- the first per-sample ``compute()`` of the process over
+  :data:`RANK0_ROWS` rows per rank: rank 0's peak extra memory and the result
+  (:func:`mmeval.testing.rank0_memory.measure_rank0_memory`).
 """
 
 from __future__ import annotations
@@ -229,6 +235,23 @@ elif SCENARIO in ("groups", "groups-paddle"):
     record("groups", lambda: groups(new_group if SCENARIO == "groups" else lambda: dist.new_group(list(range(WS)))))
     sys.stdout.flush()
     os._exit(0)
+elif SCENARIO == "gather_rounds":
+
+    def uneven(rank: int) -> np.ndarray:
+        return np.arange(rank * 3001 + 7, dtype=np.int16)
+
+    def gather_rounds() -> Any:
+        got = PaddleDist(timeout=60).gather_object({"rank": RANK, "data": uneven(RANK)}, dst=WS - 1)
+        if got is None:
+            return None
+        return [[g["rank"], bool(np.array_equal(g["data"], uneven(r)))] for r, g in enumerate(got)]
+
+    record("gather_rounds", gather_rounds)
+elif SCENARIO == "rank0_memory":
+    from mmeval.testing.rank0_memory import measure_rank0_memory
+
+    RANK0_ROWS = 400_000  # 35 MB per rank: each gloo wait stays far below paddle's 30 s limit
+    record("rank0_memory", lambda: measure_rank0_memory(PaddleDist(timeout=60), RANK0_ROWS))
 elif SCENARIO in ("exit", "hang"):
     record("pid", os.getpid)
     record("fault", lambda: fault(SCENARIO))

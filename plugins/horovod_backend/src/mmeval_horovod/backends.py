@@ -17,7 +17,14 @@ from typing import Any, Callable, ClassVar, Hashable, List, Optional, Sequence, 
 import numpy as np
 
 from mmeval.core.dist_backends import SLOT_SIZE, Call, FramedDistBackend, PeerLost, native_pairs
-from mmeval.core.dist_backends.plugin_kit import GroupTokens, blocks_at, packed_offsets, run_on_thread, sent_frame
+from mmeval.core.dist_backends.plugin_kit import (
+    GroupTokens,
+    blocks_at,
+    packed_offsets,
+    releasable,
+    run_on_thread,
+    sent_frame,
+)
 from mmeval.core.errors import DistCommunicationError
 
 __all__ = ["TorchHorovodDist", "TFHorovodDist"]
@@ -273,12 +280,24 @@ class _HorovodDist(FramedDistBackend):
         return _split(data, call.sizes, self.name, "allgather")
 
     def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
+        """An ``alltoall`` whose splits send every rank's frame to the root only.
+
+        The root's output -- every frame, in rank order, in a buffer Horovod
+        allocated for this operation alone -- is marked releasable where the
+        framework lets it be (:meth:`_releasable`): the per-sample path gives its
+        pages back as it copies the rows out, so the root never holds every
+        peer's frame and the whole output at once.
+        """
         splits = [0] * call.world_size
         splits[call.root] = sent_frame(call).nbytes
         data = self._alltoall(call, self._filled(call), splits, self._op_name(call, "gather"))
         if call.rank != call.root:
             return None
-        return _split(data, call.sizes, self.name, "alltoall (gather)")
+        return _split(self._releasable(data), call.sizes, self.name, "alltoall (gather)")
+
+    def _releasable(self, data: memoryview) -> memoryview:
+        """``data``, an operation's own output, marked releasable where that is safe (here: left as it is)."""
+        return data
 
     def _reduce_array(self, call: Call, array: "np.ndarray", op: str) -> "Optional[np.ndarray]":
         """Native reduce: Horovod has no reduce to one rank, so an all-reduce kept on ``call.root`` only."""
@@ -346,6 +365,10 @@ class TorchHorovodDist(_HorovodDist):
     def _broadcast(self, call: Call, buf: Any, root: int, name: str) -> memoryview:
         handle = self.hvd.broadcast_async_(buf, root_rank=root, name=name, process_set=self._ps())
         return self._wait(call, handle, (buf,), "broadcast", name)
+
+    def _releasable(self, data: memoryview) -> memoryview:
+        """The output tensor Horovod allocated for the operation (torch's CPU memory, no one else's) is released."""
+        return _byte_view(releasable(np.frombuffer(data, dtype=np.uint8))) if data.nbytes else data
 
     def _all_reduce_array(self, call: Call, array: "np.ndarray", op: str) -> "np.ndarray":
         """Native all-reduce: ``hvd.allreduce_async_`` (op Sum / Min / Max) on the process set, polled.

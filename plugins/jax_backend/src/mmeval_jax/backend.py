@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Dict, Hashable, List, Optional,
 from mmeval.core.dist_backends import ALIGN, SLOT_SIZE, Call, Frame, FramedDistBackend
 from mmeval.core.dist_backends.plugin_kit import (
     align_up,
+    gather_in_rounds,
     not_a_member,
+    round_bytes_setting,
     run_on_thread,
     sent_frame,
     slot_frame,
@@ -267,9 +269,24 @@ class JaxDist(FramedDistBackend):
         return self._gathered(call, call.sizes, sent_frame(call), "the payload all-gather")
 
     def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
-        """The all-gather of :meth:`_all_gather_bytes`, kept on ``call.root`` only (JAX has no gather to one process)."""
-        blocks = self._gathered(call, call.sizes, sent_frame(call), "the payload gather")
-        return blocks if call.rank == call.root else None
+        """The all-gather kept on ``call.root`` only (JAX has no gather to one process), in rounds.
+
+        Each round all-gathers a block of at most ``MMEVAL_JAX_GATHER_ROUND_MIB``
+        (4 MiB, one compiled program) per rank (``gather_in_rounds``); the root
+        copies each peer's block into that peer's own receive buffer, so no
+        rank holds every rank's padded block at once, and the per-sample path
+        gives the root's pages back as it copies the rows out.
+        """
+        group = self._group_key()
+
+        def gather_round(send: "np.ndarray", into: Optional[List["np.ndarray"]]) -> None:
+            block = send.reshape(1, -1)
+            out = run_on_thread(call, lambda: _run_program(group, "all_gather", block), "the payload gather")
+            for r, dest in enumerate(into or ()):
+                if r != call.rank:
+                    dest[...] = out[r]
+
+        return gather_in_rounds(call, gather_round, round_bytes_setting(self.name), bucket_size)
 
     def _broadcast_bytes(self, call: Call) -> Optional[memoryview]:
         """Broadcast ``call.sizes[root]`` bytes from ``call.root`` as an all-reduce (sum) only the root feeds."""

@@ -14,8 +14,10 @@ from typing import Any, ClassVar, Hashable, List, Optional, Sequence
 from mmeval.core.dist_backends import ALIGN, SLOT_SIZE, Call, Frame, FramedDistBackend
 from mmeval.core.dist_backends.plugin_kit import (
     GroupTokens,
+    gather_in_rounds,
     not_a_member,
     padded_block_size,
+    round_bytes_setting,
     run_on_thread,
     sent_frame,
     slot_frame,
@@ -190,36 +192,28 @@ class PaddleDist(FramedDistBackend):
         return self._all_gather_blocks(call, block, sizes, sent_frame(call), "the payload all-gather")
 
     def _gather_bytes(self, call: Call) -> Optional[Sequence[memoryview]]:
-        """Gather blocks padded to :func:`padded_block_size` to ``call.root``; only it allocates receive memory.
+        """Gather every rank's frame to ``call.root`` in rounds of equal blocks (``gather_in_rounds``).
 
-        One ``ProcessGroup.gather`` straight into the root's receive buffer (one
-        tensor per rank over its block). Paddle's gloo ``send`` / ``recv``
-        cannot build it: each call takes the next tag of its own process, so
-        ranks that make different numbers of point-to-point calls disagree on
-        the tags and gloo times out.
+        Each round is one ``ProcessGroup.gather`` of a block of at most
+        ``MMEVAL_PADDLE_DIST_GATHER_ROUND_MIB`` (4 MiB) per rank, received
+        straight into each peer's own receive buffer on the root, so the root
+        never holds every peer's padded block (nor gloo's temporary of all of
+        them) at once, and the per-sample path gives the pages back as it
+        copies the rows out. Paddle's gloo ``send`` / ``recv`` cannot build a
+        gather: each call takes the next tag of its own process, so ranks that
+        make different numbers of point-to-point calls disagree on the tags
+        and gloo times out.
         """
-        rank, ws, dst, sizes = call.rank, call.world_size, call.root, call.sizes
-        block = padded_block_size(sizes)
-        if block == 0:
-            return [memoryview(b"") for _ in sizes] if rank == dst else None
-        frame = sent_frame(call)
-        if rank == dst:
-            array = _array(block * ws)
-            view = memoryview(array)
-            blocks = [_tensor(array[r * block : (r + 1) * block]) for r in range(ws)]
-            send = blocks[rank]
-            write_block(view[rank * block : (rank + 1) * block], frame)
-        else:
-            array = _array(block)
-            send, view = _tensor(array), memoryview(array)
-            write_block(view, frame)
-            blocks = [send] * ws  # ignored off the destination (what paddle.distributed.gather passes)
         pg = self._process_group()
-        call.keep(array, send, blocks)
-        run_on_thread(call, lambda: pg.gather(send, blocks, dst, True, False), "the payload gather")
-        if rank != dst:
-            return None
-        return split_blocks(view, block, sizes)
+        dst = call.root
+
+        def gather_round(send: Any, into: Optional[List[Any]]) -> None:
+            sent = _tensor(send)
+            blocks = [sent if a is send else _tensor(a) for a in into] if into is not None else [sent] * call.world_size
+            call.keep(sent, blocks)  # gloo may still write into them after an abandoned wait
+            run_on_thread(call, lambda: pg.gather(sent, blocks, dst, True, False), "the payload gather")
+
+        return gather_in_rounds(call, gather_round, round_bytes_setting(self.name))
 
     def _broadcast_bytes(self, call: Call) -> Optional[memoryview]:
         """Broadcast exactly ``call.sizes[call.root]`` bytes from ``call.root`` (a rank in the group)."""

@@ -4,10 +4,11 @@ Block layout (64-byte aligned, padded or packed), writing a frame into a send
 buffer and zeroing the rest, waiting for a blocking transport call on a
 helper thread, keeping a failed group alive until exit, one token per live
 group object, membership errors, backend settings, a watchdog for a runtime's
-start-up that cannot be interrupted, and the ``mmeval`` logger. Not part of the
+start-up that cannot be interrupted, the ``mmeval`` logger, and a large gather
+to one rank in rounds (:mod:`~mmeval.core.dist_backends.gather_rounds`). Not part of the
 plugin API's short surface (:mod:`mmeval.core.dist_backends`): a plugin that
 wants these imports them explicitly from here; see docs/writing-a-backend.md.
-No framework is imported; numpy only by the functions that zero memory.
+No framework is imported.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..settings import choice, flag, mebibytes, read_setting
 from ..settings import logger as _mmeval_logger
 from ..wire import ALIGN, Frame
 from ..wire.release import releasable
+from .gather_rounds import RoundGather, aligned_empty, gather_in_rounds, round_bytes_setting
 from .transport import Call, keep_forever
 
 __all__ = [
@@ -49,6 +51,10 @@ __all__ = [
     "mebibytes",
     "start_up_watchdog",
     "releasable",
+    "aligned_empty",
+    "gather_in_rounds",
+    "round_bytes_setting",
+    "RoundGather",
 ]
 
 _T = TypeVar("_T")
