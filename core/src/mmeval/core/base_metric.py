@@ -22,7 +22,7 @@ from .identity import question_of
 from .results import ArrayResults, KeepsResults, KeepsSummaries, RankResults
 from .state import MetricState, StateSpec
 from .sync.add_indices import accepting_indices
-from .sync.coverage import ReportsCoverage
+from .sync.coverage import CoverageReport
 from .sync.gather import gather_and_compute
 from .sync.here import compute_here
 from .sync.ordering import kept_samples
@@ -35,7 +35,7 @@ from .sync.state_path import compute_state
 __all__ = ["BaseMetric", "ArrayResults", "MetricState", "RemoteMetricError", "ShardingWarning"]
 
 
-class BaseMetric(KeepsResults, KeepsSummaries, ComputesInParts, ReportsCoverage, metaclass=ABCMeta):
+class BaseMetric(KeepsResults, KeepsSummaries, ComputesInParts, metaclass=ABCMeta):
     """Base class of metrics that can run distributed.
 
     Subclasses implement :meth:`add` (accumulate one batch) and
@@ -137,7 +137,12 @@ class BaseMetric(KeepsResults, KeepsSummaries, ComputesInParts, ReportsCoverage,
         (array results). Runs on one rank; the returned dict must be picklable.
         """
 
-    # -- reset and the stateless call -------------------------------------------
+    # -- results, reset and the stateless call ----------------------------------
+
+    @property
+    def num_results(self) -> int:
+        """How many per-sample results this rank holds."""
+        return self._kept.num_results
 
     def reset(self) -> None:
         """Drop the accumulated results (and any refusal of an ``add()`` since the last reset)."""
@@ -154,6 +159,21 @@ class BaseMetric(KeepsResults, KeepsSummaries, ComputesInParts, ReportsCoverage,
                 self._kept = saved
 
     # -- compute -------------------------------------------------------------
+
+    #: Set ``metric.coverage = True`` (on every rank) for a :class:`~mmeval.core.sync.coverage.CoverageReport` after
+    #: each :meth:`compute` in :attr:`coverage_report`, at the cost of the exchange compute() makes anyway.
+    coverage: bool = False
+
+    @property
+    def coverage_report(self) -> Optional[CoverageReport]:
+        """What the last :meth:`compute` covered (with ``coverage = True``; else ``None``).
+
+        See :mod:`~mmeval.core.sync.coverage`.
+        """
+        return self.__dict__.get("_coverage_report")
+
+    def _take_coverage(self, report: Optional[CoverageReport]) -> None:
+        self.__dict__["_coverage_report"] = report
 
     def _question(self, size: Optional[int]) -> Dict[str, Any]:
         """What every rank's :meth:`compute` must agree on: the metric, its public configuration but

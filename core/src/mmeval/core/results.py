@@ -330,11 +330,6 @@ class KeepsResults:
     def _local_results(self) -> Union[List[Any], ArrayResults]:
         return self._kept.merged()
 
-    @property
-    def num_results(self) -> int:
-        """How many per-sample results this rank holds."""
-        return self._kept.num_results
-
     # -- declared statistics (state metrics) -------------------------------------------------------
 
     def _declare_state(

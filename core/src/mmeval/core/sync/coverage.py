@@ -35,7 +35,6 @@ from ..results import RankResults
 
 __all__ = [
     "CoverageReport",
-    "ReportsCoverage",
     "deliver",
     "owned_with_report",
     "report_here",
@@ -217,23 +216,3 @@ def report_here(kept: "RankResults", mode: str, size: Optional[int]) -> Coverage
     if kept.index_flag() == "all":
         return report_of_indices(kept.indices(), size)
     return report_of_layout([kept.num_results], mode, size)
-
-
-class ReportsCoverage:
-    """A metric's coverage switch and its last report (the members
-    :class:`~mmeval.core.base_metric.BaseMetric` inherits; the report is kept in the instance's ``__dict__``)."""
-
-    #: Set ``metric.coverage = True`` (on every rank) for a :class:`CoverageReport` after each ``compute()``
-    #: in :attr:`coverage_report`, at the cost of the exchange compute() makes anyway.
-    coverage: bool = False
-
-    @property
-    def coverage_report(self) -> Optional[CoverageReport]:
-        """What the last ``compute()`` covered (with ``coverage = True``; else ``None``).
-
-        See :mod:`~mmeval.core.sync.coverage`.
-        """
-        return self.__dict__.get("_coverage_report")
-
-    def _take_coverage(self, report: Optional[CoverageReport]) -> None:
-        self.__dict__["_coverage_report"] = report
