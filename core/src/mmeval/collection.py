@@ -204,7 +204,7 @@ def compute_collection(metrics: Mapping[str, BaseMetric], size: Optional[int] = 
         refuse(backend, f"rank {backend.rank}: {refusals[0]}", False, question)
     size = None if size is None else int(size)
     question = {"collection": [[name, members[name].question(size)] for name in names]}
-    mine = [_layout(members[name]) for name in names]
+    mine = [_layout(metrics[name], members[name]) for name in names]
     with asking(question):
         every: List[List[Layout]] = backend.all_gather_object(mine)
     per_metric: List[List[Layout]] = [
@@ -233,15 +233,15 @@ def _one_backend(metrics: Mapping[str, BaseMetric]) -> BaseDistBackend:
     return first
 
 
-def _layout(metric: Participant) -> Layout:
-    kept = metric.kept
+def _layout(metric: BaseMetric, member: Participant) -> Layout:
+    kept = member.kept
     flag = kept.index_flag()
     indices = kept.indices() if flag == "all" else None
     top = int(indices.max()) if indices is not None and indices.size else -1
     digest = (
         "" if indices is None else hashlib.blake2b(np.ascontiguousarray(indices).tobytes(), digest_size=16).hexdigest()
     )
-    return (kept.num_results, flag, top, digest, metric.is_state)
+    return (metric.num_results, flag, top, digest, member.is_state)
 
 
 def _as_layout(received: Any) -> Layout:
