@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from abc import ABCMeta, abstractmethod
-from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .dist import get_dist_backend
@@ -251,7 +250,8 @@ def taking_part(metric: BaseMetric, size: Any, backend: BaseDistBackend) -> Part
     (:func:`~mmeval.core.sync.refusals.refusal_at_compute`: it raises at once when the named backend is not
     running): what :meth:`BaseMetric.compute` and a ``MetricCollection`` read of a metric."""
     me = _participant(metric)
-    return replace(me, refused=refusal_at_compute(me, metric.dist_backend, size, backend))
+    me.refused = refusal_at_compute(me, metric.dist_backend, size, backend)
+    return me
 
 
 def _participant(metric: BaseMetric) -> Participant:

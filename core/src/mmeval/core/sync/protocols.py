@@ -148,7 +148,7 @@ class MetricComputation(StateComputation, Protocol):
         """Replace the samples kept to summarize later by their summaries (see ``KeepsSummaries``)."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class Participant:
     """One metric in one ``compute(size)`` call, as the caller that syncs it reads it.
 
@@ -163,7 +163,7 @@ class Participant:
         computation: the metric itself, as the protocol object.
         coverage: whether a coverage report is asked for (``metric.coverage``).
         sink: where the metric's coverage report goes (see :mod:`.coverage`).
-        refused: why this rank cannot take part (``None``: it can).
+        refused: why this rank cannot take part (``None``: it can); set once, by ``taking_part``.
     """
 
     name: str
