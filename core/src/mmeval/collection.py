@@ -31,14 +31,15 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from mmeval.core.base_metric import BaseMetric
+from mmeval.core.base_metric import BaseMetric, taking_part
 from mmeval.core.dist_backends.base_backend import BaseDistBackend
 from mmeval.core.dist_backends.transport import asking
 from mmeval.core.results import state_over
 from mmeval.core.state import pack, unpack
 from mmeval.core.sync.gather import answered_by_rank0, gather_to_rank0, plain_data_only, results_in_order, sent_results
+from mmeval.core.sync.here import compute_here
 from mmeval.core.sync.ordering import kept_samples
-from mmeval.core.sync.protocols import Call
+from mmeval.core.sync.protocols import Call, Participant
 from mmeval.core.sync.refusals import refuse
 
 __all__ = ["MetricCollection", "compute_collection"]
@@ -187,32 +188,35 @@ def compute_collection(metrics: Mapping[str, BaseMetric], size: Optional[int] = 
     if not names:
         raise ValueError("compute_collection() needs at least one metric")
     backend = _one_backend(metrics)
+    members: Dict[str, Participant] = {}  # each metric as the sync reads it: plain data, its computation
     refusals: List[str] = []
     for name, metric in metrics.items():
-        why = metric._refusal(size, backend)
+        members[name] = taking_part(metric, size, backend)
+        why = members[name].refused
         if why is not None:
             refusals.append(f"{name}: {why}")
     if not backend.is_initialized or backend.world_size == 1:
         if refusals:
             raise ValueError(refusals[0])
-        return {name: metric._compute_here(None if size is None else int(size)) for name, metric in metrics.items()}
-    question: Dict[str, Any] = {"collection": [[name, metrics[name]._question(size)] for name in names]}
+        return {name: compute_here(member, None if size is None else int(size)) for name, member in members.items()}
+    question: Dict[str, Any] = {"collection": [[name, members[name].question(size)] for name in names]}
     if refusals:
         refuse(backend, f"rank {backend.rank}: {refusals[0]}", False, question)
     size = None if size is None else int(size)
-    question = {"collection": [[name, metrics[name]._question(size)] for name in names]}
-    mine = [_layout(metrics[name]) for name in names]
+    question = {"collection": [[name, members[name].question(size)] for name in names]}
+    mine = [_layout(metrics[name], members[name]) for name in names]
     with asking(question):
         every: List[List[Layout]] = backend.all_gather_object(mine)
     per_metric: List[List[Layout]] = [
         [_as_layout(every[r][i]) for r in range(backend.world_size)] for i in range(len(names))
     ]
-    sync = _Round(backend, question, metrics, size, per_metric)
+    sync = _Round(backend, question, members, size, per_metric)
     state_names = [n for i, n in enumerate(names) if _is_state(n, per_metric[i])]
     reduced = sync.reduce_states(state_names)
     results = sync.gather_and_compute([n for n in names if n not in state_names])
     for name in state_names:
-        results[name] = metrics[name].compute_metric(unpack(metrics[name]._state_specs, reduced[name]))
+        member = members[name]
+        results[name] = member.computation.compute_metric(unpack(member.specs, reduced[name]))
     return {name: results[name] for name in names}
 
 
@@ -229,15 +233,15 @@ def _one_backend(metrics: Mapping[str, BaseMetric]) -> BaseDistBackend:
     return first
 
 
-def _layout(metric: BaseMetric) -> Layout:
-    kept = metric._kept
+def _layout(metric: BaseMetric, member: Participant) -> Layout:
+    kept = member.kept
     flag = kept.index_flag()
     indices = kept.indices() if flag == "all" else None
     top = int(indices.max()) if indices is not None and indices.size else -1
     digest = (
         "" if indices is None else hashlib.blake2b(np.ascontiguousarray(indices).tobytes(), digest_size=16).hexdigest()
     )
-    return (metric.num_results, flag, top, digest, metric._is_state_metric)
+    return (metric.num_results, flag, top, digest, member.is_state)
 
 
 def _as_layout(received: Any) -> Layout:
@@ -263,7 +267,7 @@ class _Round:
         self,
         backend: BaseDistBackend,
         question: Dict[str, Any],
-        metrics: Mapping[str, BaseMetric],
+        metrics: Mapping[str, Participant],
         size: Optional[int],
         per_metric: List[List[Layout]],
     ) -> None:
@@ -279,10 +283,10 @@ class _Round:
         done: Dict[Any, Tuple[Optional[np.ndarray], Optional[np.ndarray]]] = {}
         out = {}
         for (name, metric), layouts in zip(self.metrics.items(), per_metric):
-            mode = metric.dist_collect_mode
+            mode = metric.mode
             key = (mode, tuple(lay[:4] for lay in layouts))
             if key not in done:
-                kept = metric._kept
+                kept = metric.kept
                 indices = kept.indices() if kept.index_flag() == "all" else None
                 triples = [(lay[0], lay[1], lay[2]) for lay in layouts]
                 done[key] = kept_samples(self.backend, self.question, triples, indices, mode, self.size, metric.name)
@@ -294,9 +298,11 @@ class _Round:
         packs: Dict[str, Dict[Tuple[str, str], np.ndarray]] = {}
         for name in names:
             metric, keep = self.metrics[name], self.kept[name][0]
-            kept, specs = metric._kept, metric._state_specs
+            kept, specs = metric.kept, metric.specs
             state = (
-                kept.whole_state(specs) if keep is None else state_over(specs, kept.rows(), keep, metric._state_of_rows)
+                kept.whole_state(specs)
+                if keep is None
+                else state_over(specs, kept.rows(), keep, metric.computation._state_of_rows)
             )
             packs[name] = pack(specs, state)
         out: Dict[str, Dict[Tuple[str, str], np.ndarray]] = {name: {} for name in names}
@@ -318,7 +324,7 @@ class _Round:
             return {}
         metrics, kept, backend = self.metrics, self.kept, self.backend
         plain = plain_data_only(backend)
-        sent = [sent_results(metrics[name]._kept, backend, *kept[name]) for name in names]
+        sent = [sent_results(metrics[name].kept, backend, *kept[name]) for name in names]
         gathered = gather_to_rank0(backend, self.question, [payload for payload, _ in sent])
         owns = [own for _, own in sent]
         del sent
@@ -334,9 +340,9 @@ class _Round:
                 for rank_payloads in every:  # this metric's received results go once it is computed
                     rank_payloads[i] = None
                 try:
-                    call = Call(metric.name, metric.dist_collect_mode, self.size, self.question)
-                    results = results_in_order(metric._kept, call, part, owns[i], plain, keep, indices)
-                    out[name] = metric.compute_metric(results)
+                    call = Call(metric.name, metric.mode, self.size, self.question)
+                    results = results_in_order(metric.kept, call, part, owns[i], plain, keep, indices)
+                    out[name] = metric.computation.compute_metric(results)
                 except Exception as exc:
                     _name_the_metric(exc, name)
                     raise

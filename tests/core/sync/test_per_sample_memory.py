@@ -23,7 +23,7 @@ from hub_backend import run_ranks
 
 from mmeval.core import BaseMetric
 from mmeval.core.results import ArrayResults
-from mmeval.core.sync import gather
+from mmeval.core.sync import assembly
 from mmeval.core.sync.gather import ArrayBatches, assemble, collect, truncate
 from mmeval.core.wire.release import releasable, release
 
@@ -210,7 +210,7 @@ def test_release_gives_back_the_pages_of_a_releasable_buffer_only() -> None:
 @pytest.mark.parametrize("mode", ["unzip", "cat"])
 def test_chunked_assembly_equals_collect(mode: str, monkeypatch: Any) -> None:
     """assemble() copies a chunk of every rank in turn (releasing what it copied): the same rows in the same order."""
-    monkeypatch.setattr(gather, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(assembly, "CHUNK_ROWS", 7)
     rng = np.random.default_rng(5)
     parts = [
         ArrayResults({"x": np.arange(r * 1000, r * 1000 + 50 + 3 * r), "y": rng.random((50 + 3 * r, 3))})

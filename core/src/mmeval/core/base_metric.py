@@ -1,10 +1,10 @@
-"""The base class of every mmeval metric: the metric API (``add`` / ``compute``) and the choice of path.
+"""The base class of every mmeval metric: the metric API (``add`` / ``compute`` / ``reset``) and the choice of path.
 
-``compute()`` validates, then runs locally, through the state path
-(:mod:`mmeval.core.sync.state_path`), through the per-sample gather
+``compute()`` validates, then runs locally (:mod:`mmeval.core.sync.here`), through the
+state path (:mod:`mmeval.core.sync.state_path`), through the per-sample gather
 (:mod:`mmeval.core.sync.gather`) or in parts (:mod:`mmeval.core.sync.partitioned`);
 which samples count and in what order is :mod:`mmeval.core.sync.ordering`, what a
-rank kept :mod:`mmeval.core.results`.
+rank kept and the methods a metric keeps it with :mod:`mmeval.core.results`.
 """
 
 from __future__ import annotations
@@ -13,29 +13,28 @@ import logging
 from abc import ABCMeta, abstractmethod
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-import numpy as np
-
 from .dist import get_dist_backend
 from .dist_backends.base_backend import BaseDistBackend
 from .dist_backends.transport import asking
 from .errors import RemoteMetricError, ShardingWarning
 from .identity import question_of
-from .results import ArrayResults, KeepsSummaries, RankResults, select, state_over
-from .state import MetricState, StateSpec, check_rows, declared, reduce_rows
-from .sync import coverage as _coverage
+from .results import ArrayResults, KeepsResults, KeepsSummaries, RankResults
+from .state import MetricState, StateSpec
 from .sync.add_indices import accepting_indices
+from .sync.coverage import CoverageReport
 from .sync.gather import gather_and_compute
-from .sync.ordering import kept_in_one_process, kept_samples
+from .sync.here import compute_here
+from .sync.ordering import kept_samples
 from .sync.partitioned import ComputesInParts, part_loads_of, partitioned_compute, world_owners
 from .sync.promises import adding_lock
-from .sync.protocols import Call
-from .sync.refusals import check_arguments, check_runtime, refusal, refuse
+from .sync.protocols import Participant
+from .sync.refusals import check_arguments, refusal_at_compute, refuse
 from .sync.state_path import compute_state
 
 __all__ = ["BaseMetric", "ArrayResults", "MetricState", "RemoteMetricError", "ShardingWarning"]
 
 
-class BaseMetric(KeepsSummaries, ComputesInParts, metaclass=ABCMeta):
+class BaseMetric(KeepsResults, KeepsSummaries, ComputesInParts, metaclass=ABCMeta):
     """Base class of metrics that can run distributed.
 
     Subclasses implement :meth:`add` (accumulate one batch) and
@@ -110,32 +109,7 @@ class BaseMetric(KeepsSummaries, ComputesInParts, metaclass=ABCMeta):
         ):
             cls.add = accepting_indices(add, _kept_of)  # type: ignore[method-assign]
 
-    # -- state metrics ---------------------------------------------------------
-
-    def _declare_state(
-        self, name: str, shape: Tuple[int, ...] = (), dtype: str = "int64", reduction: str = "sum"
-    ) -> None:
-        """Declare one sufficient statistic (call in ``__init__``): the metric becomes a state metric.
-
-        ``shape`` is the per-sample (and reduced) shape, ``dtype`` ``'int64'``
-        (exact) or ``'float64'``, ``reduction`` ``'sum'``, ``'min'`` or ``'max'``,
-        or ``'exact_sum'`` for a float64 sum that is the same to the bit at any
-        world size, under any sharding and in any order (the correctly rounded
-        sum; a plain float64 ``'sum'`` may differ in the last bits, see
-        :mod:`mmeval.core.state`). Declare a float sum ``'exact_sum'``.
-        """
-        self._state_specs.append(declared(self._state_specs, name, shape, dtype, reduction, self.name))
-
-    def _add_rows(self, **rows: Any) -> None:
-        """Keep one row per sample of every declared statistic (arrays of shape (N, *shape); any numeric dtype).
-
-        Rows stay on this rank until :meth:`compute`, which drops the padding
-        and duplicates among them, reduces them and moves only the result.
-        """
-        check_rows(self._state_specs, rows, self.name)
-        self._add_batch(**rows)
-
-    # -- backend -----------------------------------------------------------
+    # -- backend and name -----------------------------------------------------
 
     @property
     def dist_comm(self) -> BaseDistBackend:
@@ -162,33 +136,7 @@ class BaseMetric(KeepsSummaries, ComputesInParts, metaclass=ABCMeta):
         (array results). Runs on one rank; the returned dict must be picklable.
         """
 
-    # -- results -------------------------------------------------------------
-
-    @property
-    def _results(self) -> List[Any]:
-        """Object results, one per sample (MMEval's ``self._results.append(...)`` keeps working)."""
-        return self._kept.objects
-
-    @_results.setter
-    def _results(self, value: List[Any]) -> None:
-        self._kept.objects = value
-
-    @property
-    def _batches(self) -> List[Dict[str, np.ndarray]]:
-        """Array results, one dict of same-length columns per batch."""
-        return self._kept.batches
-
-    def _add_batch(self, **columns: Any) -> None:
-        """Keep one batch of per-sample results as arrays (first axis: the sample).
-
-        Every column must have the same length, and the same names, trailing
-        shapes and dtype kinds as earlier batches. Validate before calling:
-        a rejected batch leaves the state unchanged.
-        """
-        self._kept.add_batch(columns, self.name, self._state_specs, lambda rows: self._reduce_state(rows, None))
-
-    def _local_results(self) -> Union[List[Any], ArrayResults]:
-        return self._kept.merged()
+    # -- results, reset and the stateless call ----------------------------------
 
     @property
     def num_results(self) -> int:
@@ -205,28 +153,9 @@ class BaseMetric(KeepsSummaries, ComputesInParts, metaclass=ABCMeta):
             saved, self._kept = self._kept, RankResults()
             try:
                 self.add(*args, **kwargs)
-                return self._compute_here(None)
+                return compute_here(_participant(self), None)
             finally:
                 self._kept = saved
-
-    # -- state ---------------------------------------------------------------
-
-    def _state_of_rows(self, rows: ArrayResults) -> Dict[str, np.ndarray]:
-        """This rank's state over ``rows`` (:meth:`StateComputation._state_of_rows`; by default each declared
-        state reduced over its own rows, what :meth:`_add_rows` keeps)."""
-        return reduce_rows(self._state_specs, rows)
-
-    def _reduce_state(self, rows: Optional[ArrayResults], keep: Optional[np.ndarray]) -> MetricState:
-        """The local state over the rows at ``keep`` (``None``: all); identities when there are none."""
-        return state_over(self._state_specs, rows, keep, self._state_of_rows)
-
-    def _whole_state(self) -> MetricState:
-        """This rank's state over every sample it added (folded in at each add: no pass over the rows)."""
-        return self._kept.whole_state(self._state_specs)
-
-    @property
-    def _is_state_metric(self) -> bool:
-        return self._kept.is_state(self._state_specs)
 
     # -- compute -------------------------------------------------------------
 
@@ -235,14 +164,14 @@ class BaseMetric(KeepsSummaries, ComputesInParts, metaclass=ABCMeta):
     coverage: bool = False
 
     @property
-    def coverage_report(self) -> Optional["_coverage.CoverageReport"]:
+    def coverage_report(self) -> Optional[CoverageReport]:
         """What the last :meth:`compute` covered (with ``coverage = True``; else ``None``).
 
         See :mod:`~mmeval.core.sync.coverage`.
         """
         return self.__dict__.get("_coverage_report")
 
-    def _take_coverage(self, report: Optional["_coverage.CoverageReport"]) -> None:
+    def _take_coverage(self, report: Optional[CoverageReport]) -> None:
         self.__dict__["_coverage_report"] = report
 
     def _question(self, size: Optional[int]) -> Dict[str, Any]:
@@ -250,10 +179,6 @@ class BaseMetric(KeepsSummaries, ComputesInParts, metaclass=ABCMeta):
         ``dataset_meta``, ``logger`` and ``dist_backend``, the mode and ``size``
         (:func:`mmeval.core.identity.question_of`). Subclasses may extend it."""
         return question_of(self, size)
-
-    def _call(self, size: Optional[int]) -> Call:
-        """This ``compute(size)`` call as the paths read it (:class:`~mmeval.core.sync.protocols.Call`)."""
-        return Call(self.name, self.dist_collect_mode, size, self._question(size))
 
     def compute(self, size: Optional[int] = None) -> Dict[str, Any]:
         """Compute the metric over every rank's results; every rank gets the result.
@@ -287,16 +212,16 @@ class BaseMetric(KeepsSummaries, ComputesInParts, metaclass=ABCMeta):
         launcher's variables say several processes run (``RuntimeError``).
         """
         backend = self.dist_comm
-        refused = self._refusal(size, backend)
+        me = taking_part(self, size, backend)
         if not backend.is_initialized or backend.world_size == 1:
-            if refused is not None:
-                raise ValueError(refused)
-            return self._compute_here(None if size is None else int(size))
-        if refused is not None:
-            refuse(backend, f"rank {backend.rank}: {refused}", self._is_state_metric, self._question(size))
-        call, kept = self._call(None if size is None else int(size)), self._kept
-        if self._is_state_metric:
-            return compute_state(kept, self._state_specs, call, backend, self)
+            if me.refused is not None:
+                raise ValueError(me.refused)
+            return compute_here(me, None if size is None else int(size))
+        if me.refused is not None:
+            refuse(backend, f"rank {backend.rank}: {me.refused}", me.is_state, me.question(size))
+        call, kept = me.call(None if size is None else int(size)), me.kept
+        if me.is_state:
+            return compute_state(kept, me.specs, call, backend, self)
         # the question rides in the header: ranks computing a different metric, configuration,
         # collect mode or size all raise CollectiveMismatchError instead of answering rank 0's question
         in_parts = self._computes_in_parts()
@@ -319,32 +244,27 @@ class BaseMetric(KeepsSummaries, ComputesInParts, metaclass=ABCMeta):
         owners = world_owners([x[3] if len(x) > 3 else None for x in layout], backend.world_size)
         return partitioned_compute(kept, call, backend, self, [int(x[0]) for x in layout], keep, indices, owners)
 
-    def _refusal(self, size: Any, backend: BaseDistBackend) -> Optional[str]:
-        """Why this rank cannot take part in ``compute(size)`` on ``backend`` (``None``: it can), once summarized.
 
-        Raises at once (see :func:`~mmeval.core.sync.refusals.check_runtime`) when the named backend is not running.
-        """
-        check_runtime(self.name, self.dist_backend, backend)
-        _coverage.start(self._take_coverage)
-        try:
-            self._summarize_pending()
-        except Exception as exc:  # every rank must hear of it: a refusal reaches them all
-            self._kept.refusals.append(f"summarizing the samples added on this rank failed: {exc!r}")
-        return refusal(self.name, self._kept, size, backend)
+def taking_part(metric: BaseMetric, size: Any, backend: BaseDistBackend) -> Participant:
+    """``metric`` in its ``compute(size)`` on ``backend``, once the refusal checks ran
+    (:func:`~mmeval.core.sync.refusals.refusal_at_compute`: it raises at once when the named backend is not
+    running): what :meth:`BaseMetric.compute` and a ``MetricCollection`` read of a metric."""
+    me = _participant(metric)
+    me.refused = refusal_at_compute(me, metric.dist_backend, size, backend)
+    return me
 
-    def _compute_here(self, size: Optional[int]) -> Dict[str, Any]:
-        """:meth:`compute` in one process: duplicates of an index dropped (results in index order), or ``size``."""
-        self._summarize_pending()
-        kept = self._kept
-        keep = kept_in_one_process(
-            kept.num_results, kept.index_flag(), kept.indices(), self.dist_collect_mode, size, self.name
-        )
-        if self.coverage:
-            _coverage.deliver(_coverage.report_here(kept, self.dist_collect_mode, size), self._take_coverage)
-        if self._is_state_metric:
-            return self.compute_metric(self._reduce_state(kept.rows(), keep))
-        results = kept.merged()
-        return self.compute_metric(results if keep is None else select(results, keep))
+
+def _participant(metric: BaseMetric) -> Participant:
+    """``metric`` as plain data and its protocol object (:class:`~mmeval.core.sync.protocols.Participant`)."""
+    return Participant(
+        metric.name,
+        metric.dist_collect_mode,
+        metric._kept,
+        metric._state_specs,
+        metric,
+        metric.coverage,
+        metric._take_coverage,
+    )
 
 
 def _kept_of(metric: BaseMetric) -> RankResults:

@@ -2,7 +2,10 @@
 
 :class:`RankResults` is the one place a metric's accumulated data lives
 (``BaseMetric`` holds one); :class:`ArrayResults` is how array results reach
-``compute_metric``. Nothing here talks to other ranks.
+``compute_metric``. The methods a metric keeps its data with -- object results,
+array batches, declared statistics and their rows (:class:`KeepsResults`),
+samples summarized later (:class:`KeepsSummaries`) -- are here too, inherited by
+``BaseMetric``. Nothing here talks to other ranks.
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .state import MetricState, StateSpec, combine, reduce_rows
+from .state import MetricState, StateSpec, check_rows, combine, declared, reduce_rows
 
-__all__ = ["ArrayResults", "KeepsSummaries", "RankResults", "StateOfRows", "select", "state_over"]
+__all__ = ["ArrayResults", "KeepsResults", "KeepsSummaries", "RankResults", "StateOfRows", "select", "state_over"]
 
 #: How a metric turns the per-sample rows it counts into its declared states (``BaseMetric._state_of_rows``).
 StateOfRows = Callable[["ArrayResults"], Dict[str, np.ndarray]]
@@ -277,3 +280,94 @@ class KeepsSummaries:
     def _summarize_pending(self) -> None:
         """Replace every sample kept by :meth:`_keep_to_summarize` by its summary (:meth:`_summarize`)."""
         self._kept.summarize_pending(self._summarize, self.name)
+
+
+class KeepsResults:
+    """How a metric keeps what it adds, one of three ways (the methods
+    :class:`~mmeval.core.base_metric.BaseMetric` inherits; the data is its :class:`RankResults`):
+
+    * object results appended to :attr:`_results`;
+    * array results, a batch at a time, with :meth:`_add_batch`;
+    * declared statistics (:meth:`_declare_state` in ``__init__``) and one row per
+      sample of each with :meth:`_add_rows`: the metric is then a state metric, whose
+      state over the kept rows is :meth:`_reduce_state` (built by :meth:`_state_of_rows`).
+    """
+
+    #: what this rank kept since the last reset(): results, dataset indices, running state
+    _kept: RankResults
+    #: the declared statistics, in declaration order (empty: not a state metric)
+    _state_specs: List[StateSpec]
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    # -- object and array results ------------------------------------------------------------------
+
+    @property
+    def _results(self) -> List[Any]:
+        """Object results, one per sample (MMEval's ``self._results.append(...)`` keeps working)."""
+        return self._kept.objects
+
+    @_results.setter
+    def _results(self, value: List[Any]) -> None:
+        self._kept.objects = value
+
+    @property
+    def _batches(self) -> List[Dict[str, np.ndarray]]:
+        """Array results, one dict of same-length columns per batch."""
+        return self._kept.batches
+
+    def _add_batch(self, **columns: Any) -> None:
+        """Keep one batch of per-sample results as arrays (first axis: the sample).
+
+        Every column must have the same length, and the same names, trailing
+        shapes and dtype kinds as earlier batches. Validate before calling:
+        a rejected batch leaves the state unchanged.
+        """
+        self._kept.add_batch(columns, self.name, self._state_specs, lambda rows: self._reduce_state(rows, None))
+
+    def _local_results(self) -> Union[List[Any], ArrayResults]:
+        return self._kept.merged()
+
+    # -- declared statistics (state metrics) -------------------------------------------------------
+
+    def _declare_state(
+        self, name: str, shape: Tuple[int, ...] = (), dtype: str = "int64", reduction: str = "sum"
+    ) -> None:
+        """Declare one sufficient statistic (call in ``__init__``): the metric becomes a state metric.
+
+        ``shape`` is the per-sample (and reduced) shape, ``dtype`` ``'int64'``
+        (exact) or ``'float64'``, ``reduction`` ``'sum'``, ``'min'`` or ``'max'``,
+        or ``'exact_sum'`` for a float64 sum that is the same to the bit at any
+        world size, under any sharding and in any order (the correctly rounded
+        sum; a plain float64 ``'sum'`` may differ in the last bits, see
+        :mod:`mmeval.core.state`). Declare a float sum ``'exact_sum'``.
+        """
+        self._state_specs.append(declared(self._state_specs, name, shape, dtype, reduction, self.name))
+
+    def _add_rows(self, **rows: Any) -> None:
+        """Keep one row per sample of every declared statistic (arrays of shape (N, *shape); any numeric dtype).
+
+        Rows stay on this rank until ``compute()``, which drops the padding
+        and duplicates among them, reduces them and moves only the result.
+        """
+        check_rows(self._state_specs, rows, self.name)
+        self._add_batch(**rows)
+
+    def _state_of_rows(self, rows: ArrayResults) -> Dict[str, np.ndarray]:
+        """This rank's state over ``rows`` (:meth:`StateComputation._state_of_rows`; by default each declared
+        state reduced over its own rows, what :meth:`_add_rows` keeps)."""
+        return reduce_rows(self._state_specs, rows)
+
+    def _reduce_state(self, rows: Optional[ArrayResults], keep: Optional[np.ndarray]) -> MetricState:
+        """The local state over the rows at ``keep`` (``None``: all); identities when there are none."""
+        return state_over(self._state_specs, rows, keep, self._state_of_rows)
+
+    def _whole_state(self) -> MetricState:
+        """This rank's state over every sample it added (folded in at each add: no pass over the rows)."""
+        return self._kept.whole_state(self._state_specs)
+
+    @property
+    def _is_state_metric(self) -> bool:
+        return self._kept.is_state(self._state_specs)

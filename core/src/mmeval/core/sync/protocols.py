@@ -11,6 +11,10 @@ A path is a function of
   :class:`PerSampleComputation` (:mod:`.gather`), :class:`StateComputation`
   (:mod:`.state_path`) or :class:`PartsComputation` (:mod:`.partitioned`).
 
+A caller that syncs a metric -- ``BaseMetric.compute`` itself, a ``MetricCollection``
+for several at once -- reads it as a :class:`Participant`: that plain data, with
+the metric as a :class:`MetricComputation`.
+
 :class:`~mmeval.core.base_metric.BaseMetric` builds the data, satisfies the
 protocols (mypy checks it where it calls a path) and chooses the path; no module
 here imports it or reads a metric's members. The underscore names below are the
@@ -20,14 +24,22 @@ extension points a metric overrides, documented here once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Protocol, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from ..results import ArrayResults
+    from ..results import ArrayResults, RankResults
+    from ..state import StateSpec
 
-__all__ = ["Call", "PartsComputation", "PerSampleComputation", "StateComputation"]
+__all__ = [
+    "Call",
+    "MetricComputation",
+    "Participant",
+    "PartsComputation",
+    "PerSampleComputation",
+    "StateComputation",
+]
 
 
 @dataclass(frozen=True)
@@ -123,3 +135,55 @@ class PartsComputation(Protocol):
 
     def _combine_parts(self, partials: List[Any]) -> Dict[str, Any]:
         """The metric from every rank's partial result (in rank order), on rank 0."""
+
+
+class MetricComputation(StateComputation, Protocol):
+    """A metric as a caller that syncs it reads it: its computation (:class:`StateComputation`, which a per-sample
+    metric's :class:`PerSampleComputation` is part of), its question and its samples still to summarize."""
+
+    def _question(self, size: Optional[int]) -> Dict[str, Any]:
+        """What every rank's ``compute(size)`` must agree on (see ``BaseMetric._question``); a metric may extend it."""
+
+    def _summarize_pending(self) -> None:
+        """Replace the samples kept to summarize later by their summaries (see ``KeepsSummaries``)."""
+
+
+@dataclass
+class Participant:
+    """One metric in one ``compute(size)`` call, as the caller that syncs it reads it.
+
+    Built by :func:`mmeval.core.base_metric.taking_part` (once the refusal checks ran) or
+    ``BaseMetric``'s stateless call; the one-process path is :func:`mmeval.core.sync.here.compute_here`.
+
+    Attributes:
+        name: the metric's name, for messages.
+        mode: its ``dist_collect_mode``.
+        kept: what this rank kept (:class:`~mmeval.core.results.RankResults`).
+        specs: the declared state (empty: not a state metric).
+        computation: the metric itself, as the protocol object.
+        coverage: whether a coverage report is asked for (``metric.coverage``).
+        sink: where the metric's coverage report goes (see :mod:`.coverage`).
+        refused: why this rank cannot take part (``None``: it can); set once, by ``taking_part``.
+    """
+
+    name: str
+    mode: str
+    kept: "RankResults"
+    specs: "Sequence[StateSpec]"
+    computation: MetricComputation
+    coverage: bool
+    sink: "Callable[[Any], None]"
+    refused: Optional[str] = None
+
+    @property
+    def is_state(self) -> bool:
+        """Whether it takes the state path: statistics declared and no object results kept."""
+        return self.kept.is_state(self.specs)
+
+    def question(self, size: Any) -> Dict[str, Any]:
+        """What every rank must agree on for ``compute(size)`` (the metric's ``_question``)."""
+        return self.computation._question(size)
+
+    def call(self, size: Optional[int]) -> Call:
+        """``compute(size)`` as the paths read it."""
+        return Call(self.name, self.mode, size, self.question(size))

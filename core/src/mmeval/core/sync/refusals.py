@@ -16,8 +16,10 @@ from ..dist_backends.base_backend import BaseDistBackend
 from ..dist_backends.transport import asking
 from ..errors import CollectiveFailedError, CollectiveMismatchError, CollectiveTimeoutError
 from ..results import RankResults
+from . import coverage
+from .protocols import Participant
 
-__all__ = ["adding_rank", "check_arguments", "check_runtime", "refusal", "refuse"]
+__all__ = ["adding_rank", "check_arguments", "check_runtime", "refusal", "refusal_at_compute", "refuse"]
 
 COLLECT_MODES = ("unzip", "cat")
 
@@ -71,6 +73,24 @@ def refusal(name: str, kept: RankResults, size: Any, backend: BaseDistBackend) -
             f"here (rank {backend.rank} of {backend.world_size}): they would count twice; reset() first"
         )
     return None
+
+
+def refusal_at_compute(
+    metric: Participant, dist_backend: Union[str, BaseDistBackend, None], size: Any, backend: BaseDistBackend
+) -> Optional[str]:
+    """Why this rank cannot take part in ``compute(size)`` on ``backend`` (``None``: it can), once ``metric``'s
+    samples kept to summarize are summarized (a failure there is one more refusal).
+
+    Raises at once (see :func:`check_runtime`) when the backend ``dist_backend`` names is not running; forgets the
+    last coverage report (:func:`~mmeval.core.sync.coverage.start`).
+    """
+    check_runtime(metric.name, dist_backend, backend)
+    coverage.start(metric.sink)
+    try:
+        metric.computation._summarize_pending()
+    except Exception as exc:  # every rank must hear of it: a refusal reaches them all
+        metric.kept.refusals.append(f"summarizing the samples added on this rank failed: {exc!r}")
+    return refusal(metric.name, metric.kept, size, backend)
 
 
 def adding_rank(dist_backend: Union[str, BaseDistBackend, None]) -> Optional[Tuple[int, int]]:
