@@ -8,6 +8,7 @@ through :mod:`mmeval.metrics.coco_native`, which checks them.
 
 from ._kernels import (
     accumulate,
+    gather,
     kept,
     match,
     pairwise_sum,
@@ -21,6 +22,7 @@ from ._kernels import (
 
 __all__ = [
     "accumulate",
+    "gather",
     "kept",
     "match",
     "pairwise_sum",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from typing import Iterator, List, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -147,6 +147,15 @@ class PackedColumns:
             for j in range(count):
                 self._offsets[i, j] = at
                 at += int(self.lengths[i, j]) * int(_ITEMSIZE[self._codes[i, j]])
+
+    def spans(self, j: int) -> Tuple[Optional[np.dtype], np.ndarray, np.ndarray]:
+        """Where array ``j`` lies in each blob: its dtype (None when the blobs hold it in several), and per blob
+        the byte offset and byte count (int64) -- what :meth:`column` joins, for a caller copying them itself."""
+        codes = self._codes[:, j]
+        kinds = np.unique(codes)
+        dtype = np.dtype(_DTYPES[int(kinds[0])]) if kinds.size == 1 else None
+        nbytes = self.lengths[:, j] * _ITEMSIZE[codes]
+        return dtype, self._offsets[:, j].astype(np.int64), nbytes.astype(np.int64)
 
     def column(self, j: int) -> np.ndarray:
         """Array ``j`` of every blob, joined (``float64`` and empty without blobs, as before any was packed)."""
