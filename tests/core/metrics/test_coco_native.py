@@ -346,3 +346,22 @@ def test_gather_joins_the_summaries_columns_as_packed_columns_does():
         assert np.array_equal(out, packed.column(j))
     with pytest.raises(ValueError, match="blob 0"):
         native.gather(blobs[:1], np.array([0], np.int64), np.array([10**6], np.int64), np.empty(10**6, np.uint8))
+
+
+def test_pack_rows_gives_pack_manys_bytes():
+    """pack_many joining its rows by native.pack_rows: the bytes of pack_arrays row by row (empty rows, every
+    dtype the summaries hold, 1 to 6 columns); offsets past a column are refused."""
+    from mmeval.core.packed import pack_arrays, pack_many
+
+    rng = np.random.default_rng(11)
+    dtypes = (np.float32, np.float64, np.uint8, np.uint16, np.uint64, np.int64)
+    for trial in range(30):
+        count, rows = int(rng.integers(1, 7)), int(rng.integers(0, 40))
+        dts = [dtypes[i] for i in rng.integers(0, len(dtypes), count)]
+        lengths = rng.integers(0, 9, (rows, count)) * (rng.random((rows, count)) < 0.8)
+        cols = [(rng.random(int(lengths[:, j].sum())) * 200).astype(dt) for j, dt in enumerate(dts)]
+        at = np.r_[[np.zeros(count, np.int64)], np.cumsum(lengths, axis=0)]
+        want = [pack_arrays(*(c[at[i, j] : at[i + 1, j]] for j, c in enumerate(cols))) for i in range(rows)]
+        assert pack_many(cols, lengths, native.pack_rows) == want, (trial, dts)
+    with pytest.raises(ValueError, match="outside"):
+        native.pack_rows(b"\0", 1, [b"ab"], np.array([0, 3], dtype=np.int64))

@@ -54,6 +54,7 @@ def summarize_images(
         all_cat, all_ig = np.zeros(0, np.uint8), np.zeros(0, np.uint8)
     words_per_det = -(-len(AREA_RANGES) * iou_thrs.shape[0] // TRITS_PER_WORD)
     out: List[Any] = []
+    native = kernels()
     for lo, hi in runs([im.det_labels.shape[0] for im in images], match_slice):
         columns, lengths = [meta[lo:hi]], [np.full(hi - lo, 2, dtype=np.int64)]
         for metric in metrics:
@@ -62,7 +63,8 @@ def summarize_images(
             lengths += [per_img, per_img, per_img * words_per_det]
         columns += [all_cat[gt_at[lo] : gt_at[hi]], all_ig[gt_at[lo] : gt_at[hi]]]
         lengths += [n_gt[lo:hi], n_gt[lo:hi]]
-        blobs = pack_many(columns, np.stack(lengths, axis=1))  # pack_arrays of each image, at once
+        # pack_arrays of each image, at once (the rows' bytes joined in C where the kernels are installed)
+        blobs = pack_many(columns, np.stack(lengths, axis=1), None if native is None else native.pack_rows)
         out.extend(b if im.records is None else (b, _records(im)) for b, im in zip(blobs, images[lo:hi]))
     return out
 

@@ -905,6 +905,55 @@ done:
     Py_RETURN_NONE;
 }
 
+/* pack_rows(heads bytes (n * width), width, columns list of buffers, at i8[count * (n + 1)]) -> list of n bytes
+ * Row i: heads[i * width : (i + 1) * width], then for each column j its bytes at[j, i] .. at[j, i + 1] -- what
+ * mmeval.core.packed.pack_many joins row by row, byte for byte. */
+static PyObject *py_pack_rows(PyObject *self, PyObject *args) {
+    Py_buffer bh, bat, cb[64];
+    PyObject *cols, *out = NULL;
+    Py_ssize_t width, got = 0;
+    if (!PyArg_ParseTuple(args, "y*nO!y*", &bh, &width, &PyList_Type, &cols, &bat)) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(cols);
+    const int64_t *at = bat.buf;
+    Py_ssize_t n = count ? (Py_ssize_t)(bat.len / 8) / count - 1 : 0;
+    if (count < 1 || count > 64 || width < 0 || n < 0 || bat.len != 8 * count * (n + 1) || bh.len != n * width) {
+        PyErr_SetString(PyExc_ValueError, "mmeval_coco_native.pack_rows: 1 to 64 columns, a header and count "
+                                          "offsets per row");
+        goto done;
+    }
+    for (; got < count; got++)
+        if (PyObject_GetBuffer(PyList_GET_ITEM(cols, got), &cb[got], PyBUF_C_CONTIGUOUS) < 0) goto done;
+    for (Py_ssize_t j = 0; j < count; j++) {
+        const int64_t *a = at + j * (n + 1);
+        if (a[0] < 0 || a[n] > cb[j].len) goto bad;
+        for (Py_ssize_t i = 0; i < n; i++) if (a[i + 1] < a[i]) goto bad;
+    }
+    out = PyList_New(n);
+    if (!out) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t total = width;
+        for (Py_ssize_t j = 0; j < count; j++) total += at[j * (n + 1) + i + 1] - at[j * (n + 1) + i];
+        PyObject *b = PyBytes_FromStringAndSize(NULL, total);
+        if (!b) { Py_CLEAR(out); goto done; }
+        char *dst = PyBytes_AS_STRING(b);
+        memcpy(dst, (const char *)bh.buf + i * width, (size_t)width);
+        dst += width;
+        for (Py_ssize_t j = 0; j < count; j++) {
+            int64_t a0 = at[j * (n + 1) + i], a1 = at[j * (n + 1) + i + 1];
+            memcpy(dst, (const char *)cb[j].buf + a0, (size_t)(a1 - a0));
+            dst += a1 - a0;
+        }
+        PyList_SET_ITEM(out, i, b);
+    }
+    goto done;
+bad:
+    PyErr_SetString(PyExc_ValueError, "mmeval_coco_native.pack_rows: a column's offsets fall outside it or go down");
+done:
+    for (Py_ssize_t j = 0; j < got; j++) PyBuffer_Release(&cb[j]);
+    PyBuffer_Release(&bh); PyBuffer_Release(&bat);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"match", py_match, METH_VARARGS, "Greedy COCO matching of grouped detections into packed state words."},
     {"accumulate", py_accumulate, METH_VARARGS, "COCO accumulation of ranked detections' packed states."},
@@ -915,6 +964,7 @@ static PyMethodDef methods[] = {
     {"rle_masks_runs", py_rle_masks_runs, METH_VARARGS, "rle_masks, with the runs of the masks it passed."},
     {"rle_decode_masks", py_rle_decode_masks, METH_VARARGS, "rle_decode of a list of RLE dicts, in one call."},
     {"rle_iou", py_rle_iou, METH_VARARGS, "pycocotools' RLE IoU of (detection, ground truth) pairs."},
+    {"pack_rows", py_pack_rows, METH_VARARGS, "Many packed summaries' rows at once (pack_many's bytes)."},
     {"gather", py_gather, METH_VARARGS, "One column of many packed summaries' bytes, joined."},
     {"pairwise_sum", py_pairwise_sum, METH_VARARGS, "numpy's pairwise sum of a float64 buffer (for tests)."},
     {NULL, NULL, 0, NULL},
