@@ -511,6 +511,17 @@ static inline uint64_t neg_score_key(double x) {
     return (b >> 63) ? ~b : b | 0x8000000000000000ULL;
 }
 
+/* the same for a float32 score, in 32 bits (the same order as its double's key: float -> double is exact and
+ * monotonic): the radix sort then skips the upper passes, where every key's digits are 0 */
+static inline uint64_t neg_score_key32(float x) {
+    if (x != x) return UINT32_MAX;
+    float y = -x;
+    if (y == 0.0f) y = 0.0f;
+    uint32_t b;
+    memcpy(&b, &y, 4);
+    return (b >> 31) ? (uint32_t)~b : b | 0x80000000u;
+}
+
 /* ranked(scores f4/f8[n], cat u1/u2/i4/i8[n], cat itemsize, det_lens i8[images], bounds i8[K+1], order i4[n] (out),
  *        within i4[n] (out)); score_size 4 or 8 */
 #define CAT(i) (cs == 1 ? (int64_t)((const uint8_t *)cb)[i] : cs == 2 ? (int64_t)((const uint16_t *)cb)[i] \
@@ -535,7 +546,7 @@ static PyObject *py_ranked(PyObject *self, PyObject *args) {
     int32_t *i0 = idx, *i1 = idx + n;
     uint64_t all_or = 0, all_and = UINT64_MAX;
     for (Py_ssize_t i = 0; i < n; i++) {
-        k0[i] = neg_score_key(ss == 4 ? (double)((const float *)bs.buf)[i] : ((const double *)bs.buf)[i]);
+        k0[i] = ss == 4 ? neg_score_key32(((const float *)bs.buf)[i]) : neg_score_key(((const double *)bs.buf)[i]);
         i0[i] = (int32_t)i;
         all_or |= k0[i];
         all_and &= k0[i];
