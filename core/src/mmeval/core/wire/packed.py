@@ -159,8 +159,8 @@ class PackedColumns:
         """Where array ``j`` lies in each blob: its dtype (None when the blobs hold it in several), and per blob
         the byte offset and byte count (int64) -- what :meth:`column` joins, for a caller copying them itself."""
         codes = self._codes[:, j]
-        kinds = np.unique(codes)
-        dtype = np.dtype(_DTYPES[int(kinds[0])]) if kinds.size == 1 else None
+        one = codes.size > 0 and int(codes.min()) == int(codes.max())
+        dtype = np.dtype(_DTYPES[int(codes[0])]) if one else None
         nbytes = self.lengths[:, j] * _ITEMSIZE[codes]
         return dtype, self._offsets[:, j].astype(np.int64), nbytes.astype(np.int64)
 
