@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import numbers
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 
@@ -42,7 +42,7 @@ def check_arguments(
 ) -> Tuple[List[str], np.ndarray, List[int]]:
     """The metrics (a list), the IoU thresholds (float64) and the three ``maxDets`` (ints), the flags checked
     to be bools and ``format_only`` to come with an ``outfile_prefix``."""
-    metrics = list(metric) if isinstance(metric, (list, tuple)) else [metric]
+    metrics = cast(List[str], list(metric) if isinstance(metric, (list, tuple)) else [metric])
     for m in metrics:
         if m not in METRICS:
             raise MetricArgumentKeyError(

@@ -88,8 +88,8 @@ def pack_many(
     heads, width = head.tobytes(), head.shape[1]
     views = [c.data.cast("B") for c in cols]
     if join_rows is not None:
-        byte_at = np.ascontiguousarray((at * np.array([c.itemsize for c in cols], dtype=np.int64)).T)
-        return join_rows(heads, width, views, byte_at)
+        byte_ends = np.ascontiguousarray((at * np.array([c.itemsize for c in cols], dtype=np.int64)).T)
+        return join_rows(heads, width, views, byte_ends)
     byte_at = [(at[:, j] * cols[j].itemsize).tolist() for j in range(count)]
     return [
         b"".join([heads[i * width : (i + 1) * width], *(v[b[i] : b[i + 1]] for v, b in zip(views, byte_at))])
