@@ -1,11 +1,11 @@
-"""Issue 34's per-core comparison in CPU seconds: ours against hotcoco and ultrafast-pycocotools, one thread each.
+"""COCODetection per core, in CPU seconds: ours against hotcoco and ultrafast-pycocotools, one thread each.
 
-On a shared machine (this project's 2 cores ran at load 20-45 while issue 34 was measured) the wall clock
+On a shared machine (this project's 2 cores ran at load 20-45 while these were first measured) the wall clock
 of a one-thread evaluation is mostly other processes' time; the CPU seconds of the process are not. Per
 case (``coco_data.CASES``, full size unless ``--images``), interleaved, median of ``--iters``:
 
 * ours: ``add()`` of every image (batches of ``detection.BATCH``) + ``compute()``, and of that the time
-  reading the inputs (``coco_inputs.read_images``), the rest of ``add()`` and ``compute()`` -- the wait
+  reading the inputs (``coco_inputs_batched.read_images``), the rest of ``add()`` and ``compute()`` -- the wait
   after the last ``add()``;
 * hotcoco 1.3.0 / ultrafast-pycocotools 0.1.14: ``evaluate()`` + ``accumulate()`` after loading.
 

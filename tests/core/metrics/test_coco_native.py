@@ -295,3 +295,73 @@ def test_kept_equals_the_pure_order_and_cut(max_det):
     out = np.empty(n, dtype=np.int64)
     got = out[: native.kept(key.astype(np.int64), score, max_det, out)]
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("n_thr", [10, 16, 20])
+@pytest.mark.parametrize("max_dets", [(1, 10, 100), (1, 3, 5), (2, 7, 40)])
+def test_accumulate_kernel_equals_the_pure_accumulation(monkeypatch, n_thr, max_dets):
+    """native.accumulate (its bitmask pass at 40 and 64 rows, the byte-per-state pass past 64) against
+    coco_accumulate's numpy path on random states: categories of 0 to ~300 detections (64-detection blocks and
+    their ragged ends), images past the maxDets (detections no maxDet keeps), empty area ranges."""
+    from mmeval.core.packed import trits_to_words
+
+    rng = np.random.default_rng(n_thr * 100 + max_dets[-1])
+    k_all, n_img = 7, 300
+    lens = rng.integers(0, 12, n_img)
+    cats = np.concatenate([np.sort(rng.integers(0, k_all, int(m))) for m in lens]).astype(np.uint8)
+    n = int(lens.sum())
+    scores = rng.choice([0.1, 0.2, 0.5, 0.9], n) + rng.random(n) * (rng.random(n) < 0.7)
+    trits = rng.choice([0, 1, 2], size=(n, 4 * n_thr), p=[0.3, 0.3, 0.4]).astype(np.uint8)
+    states = trits_to_words(trits)
+    npig = rng.integers(0, 40, (k_all, 4))
+    npig[2] = 0  # a category without ground truth
+    npig[3, 1:] = 0  # one with some only at area 'all'
+    thrs = np.linspace(0.5, 0.95, n_thr)
+    ranking = coco_accumulate.ranked(scores, cats, lens, k_all)
+    fast_q = np.full((k_all, n_thr, 101), -1.0)
+    fast = coco_accumulate.accumulate(ranking, states, npig, thrs, max_dets, True, fast_q)
+    monkeypatch.setenv("MMEVAL_COCO_NATIVE", "0")
+    pure_q = np.full((k_all, n_thr, 101), -1.0)
+    pure = coco_accumulate.accumulate(ranking, states, npig, thrs, max_dets, True, pure_q)
+    for f, p in zip((*fast, fast_q), (*pure, pure_q)):
+        assert np.array_equal(f, p, equal_nan=True)
+
+
+def test_gather_joins_the_summaries_columns_as_packed_columns_does():
+    """native.gather against PackedColumns.column on blobs of bytes, bytearray and memoryview, empty rows
+    included; a span past a blob is refused."""
+    from mmeval.core.packed import PackedColumns, pack_arrays
+
+    rng = np.random.default_rng(3)
+    kinds = (bytes, bytearray, memoryview)
+    blobs = [
+        kinds[i % 3](pack_arrays(rng.random(m).astype(np.float32), rng.integers(0, 9, m).astype(np.uint8)))
+        for i, m in enumerate(rng.integers(0, 20, 50))
+    ]
+    packed = PackedColumns(blobs, 2)
+    for j in range(2):
+        dtype, offsets, nbytes = packed.spans(j)
+        out = np.empty(int(nbytes.sum()) // dtype.itemsize, dtype=dtype)
+        native.gather(blobs, offsets, nbytes, out)
+        assert np.array_equal(out, packed.column(j))
+    with pytest.raises(ValueError, match="blob 0"):
+        native.gather(blobs[:1], np.array([0], np.int64), np.array([10**6], np.int64), np.empty(10**6, np.uint8))
+
+
+def test_pack_rows_gives_pack_manys_bytes():
+    """pack_many joining its rows by native.pack_rows: the bytes of pack_arrays row by row (empty rows, every
+    dtype the summaries hold, 1 to 6 columns); offsets past a column are refused."""
+    from mmeval.core.packed import pack_arrays, pack_many
+
+    rng = np.random.default_rng(11)
+    dtypes = (np.float32, np.float64, np.uint8, np.uint16, np.uint64, np.int64)
+    for trial in range(30):
+        count, rows = int(rng.integers(1, 7)), int(rng.integers(0, 40))
+        dts = [dtypes[i] for i in rng.integers(0, len(dtypes), count)]
+        lengths = rng.integers(0, 9, (rows, count)) * (rng.random((rows, count)) < 0.8)
+        cols = [(rng.random(int(lengths[:, j].sum())) * 200).astype(dt) for j, dt in enumerate(dts)]
+        at = np.r_[[np.zeros(count, np.int64)], np.cumsum(lengths, axis=0)]
+        want = [pack_arrays(*(c[at[i, j] : at[i + 1, j]] for j, c in enumerate(cols))) for i in range(rows)]
+        assert pack_many(cols, lengths, native.pack_rows) == want, (trial, dts)
+    with pytest.raises(ValueError, match="outside"):
+        native.pack_rows(b"\0", 1, [b"ab"], np.array([0, 3], dtype=np.int64))

@@ -78,7 +78,7 @@ def test_the_working_sizes_do_not_change_a_number(monkeypatch, group, categories
     """The accumulation's category groups, its row slices, the ranking's and the joining's chunks and the
     matching's slices only bound the memory: any sizes give the very same result (dict equality) as the
     defaults, and pycocotools' stats -- the images added in reverse id order too (ranked and joined again)."""
-    from mmeval.metrics import coco_accumulate, coco_detection, coco_parts
+    from mmeval.metrics import coco_accumulate, coco_detection, coco_parts, coco_ranking
 
     preds, gts = detections(45, C, seed=3, crowd=0.3)
     want = _run(preds, gts, metric=["bbox", "proposal"], classwise=True)
@@ -86,7 +86,7 @@ def test_the_working_sizes_do_not_change_a_number(monkeypatch, group, categories
     monkeypatch.setattr(coco_accumulate, "GROUP_CATEGORIES", categories)
     monkeypatch.setattr(coco_accumulate, "INTERPOLATE_CELLS", cells)
     monkeypatch.setattr(coco_accumulate, "RECALL_CELLS", recall)
-    monkeypatch.setattr(coco_accumulate, "RANK_CHUNK", chunk)
+    monkeypatch.setattr(coco_ranking, "RANK_CHUNK", chunk)
     monkeypatch.setattr(coco_parts, "JOIN_DETECTIONS", chunk)
     monkeypatch.setattr(coco_detection, "MATCH_SLICE", slice_)
     monkeypatch.setattr(coco_detection, "SUMMARIZE_EVERY", 2 * slice_)

@@ -9,58 +9,46 @@ threshold and area range for each detection; a category and area-range
 ignore bits per ground truth). The computing rank accumulates and summarizes
 exactly as pycocotools' ``COCOeval.accumulate`` / ``summarize`` do.
 
-The parts: :mod:`.coco_inputs` (the checked inputs and an annotation file),
-:mod:`.coco_matching` (the matching), :mod:`.coco_parts` (the summaries split
-by category owner and joined again), :mod:`.coco_accumulate` (accumulate and
-summarize).
+The parts: :mod:`.coco_arguments` (the arguments checked), :mod:`.coco_inputs`
+and :mod:`.coco_inputs_batched` (the checked inputs and an annotation file),
+:mod:`.coco_matching` (the matching), :mod:`.coco_summaries` (the per-image
+summaries packed and read back), :mod:`.coco_parts` (the summaries split by
+category owner and joined again), :mod:`.coco_ranking` and
+:mod:`.coco_accumulate` (rank, accumulate and summarize),
+:mod:`.coco_results` (results files read and written).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import numbers
 import os
-from functools import partial
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
 from ..core._gc import gc_paused
 from ..core.base_metric import BaseMetric
-from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentTypeError
-from ..core.packed import TRITS_PER_WORD, PackedColumns, pack_many, summary_digests
-from .coco_accumulate import AREA_RANGES, combine_partials, runs, summarize_sums
+from ..core.errors import MetricArgumentError
+from ..core.packed import PackedColumns
+from .coco_accumulate import combine_partials, summarize_sums
+from .coco_arguments import check_arguments, check_items, item_names, read_ann_file
 from .coco_categories import category_ids_by_name
 from .coco_curves import COCOCurves, combine_curves, plot_coco_curves
-from .coco_inputs import _Annotations, _Categories, _ignore_bits, _Image, _records, read_images
-from .coco_matching import _match_images
-from .coco_parts import join_parts, split_summaries
-from .coco_results import ResultsLike, add_results, clean_xywh, with_mask_boxes
+from .coco_inputs import _Annotations, _Categories
+from .coco_inputs_batched import read_images
+from .coco_parts import join_parts
+from .coco_results import ResultsLike, add_results, with_mask_boxes, write_results
+from .coco_summaries import partition_summaries, summarize_images
 
 __all__ = ["COCODetection"]
 
 logger = logging.getLogger("mmeval")
 
-_METRICS = ("bbox", "segm", "proposal")
 #: pending detections (summed over images) at which add() summarizes what waits (bounds the memory held)
 SUMMARIZE_EVERY = 4_096
 #: detections matched at once (summed over images): the matching's working memory (~1 KB per detection
 #: for boxes: the IoU pairs and their orders) follows this, not how many images wait
 MATCH_SLICE = 2_048
-
-
-def _typed_column(packed: PackedColumns, j: int, empty_dtype: Any) -> np.ndarray:
-    """Column ``j`` of the summaries; without any (a rank that added no image), empty of ``empty_dtype``.
-
-    ``empty_dtype`` is the narrowest the column holds, so that joined with the
-    other ranks' parts it promotes to theirs (the one-process dtypes)."""
-    col = packed.column(j)
-    return col if col.size else col.astype(empty_dtype)
-
-
-def _default_iou_thrs() -> np.ndarray:
-    return np.linspace(0.5, 0.95, int(np.round((0.95 - 0.5) / 0.05)) + 1, endpoint=True)
 
 
 class COCODetection(BaseMetric):
@@ -139,77 +127,21 @@ class COCODetection(BaseMetric):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        metrics = list(metric) if isinstance(metric, (list, tuple)) else [metric]
-        for m in metrics:
-            if m not in _METRICS:
-                raise MetricArgumentKeyError(
-                    f"COCODetection: metric should be one of {list(_METRICS)} or a list of them, got {m!r}"
-                )
-        if not metrics:
-            raise MetricArgumentError("COCODetection: metric is an empty list; give 'bbox', 'segm' or 'proposal'")
-        if iou_thrs is None:
-            thrs = _default_iou_thrs()
-        elif isinstance(iou_thrs, float):
-            thrs = np.array([iou_thrs])
-        elif (
-            isinstance(iou_thrs, (list, tuple, np.ndarray))
-            and len(iou_thrs)
-            and all(isinstance(t, (float, np.floating)) for t in iou_thrs)
-        ):
-            thrs = np.array(iou_thrs, dtype=np.float64)
-        else:
-            raise MetricArgumentTypeError(
-                f"COCODetection: iou_thrs should be None, a float or a non-empty list of floats, got {iou_thrs!r}"
-            )
-        if not np.all((thrs >= 0) & (thrs <= 1)):
-            raise MetricArgumentError(f"COCODetection: iou_thrs must lie in [0, 1], got {thrs.tolist()}")
-        nums = list(proposal_nums) if isinstance(proposal_nums, (list, tuple, np.ndarray)) else None
-        if (
-            nums is None
-            or len(nums) != 3
-            or not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) and int(n) >= 1 for n in nums)
-        ):
-            raise MetricArgumentError(
-                f"COCODetection: proposal_nums must be three positive ints (the maxDets), got {proposal_nums!r}"
-            )
-        for flag_name, flag in (
-            ("classwise", classwise),
-            ("format_only", format_only),
-            ("gt_mask_area", gt_mask_area),
-            ("print_results", print_results),
-        ):
-            if not isinstance(flag, (bool, np.bool_)):
-                raise MetricArgumentError(f"COCODetection: {flag_name} must be True or False, got {flag!r}")
-        if format_only and outfile_prefix is None:
-            raise MetricArgumentError(
-                "COCODetection: format_only=True needs outfile_prefix (where the result "
-                "files go); got outfile_prefix=None"
-            )
+        metrics, thrs, nums = check_arguments(
+            metric, iou_thrs, proposal_nums, classwise, format_only, outfile_prefix, gt_mask_area, print_results
+        )
         self.metrics: List[str] = metrics
         self.classwise = bool(classwise)
         self.proposal_nums: List[int] = [int(n) for n in nums]
         self.iou_thrs: np.ndarray = thrs
-        items = None if metric_items is None else list(metric_items)
-        if items is not None:
-            known = self._item_names()
-            bad = [i for i in items if i not in known]
-            if bad:
-                raise MetricArgumentKeyError(
-                    f"COCODetection: metric item(s) {bad} are not supported; use some of {list(known)}"
-                )
-        self.metric_items: Optional[List[str]] = items
+        self.metric_items: Optional[List[str]] = check_items(metric_items, self.proposal_nums)
         self.format_only = bool(format_only)
         self.outfile_prefix = outfile_prefix
         self.gt_mask_area = bool(gt_mask_area)
         self.backend_args = backend_args
         self.print_results = bool(print_results)
         self.ann_file = ann_file
-        self._ann: Optional[_Annotations] = None
-        if ann_file is not None:
-            if not isinstance(ann_file, (str, os.PathLike)) or not os.path.isfile(ann_file):
-                raise MetricArgumentError(f"COCODetection: ann_file={ann_file!r} is not a readable file")
-            with open(ann_file) as f:
-                self._ann = _Annotations(json.load(f))
+        self._ann: Optional[_Annotations] = read_ann_file(ann_file)
         self._cats: Optional[_Categories] = None
         self._pending_dets = 0
         self._cat_dets: Optional[np.ndarray] = None  # detections added per category (see _part_loads)
@@ -218,21 +150,7 @@ class COCODetection(BaseMetric):
 
     def _item_names(self) -> Dict[str, int]:
         """MMEval's item name -> index into pycocotools' 12 stats (AR names from ``proposal_nums`` as given)."""
-        n = self.proposal_nums
-        return {
-            "mAP": 0,
-            "mAP_50": 1,
-            "mAP_75": 2,
-            "mAP_s": 3,
-            "mAP_m": 4,
-            "mAP_l": 5,
-            f"AR@{n[0]}": 6,
-            f"AR@{n[1]}": 7,
-            f"AR@{n[2]}": 8,
-            f"AR_s@{n[2]}": 9,
-            f"AR_m@{n[2]}": 10,
-            f"AR_l@{n[2]}": 11,
-        }
+        return item_names(self.proposal_nums)
 
     @property
     def classes(self) -> List[str]:
@@ -365,38 +283,16 @@ class COCODetection(BaseMetric):
 
     def _summarize(self, samples: List[Any]) -> List[Any]:
         """Match every image of ``samples`` (on this rank) and pack each one's summary (see the module docstring)."""
-        images: List[_Image] = samples
-        if self.format_only:
-            return [(None, _records(im)) for im in images]
-        cats = self._categories()
-        small = len(cats.ids) <= 255
-        meta = np.array([[im.img_id or 0, im.img_id is not None] for im in images], dtype=np.int64).reshape(-1, 2)
-        n_gt = np.array([im.gts.labels.shape[0] if self._ann is None else 0 for im in images], dtype=np.int64)
-        gt_at = np.r_[0, np.cumsum(n_gt)]
-        if self._ann is None and images:  # every image's ground-truth categories and ignore bits at once
-            all_cat = cats.kpos[np.concatenate([im.gts.labels for im in images])].astype(
-                np.uint8 if small else np.uint16
-            )
-            all_ig = _ignore_bits(
-                np.concatenate([im.gts.area for im in images]), np.concatenate([im.gts.crowd for im in images])
-            )
-        else:
-            all_cat, all_ig = np.zeros(0, np.uint8), np.zeros(0, np.uint8)
-        words_per_det = -(-len(AREA_RANGES) * self.iou_thrs.shape[0] // TRITS_PER_WORD)
-        out: List[Any] = []
-        for lo, hi in runs([im.det_labels.shape[0] for im in images], MATCH_SLICE):
-            columns, lengths = [meta[lo:hi]], [np.full(hi - lo, 2, dtype=np.int64)]
-            for metric in self.metrics:
-                scores, d_cat, words, per_img = _match_images(
-                    images[lo:hi], metric, cats, self.iou_thrs, max(self.proposal_nums)
-                )
-                columns += [scores, d_cat, words]
-                lengths += [per_img, per_img, per_img * words_per_det]
-            columns += [all_cat[gt_at[lo] : gt_at[hi]], all_ig[gt_at[lo] : gt_at[hi]]]
-            lengths += [n_gt[lo:hi], n_gt[lo:hi]]
-            blobs = pack_many(columns, np.stack(lengths, axis=1))  # pack_arrays of each image, at once
-            out.extend(b if im.records is None else (b, _records(im)) for b, im in zip(blobs, images[lo:hi]))
-        return out
+        return summarize_images(
+            samples,
+            self.metrics,
+            self._categories(),
+            self._ann is not None,
+            self.iou_thrs,
+            max(self.proposal_nums),
+            self.format_only,
+            MATCH_SLICE,
+        )
 
     # -- compute: every rank accumulates its share of the categories ----------------------
 
@@ -426,41 +322,17 @@ class COCODetection(BaseMetric):
 
         The columns are read one at a time (each detection column split, then dropped)."""
         blobs = [r[0] if isinstance(r, tuple) else r for r in results]
-        cats = self._categories()
-        packed = self._packed(blobs)
-        column = partial(_typed_column, packed)  # a rank that added no image: empty columns of the summaries' dtypes
-        meta = column(0, np.int64).reshape(-1, 2)
-
-        def proposal_cats(j: int) -> np.ndarray:
-            return np.zeros(int(packed.lengths[:, 2 + 3 * j].sum()), dtype=np.uint8)
-
-        det_cols = [
-            (
-                packed.lengths[:, 1 + 3 * j],
-                partial(column, 1 + 3 * j, np.float32),
-                column(2 + 3 * j, np.uint8) if metric != "proposal" else proposal_cats(j),
-                partial(column, 3 + 3 * j, np.uint64),
-            )
-            for j, metric in enumerate(self.metrics)
-        ]
-        if self._ann is None:
-            width = packed.lengths.shape[1]
-            gt_cat, gt_ig = column(width - 2, np.uint8), column(width - 1, np.uint8)
-        else:
-            gt_cat, gt_ig = np.zeros(0, np.uint8), np.zeros(0, np.uint8)
         del results
-        return split_summaries(
-            np.asarray(positions, dtype=np.int64),
-            meta[:, 0],
-            meta[:, 1] != 0,
-            det_cols,
-            gt_cat,
-            gt_ig,
-            len(cats.sorted_ids),
+        packed = self._packed(blobs)
+        return partition_summaries(
+            blobs,
+            packed,
+            self.metrics,
+            self._ann is not None,
+            len(self._categories().sorted_ids),
+            positions,
             world_size,
             owners,
-            [metric == "proposal" for metric in self.metrics],
-            summary_digests(blobs),  # images sharing an img_id rank by what they are, never by arrival
         )
 
     def _compute_part(self, parts: List[Any]) -> Any:
@@ -541,33 +413,4 @@ class COCODetection(BaseMetric):
 
     def _write_results(self, records: List[Any], ids: Optional[np.ndarray]) -> None:
         """MMEval's result files: ``{outfile_prefix}.bbox.json`` (and ``.segm.json`` with masks)."""
-        cats = self._categories()
-        bbox: List[Dict[str, Any]] = []
-        segm: Optional[List[Dict[str, Any]]] = None
-        for pos, rec in enumerate(records):
-            if rec is None:
-                continue
-            img_id, xywh, scores, labels, seg_scores, rles = rec
-            image_id = img_id if img_id is not None else (int(ids[pos]) if ids is not None else pos)
-            for b, s, lab in zip(xywh.tolist(), scores.tolist(), labels.tolist()):
-                bbox.append({"image_id": image_id, "bbox": clean_xywh(b), "score": s, "category_id": cats.ids[lab]})
-            if rles is not None:
-                segm = [] if segm is None else segm
-                ms = (seg_scores if seg_scores is not None else scores).tolist()
-                for b, s, lab, r in zip(xywh.tolist(), ms, labels.tolist(), rles):
-                    counts = r["counts"].decode() if isinstance(r["counts"], bytes) else r["counts"]
-                    segm.append(
-                        {
-                            "image_id": image_id,
-                            "bbox": clean_xywh(b),
-                            "score": s,
-                            "category_id": cats.ids[lab],
-                            "segmentation": {"size": list(r["size"]), "counts": counts},
-                        }
-                    )
-        prefix = str(self.outfile_prefix)
-        with open(f"{prefix}.bbox.json", "w") as f:
-            json.dump(bbox, f)
-        if segm is not None:
-            with open(f"{prefix}.segm.json", "w") as f:
-                json.dump(segm, f)
+        write_results(str(self.outfile_prefix), records, ids, self._categories().ids)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from .extras import import_extra
 if TYPE_CHECKING:  # pragma: no cover
     from .coco_detection import COCODetection
 
-__all__ = ["add_results", "clean_xywh", "read_results", "with_mask_boxes"]
+__all__ = ["add_results", "clean_xywh", "read_results", "with_mask_boxes", "write_results"]
 
 #: images added to the metric at once (each add() checks a batch of images)
 BATCH_IMAGES = 512
@@ -179,3 +179,39 @@ def with_mask_boxes(pred: Any) -> Any:
         boxes.append(mask_api.toBbox(rle))
     xywh = np.array(boxes, dtype=np.float64).reshape(len(boxes), 4)
     return {**pred, "bboxes": np.concatenate([xywh[:, :2], xywh[:, :2] + xywh[:, 2:]], axis=1)}
+
+
+def write_results(prefix: str, records: List[Any], ids: Optional[np.ndarray], category_ids: Sequence[int]) -> None:
+    """MMEval's result files: ``{prefix}.bbox.json`` (and ``{prefix}.segm.json`` when the images have masks).
+
+    ``records``: per image (dataset order) its kept detections -- ``(img_id, xywh, scores, labels,
+    mask_scores, rles)`` -- or None; an image without an ``img_id`` is written with ``ids[pos]`` (else its
+    position); a label ``l`` is written as ``category_ids[l]``."""
+    bbox: List[Dict[str, Any]] = []
+    segm: Optional[List[Dict[str, Any]]] = None
+    for pos, rec in enumerate(records):
+        if rec is None:
+            continue
+        img_id, xywh, scores, labels, seg_scores, rles = rec
+        image_id = img_id if img_id is not None else (int(ids[pos]) if ids is not None else pos)
+        for b, s, lab in zip(xywh.tolist(), scores.tolist(), labels.tolist()):
+            bbox.append({"image_id": image_id, "bbox": clean_xywh(b), "score": s, "category_id": category_ids[lab]})
+        if rles is not None:
+            segm = [] if segm is None else segm
+            ms = (seg_scores if seg_scores is not None else scores).tolist()
+            for b, s, lab, r in zip(xywh.tolist(), ms, labels.tolist(), rles):
+                counts = r["counts"].decode() if isinstance(r["counts"], bytes) else r["counts"]
+                segm.append(
+                    {
+                        "image_id": image_id,
+                        "bbox": clean_xywh(b),
+                        "score": s,
+                        "category_id": category_ids[lab],
+                        "segmentation": {"size": list(r["size"]), "counts": counts},
+                    }
+                )
+    with open(f"{prefix}.bbox.json", "w") as f:
+        json.dump(bbox, f)
+    if segm is not None:
+        with open(f"{prefix}.segm.json", "w") as f:
+            json.dump(segm, f)

@@ -8,8 +8,10 @@ through :mod:`mmeval.metrics.coco_native`, which checks them.
 
 from ._kernels import (
     accumulate,
+    gather,
     kept,
     match,
+    pack_rows,
     pairwise_sum,
     ranked,
     rle_decode,
@@ -21,8 +23,10 @@ from ._kernels import (
 
 __all__ = [
     "accumulate",
+    "gather",
     "kept",
     "match",
+    "pack_rows",
     "pairwise_sum",
     "ranked",
     "rle_masks",

@@ -18,6 +18,27 @@ enum { ST_IGNORED = 0, ST_TP = 1, ST_FP = 2 };
 
 static uint64_t POW3[TRITS];
 static uint8_t TRITS5[243][5];  /* the five base-3 digits of 0 .. 242, lowest first */
+static uint8_t TP5[243], FP5[243];  /* which of those five digits are ST_TP, and which ST_FP: a bit each */
+
+#if defined(_MSC_VER)
+#include <intrin.h>
+static inline int ctz64(uint64_t x) { unsigned long i; _BitScanForward64(&i, x); return (int)i; }
+static inline int64_t popcount64(uint64_t x) { return (int64_t)__popcnt64(x); }
+#else
+static inline int ctz64(uint64_t x) { return __builtin_ctzll(x); }
+static inline int64_t popcount64(uint64_t x) { return (int64_t)__builtin_popcountll(x); }
+#endif
+
+/* a 64 x 64 bit matrix transposed in place: bit r of a[i] becomes bit i of a[r] (blocks swapped, halving) */
+static void transpose64(uint64_t *a) {
+    uint64_t m = 0x00000000FFFFFFFFULL;
+    for (int j = 32; j; j >>= 1, m ^= m << j)
+        for (int k = 0; k < 64; k = ((k | j) + 1) & ~j) {
+            uint64_t t = ((a[k] >> j) ^ a[k | j]) & m;
+            a[k] ^= t << j;
+            a[k | j] ^= t;
+        }
+}
 
 /* numpy's pairwise sum of n contiguous doubles (DOUBLE_pairwise_sum): what ndarray.sum(axis=-1) gives */
 static double pairwise_sum(const double *a, Py_ssize_t n) {
@@ -258,9 +279,12 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
     double *pr = NULL, *q = NULL;
     int64_t *pcol = NULL;
     uint8_t *m0 = NULL;
+    uint64_t *tpb = NULL, *fpb = NULL, *leb = NULL;  /* the bitmask pass's rows (see below) */
+    Py_ssize_t nw = 0;
     if (have_q < 0) goto done;
     for (Py_ssize_t k = 0; k < K; k++)
         if (bounds[k + 1] - bounds[k] > nmax) nmax = bounds[k + 1] - bounds[k];
+    nw = (nmax + 63) / 64;  /* 64-detection blocks of the largest category */
     st = malloc((size_t)(nmax ? nmax : 1) * rows);
     nmax += 1;  /* a slot past the last true positive (the branchless pass writes there) */
     pr = malloc(sizeof(double) * (size_t)nmax * (P ? P : 1));
@@ -282,6 +306,17 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
         if (m < M - 1 && pcol[m] >= 0) last_only = 0;
     }
     if (M > 0 && pcol[M - 1] < 0) last_only = 0;
+    /* the bitmask pass (only the largest maxDet's precision read, at most 64 rows): per row, a bit per ranked
+     * detection for its true positives (tpb) and false positives (fpb), and per smaller maxDet m a bit for the
+     * detections it keeps (leb); a row's true positives are then visited bit by bit and the false positives
+     * before each counted by popcount -- the very counts (and floats) of the byte-per-state pass */
+    int bits = last_only && rows <= 64;
+    if (bits) {
+        tpb = malloc(sizeof(uint64_t) * (size_t)(nw ? nw : 1) * (size_t)rows);
+        fpb = malloc(sizeof(uint64_t) * (size_t)(nw ? nw : 1) * (size_t)rows);
+        leb = malloc(sizeof(uint64_t) * (size_t)(nw ? nw : 1) * (size_t)M);
+        if (!tpb || !fpb || !leb) { PyErr_NoMemory(); goto done; }
+    }
     int64_t by_m0[257];
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t x = 0; x < T * K * A * P; x++) psum[x] = 0.0;
@@ -291,6 +326,51 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
         for (Py_ssize_t a = 0; a < A; a++) any |= npig[k * A + a] > 0;
         if (!any) continue;
         Py_ssize_t lo = bounds[k], nk = bounds[k + 1] - lo;
+        Py_ssize_t nwk = (nk + 63) / 64;
+        if (bits) {
+            /* each detection's states as two masks of its rows (five trits a look-up), 64 detections
+             * transposed at a time into the rows' bits: tpb[r * nwk + block], bit j % 64 */
+            uint64_t tb[64], fb[64], lb[256];
+            uint64_t row_mask = rows == 64 ? UINT64_MAX : ((1ULL << rows) - 1);
+            for (Py_ssize_t blk = 0; blk < nwk; blk++) {
+                Py_ssize_t j0 = blk * 64, j1 = j0 + 64 < nk ? j0 + 64 : nk;
+                for (Py_ssize_t m = 0; m < M; m++) lb[m] = 0;
+                for (Py_ssize_t j = j0; j < j1; j++) {
+                    Py_ssize_t d = order[lo + j];
+                    const uint64_t *w = words + d * W;
+                    int32_t w0 = within[d];
+                    uint8_t mm = 0;
+                    while (mm < M && w0 >= max_dets[mm]) mm++;
+                    uint64_t tm = 0, fm = 0;
+                    if (mm < M) {
+                        for (Py_ssize_t ww = 0; ww < W; ww++) {
+                            uint64_t acc = w[ww];
+                            uint32_t half[2] = {(uint32_t)(acc % 3486784401ULL), (uint32_t)(acc / 3486784401ULL)};
+                            for (int hh = 0; hh < 2; hh++) {
+                                uint32_t v = half[hh];
+                                int sh = (int)(ww * TRITS) + hh * 20;
+                                for (int f = 0; f < 4 && sh < 64; f++, sh += 5) {
+                                    tm |= (uint64_t)TP5[v % 243] << sh;
+                                    fm |= (uint64_t)FP5[v % 243] << sh;
+                                    v /= 243;
+                                }
+                            }
+                        }
+                        for (Py_ssize_t m = mm; m < M; m++) lb[m] |= 1ULL << (j - j0);
+                    }
+                    tb[j - j0] = tm & row_mask;
+                    fb[j - j0] = fm & row_mask;
+                }
+                for (Py_ssize_t j = j1 - j0; j < 64; j++) tb[j] = fb[j] = 0;
+                transpose64(tb);
+                transpose64(fb);
+                for (Py_ssize_t r = 0; r < rows; r++) {
+                    tpb[r * nwk + blk] = tb[r];
+                    fpb[r * nwk + blk] = fb[r];
+                }
+                for (Py_ssize_t m = 0; m < M; m++) leb[m * nwk + blk] = lb[m];
+            }
+        } else
         /* decode the category's states row by row: st[r * nk + j] (3**20 < 2**32: two 32-bit halves) */
         for (Py_ssize_t j = 0; j < nk; j++) {
             Py_ssize_t d = order[lo + j];
@@ -328,7 +408,30 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
             for (Py_ssize_t t = 0; t < T; t++) {
                 const uint8_t *srow = st + (a * T + t) * nk;
                 for (Py_ssize_t m = 0; m < M; m++) ntp[m] = nfp[m] = 0;
-                if (last_only) {
+                if (bits) {
+                    const uint64_t *trow = tpb + (a * T + t) * nwk, *frow = fpb + (a * T + t) * nwk;
+                    int64_t tp = 0, fp = 0;
+                    double *p = pr + pcol[M - 1] * nmax;
+                    for (Py_ssize_t blk = 0; blk < nwk; blk++) {
+                        uint64_t tw = trow[blk], fw = frow[blk];
+                        while (tw) {
+                            int b = ctz64(tw);
+                            tw &= tw - 1;
+                            tp++;
+                            double d = (double)(fp + popcount64(fw & ((1ULL << b) - 1)));
+                            d += (double)tp;
+                            d += DBL_EPSILON;
+                            p[tp - 1] = (double)tp / d;
+                        }
+                        fp += popcount64(fw);
+                    }
+                    for (Py_ssize_t m = 0; m < M; m++) {
+                        int64_t c = 0;
+                        const uint64_t *keep = leb + m * nwk;
+                        for (Py_ssize_t blk = 0; blk < nwk; blk++) c += popcount64(trow[blk] & keep[blk]);
+                        ntp[m] = c;
+                    }
+                } else if (last_only) {
                     /* only the largest maxDet's precision is read: one pass, the smaller maxDets'
                      * true positives counted by the first maxDet keeping each detection */
                     int64_t tp = 0, fp = 0;
@@ -387,7 +490,7 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
 done:
-    free(st); free(pr); free(q); free(pcol); free(m0);
+    free(st); free(pr); free(q); free(pcol); free(m0); free(tpb); free(fpb); free(leb);
     PyBuffer_Release(&bo); PyBuffer_Release(&bwi); PyBuffer_Release(&bb); PyBuffer_Release(&bw);
     PyBuffer_Release(&bc); PyBuffer_Release(&bl); PyBuffer_Release(&bm); PyBuffer_Release(&bcol);
     PyBuffer_Release(&bp); PyBuffer_Release(&bt);
@@ -406,6 +509,17 @@ static inline uint64_t neg_score_key(double x) {
     uint64_t b;
     memcpy(&b, &y, 8);
     return (b >> 63) ? ~b : b | 0x8000000000000000ULL;
+}
+
+/* the same for a float32 score, in 32 bits (the same order as its double's key: float -> double is exact and
+ * monotonic): the radix sort then skips the upper passes, where every key's digits are 0 */
+static inline uint64_t neg_score_key32(float x) {
+    if (x != x) return UINT32_MAX;
+    float y = -x;
+    if (y == 0.0f) y = 0.0f;
+    uint32_t b;
+    memcpy(&b, &y, 4);
+    return (b >> 31) ? (uint32_t)~b : b | 0x80000000u;
 }
 
 /* ranked(scores f4/f8[n], cat u1/u2/i4/i8[n], cat itemsize, det_lens i8[images], bounds i8[K+1], order i4[n] (out),
@@ -432,7 +546,7 @@ static PyObject *py_ranked(PyObject *self, PyObject *args) {
     int32_t *i0 = idx, *i1 = idx + n;
     uint64_t all_or = 0, all_and = UINT64_MAX;
     for (Py_ssize_t i = 0; i < n; i++) {
-        k0[i] = neg_score_key(ss == 4 ? (double)((const float *)bs.buf)[i] : ((const double *)bs.buf)[i]);
+        k0[i] = ss == 4 ? neg_score_key32(((const float *)bs.buf)[i]) : neg_score_key(((const double *)bs.buf)[i]);
         i0[i] = (int32_t)i;
         all_or |= k0[i];
         all_and &= k0[i];
@@ -753,6 +867,104 @@ static PyObject *py_pairwise_sum(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(r);
 }
 
+/* ---- summaries: one column of many packed blobs, joined ----------------------------------- */
+
+/* gather(blobs list, offsets i8[n], nbytes i8[n], out (writable, sum(nbytes) bytes))
+ * out = blobs[0][offsets[0] : offsets[0] + nbytes[0]] + blobs[1][...] + ...: the bytes of one column of
+ * mmeval.core.packed's summaries, copied once (each blob any object with the buffer protocol). */
+static PyObject *py_gather(PyObject *self, PyObject *args) {
+    PyObject *blobs;
+    Py_buffer bo, bn, bout;
+    if (!PyArg_ParseTuple(args, "O!y*y*w*", &PyList_Type, &blobs, &bo, &bn, &bout)) return NULL;
+    const int64_t *off = bo.buf, *nb = bn.buf;
+    Py_ssize_t n = PyList_GET_SIZE(blobs);
+    char *out = bout.buf;
+    Py_ssize_t at = 0;
+    if (bo.len != 8 * n || bn.len != 8 * n) {
+        PyErr_SetString(PyExc_ValueError, "mmeval_coco_native.gather: an offset and a length per blob");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *blob = PyList_GET_ITEM(blobs, i);
+        const char *src;
+        Py_ssize_t len;
+        Py_buffer bb;
+        int view = 0;
+        if (PyBytes_CheckExact(blob)) {
+            src = PyBytes_AS_STRING(blob);
+            len = PyBytes_GET_SIZE(blob);
+        } else {
+            if (PyObject_GetBuffer(blob, &bb, PyBUF_C_CONTIGUOUS) < 0) goto done;
+            src = bb.buf;
+            len = bb.len;
+            view = 1;
+        }
+        int bad = off[i] < 0 || nb[i] < 0 || off[i] > len || nb[i] > len - off[i] || nb[i] > bout.len - at;
+        if (!bad) memcpy(out + at, src + off[i], (size_t)nb[i]);
+        if (view) PyBuffer_Release(&bb);
+        if (bad) {
+            PyErr_Format(PyExc_ValueError, "mmeval_coco_native.gather: blob %zd holds no bytes %lld..%lld (or out is short)",
+                         i, (long long)off[i], (long long)(off[i] + nb[i]));
+            goto done;
+        }
+        at += nb[i];
+    }
+    if (at != bout.len) PyErr_SetString(PyExc_ValueError, "mmeval_coco_native.gather: out is longer than the bytes");
+done:
+    PyBuffer_Release(&bo); PyBuffer_Release(&bn); PyBuffer_Release(&bout);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* pack_rows(heads bytes (n * width), width, columns list of buffers, at i8[count * (n + 1)]) -> list of n bytes
+ * Row i: heads[i * width : (i + 1) * width], then for each column j its bytes at[j, i] .. at[j, i + 1] -- what
+ * mmeval.core.packed.pack_many joins row by row, byte for byte. */
+static PyObject *py_pack_rows(PyObject *self, PyObject *args) {
+    Py_buffer bh, bat, cb[64];
+    PyObject *cols, *out = NULL;
+    Py_ssize_t width, got = 0;
+    if (!PyArg_ParseTuple(args, "y*nO!y*", &bh, &width, &PyList_Type, &cols, &bat)) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(cols);
+    const int64_t *at = bat.buf;
+    Py_ssize_t n = count ? (Py_ssize_t)(bat.len / 8) / count - 1 : 0;
+    if (count < 1 || count > 64 || width < 0 || n < 0 || bat.len != 8 * count * (n + 1) || bh.len != n * width) {
+        PyErr_SetString(PyExc_ValueError, "mmeval_coco_native.pack_rows: 1 to 64 columns, a header and count "
+                                          "offsets per row");
+        goto done;
+    }
+    for (; got < count; got++)
+        if (PyObject_GetBuffer(PyList_GET_ITEM(cols, got), &cb[got], PyBUF_C_CONTIGUOUS) < 0) goto done;
+    for (Py_ssize_t j = 0; j < count; j++) {
+        const int64_t *a = at + j * (n + 1);
+        if (a[0] < 0 || a[n] > cb[j].len) goto bad;
+        for (Py_ssize_t i = 0; i < n; i++) if (a[i + 1] < a[i]) goto bad;
+    }
+    out = PyList_New(n);
+    if (!out) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t total = width;
+        for (Py_ssize_t j = 0; j < count; j++) total += at[j * (n + 1) + i + 1] - at[j * (n + 1) + i];
+        PyObject *b = PyBytes_FromStringAndSize(NULL, total);
+        if (!b) { Py_CLEAR(out); goto done; }
+        char *dst = PyBytes_AS_STRING(b);
+        memcpy(dst, (const char *)bh.buf + i * width, (size_t)width);
+        dst += width;
+        for (Py_ssize_t j = 0; j < count; j++) {
+            int64_t a0 = at[j * (n + 1) + i], a1 = at[j * (n + 1) + i + 1];
+            memcpy(dst, (const char *)cb[j].buf + a0, (size_t)(a1 - a0));
+            dst += a1 - a0;
+        }
+        PyList_SET_ITEM(out, i, b);
+    }
+    goto done;
+bad:
+    PyErr_SetString(PyExc_ValueError, "mmeval_coco_native.pack_rows: a column's offsets fall outside it or go down");
+done:
+    for (Py_ssize_t j = 0; j < got; j++) PyBuffer_Release(&cb[j]);
+    PyBuffer_Release(&bh); PyBuffer_Release(&bat);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"match", py_match, METH_VARARGS, "Greedy COCO matching of grouped detections into packed state words."},
     {"accumulate", py_accumulate, METH_VARARGS, "COCO accumulation of ranked detections' packed states."},
@@ -763,6 +975,8 @@ static PyMethodDef methods[] = {
     {"rle_masks_runs", py_rle_masks_runs, METH_VARARGS, "rle_masks, with the runs of the masks it passed."},
     {"rle_decode_masks", py_rle_decode_masks, METH_VARARGS, "rle_decode of a list of RLE dicts, in one call."},
     {"rle_iou", py_rle_iou, METH_VARARGS, "pycocotools' RLE IoU of (detection, ground truth) pairs."},
+    {"pack_rows", py_pack_rows, METH_VARARGS, "Many packed summaries' rows at once (pack_many's bytes)."},
+    {"gather", py_gather, METH_VARARGS, "One column of many packed summaries' bytes, joined."},
     {"pairwise_sum", py_pairwise_sum, METH_VARARGS, "numpy's pairwise sum of a float64 buffer (for tests)."},
     {NULL, NULL, 0, NULL},
 };
@@ -772,8 +986,14 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels", NULL, -1,
 PyMODINIT_FUNC PyInit__kernels(void) {
     POW3[0] = 1;
     for (int i = 1; i < TRITS; i++) POW3[i] = POW3[i - 1] * 3;
-    for (int v = 0; v < 243; v++)
+    for (int v = 0; v < 243; v++) {
         for (int i = 0, x = v; i < 5; i++, x /= 3) TRITS5[v][i] = (uint8_t)(x % 3);
+        TP5[v] = FP5[v] = 0;
+        for (int i = 0; i < 5; i++) {
+            TP5[v] |= (uint8_t)((TRITS5[v][i] == ST_TP) << i);
+            FP5[v] |= (uint8_t)((TRITS5[v][i] == ST_FP) << i);
+        }
+    }
     KEY_COUNTS = PyUnicode_InternFromString("counts");
     KEY_SIZE = PyUnicode_InternFromString("size");
     if (!KEY_COUNTS || !KEY_SIZE) return NULL;

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from typing import Iterator, List, Sequence, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -56,12 +56,16 @@ def pack_arrays(*arrays: np.ndarray) -> bytes:
     return bytes(head) + b"".join(body)
 
 
-def pack_many(columns: Sequence[np.ndarray], lengths: np.ndarray) -> List[bytes]:
+def pack_many(
+    columns: Sequence[np.ndarray], lengths: np.ndarray, join_rows: Optional[Callable[..., List[bytes]]] = None
+) -> List[bytes]:
     """``pack_arrays`` of many rows at once, byte for byte: row ``i`` packs, for each column ``j``, the next
     ``lengths[i, j]`` items of ``columns[j]`` (the rows' items one after another, each column one dtype).
 
     ``lengths``: (rows, len(columns)) ints summing, per column, to its size. The headers are built in one
-    numpy pass where every length is short (else row by row, :func:`pack_arrays`).
+    numpy pass where every length is short (else row by row, :func:`pack_arrays`). ``join_rows``, when
+    given, joins the rows instead of Python: ``join_rows(heads, width, columns' byte views, at)`` with
+    ``at`` int64 (columns, rows + 1) each row's byte offsets in each column, returning the rows' bytes.
     """
     lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, len(columns))
     cols = []
@@ -83,6 +87,9 @@ def pack_many(columns: Sequence[np.ndarray], lengths: np.ndarray) -> List[bytes]
         head[:, 3 + 3 * j] = lengths[:, j] >> 8
     heads, width = head.tobytes(), head.shape[1]
     views = [c.data.cast("B") for c in cols]
+    if join_rows is not None:
+        byte_ends = np.ascontiguousarray((at * np.array([c.itemsize for c in cols], dtype=np.int64)).T)
+        return join_rows(heads, width, views, byte_ends)
     byte_at = [(at[:, j] * cols[j].itemsize).tolist() for j in range(count)]
     return [
         b"".join([heads[i * width : (i + 1) * width], *(v[b[i] : b[i + 1]] for v, b in zip(views, byte_at))])
@@ -147,6 +154,15 @@ class PackedColumns:
             for j in range(count):
                 self._offsets[i, j] = at
                 at += int(self.lengths[i, j]) * int(_ITEMSIZE[self._codes[i, j]])
+
+    def spans(self, j: int) -> Tuple[Optional[np.dtype], np.ndarray, np.ndarray]:
+        """Where array ``j`` lies in each blob: its dtype (None when the blobs hold it in several), and per blob
+        the byte offset and byte count (int64) -- what :meth:`column` joins, for a caller copying them itself."""
+        codes = self._codes[:, j]
+        one = codes.size > 0 and int(codes.min()) == int(codes.max())
+        dtype = np.dtype(_DTYPES[int(codes[0])]) if one else None
+        nbytes = self.lengths[:, j] * _ITEMSIZE[codes]
+        return dtype, self._offsets[:, j].astype(np.int64), nbytes.astype(np.int64)
 
     def column(self, j: int) -> np.ndarray:
         """Array ``j`` of every blob, joined (``float64`` and empty without blobs, as before any was packed)."""

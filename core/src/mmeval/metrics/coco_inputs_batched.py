@@ -1,0 +1,155 @@
+"""COCODetection's batched input reading: a whole ``add()`` of plain numpy arrays checked and converted at once.
+
+:func:`read_images` gives what :func:`.coco_inputs.read_image` gives image by
+image (the same records, the same errors): where every image of the batch is
+dicts of plain numpy arrays of the expected shapes and int (or None) ids, and
+no annotation file is given, their numbers are checked and converted in one
+pass over the batch (:func:`_read_plain`); any other batch, or one where a
+check fails, is read image by image, which names the first bad image and field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence
+
+import numpy as np
+
+from ..core.errors import MetricArgumentError
+from .coco_inputs import (
+    MaskRuns,
+    _Annotations,
+    _Categories,
+    _GroundTruths,
+    _Image,
+    _mask_areas,
+    _masks,
+    _masks_and_areas,
+    _xywh,
+    read_image,
+)
+
+__all__ = ["read_images"]
+
+
+#: numpy dtypes the batched reading takes as they are (native byte order); anything else goes image by image
+_PLAIN = frozenset(np.dtype(d) for d in ("f2", "f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8"))
+
+
+def _plain(value: Any, ndim: int) -> bool:
+    return type(value) is np.ndarray and value.ndim == ndim and value.dtype in _PLAIN
+
+
+def _plain_id(value: Any) -> bool:
+    return value is None or type(value) is int or isinstance(value, np.integer)
+
+
+def read_images(
+    preds: Sequence[Any],
+    gts: Sequence[Any],
+    cats: _Categories,
+    metrics: Sequence[str],
+    ann: Optional[_Annotations],
+    ann_file: Any,
+    gt_mask_area: bool,
+    keep_records: bool,
+) -> List[_Image]:
+    """Every image of an ``add()`` as :func:`read_image` reads it (the same records, the same errors).
+
+    Images of plain numpy arrays without ``ann``: their numbers checked and converted all at once
+    (:func:`_read_plain`); any other batch, or one that fails a check, image by image with
+    :func:`read_image`, which names the first bad image and field."""
+    images = _read_plain(preds, gts, cats, metrics, gt_mask_area, keep_records) if ann is None else None
+    if images is not None:
+        return images
+    return [
+        read_image(p, g, i, cats, metrics, ann, ann_file, gt_mask_area, keep_records)
+        for i, (p, g) in enumerate(zip(preds, gts))
+    ]
+
+
+def _read_plain(
+    preds: Sequence[Any],
+    gts: Sequence[Any],
+    cats: _Categories,
+    metrics: Sequence[str],
+    gt_mask_area: bool,
+    keep_records: bool,
+) -> Optional[List[_Image]]:
+    """:func:`read_image` of every image at once, where each image is dicts of plain numpy arrays of the
+    expected shapes and int (or None) ids; None for any other batch, or where a check fails."""
+    segm = "segm" in metrics
+    # the detections' boxes, scores, labels, mask scores; the ground truths' boxes, labels, ignore flags
+    fields: List[List[np.ndarray]] = [[] for _ in range(7)]
+    d_box, d_score, d_label, d_mscore, g_box, g_label, g_flag = fields
+    ids: List[Optional[int]] = []
+    b: Any
+    s: Any
+    lab: Any
+    gb: Any
+    gl: Any
+    flags: Any
+    ms: Any
+    for p, g in zip(preds, gts):
+        if type(p) is not dict or type(g) is not dict:
+            return None
+        b, s, lab, gb, gl = p.get("bboxes"), p.get("scores"), p.get("labels"), g.get("bboxes"), g.get("labels")
+        if not (_plain(b, 2) and _plain(s, 1) and _plain(lab, 1) and _plain(gb, 2) and _plain(gl, 1)):
+            return None
+        k, m = b.shape[0], gb.shape[0]
+        if b.shape[1] != 4 or s.shape[0] != k or lab.shape[0] != k or gb.shape[1] != 4 or gl.shape[0] != m:
+            return None
+        flags = g.get("ignore_flags", None) if "ignore_flags" in g else np.zeros(m, dtype=np.int8)
+        if not _plain(flags, 1) or flags.shape[0] != m:
+            return None
+        pid, gid = p.get("img_id"), g.get("img_id")
+        if not (_plain_id(pid) and _plain_id(gid)) or (pid is not None and gid is not None and pid != gid):
+            return None
+        if segm:
+            ms = p.get("mask_scores", s)
+            if "masks" not in p or not _plain(ms, 1) or ms.shape[0] != k:
+                return None
+            d_mscore.append(ms)
+        ids.append(int(gid) if gid is not None else None if pid is None else int(pid))
+        d_box.append(b)
+        d_score.append(s)
+        d_label.append(lab)
+        g_box.append(gb)
+        g_label.append(gl)
+        g_flag.append(flags)
+    n_cls = len(cats.ids)
+    joined = [np.concatenate(f, dtype=np.float64) if f else np.zeros(0) for f in fields]
+    boxes, scores, labels, mscores, gboxes, glabels, gflags = joined
+    if not all(np.isfinite(a).all() for a in joined):
+        return None
+    for lab in (labels, glabels):
+        if ((lab != np.floor(lab)) | (lab < 0) | (lab >= n_cls)).any():
+            return None
+    d_at = np.r_[0, np.cumsum([a.shape[0] for a in d_score])].tolist()
+    g_at = np.r_[0, np.cumsum([a.shape[0] for a in g_label])].tolist()
+    xywh, gxywh = _xywh(boxes.reshape(-1, 4)), _xywh(gboxes.reshape(-1, 4))
+    labels_i, glabels_i = labels.astype(np.int64), glabels.astype(np.int64)
+    crowd, garea, idnz = gflags != 0, gxywh[:, 2] * gxywh[:, 3], np.ones(g_at[-1], dtype=bool)
+    out: List[_Image] = []
+    for i, (p, g) in enumerate(zip(preds, gts)):
+        d0, d1, g0, g1 = d_at[i], d_at[i + 1], g_at[i], g_at[i + 1]
+        det_rles: Optional[List[Any]] = None
+        det_runs: Optional[MaskRuns] = None
+        rles, runs, area = None, None, garea[g0:g1]
+        try:
+            if segm:
+                det_rles, det_runs = _masks(p["masks"], f"predictions[{i}]['masks']", d1 - d0, None)
+            if "masks" in g and g["masks"] is not None:
+                hw = (g.get("height"), g.get("width"))
+                rles, areas, runs = _masks_and_areas(g["masks"], f"groundtruths[{i}]['masks']", g1 - g0, hw)
+                if gt_mask_area and g1 > g0:
+                    area = areas if areas is not None else _mask_areas(rles)
+            elif segm and g1 > g0:
+                return None
+        except MetricArgumentError:
+            return None  # named by read_image, in its order of the checks
+        seg_scores = mscores[d0:d1] if segm and "mask_scores" in p else None
+        x, sc, lb = xywh[d0:d1], scores[d0:d1], labels_i[d0:d1]
+        gt = _GroundTruths(gxywh[g0:g1], glabels_i[g0:g1], area, crowd[g0:g1], idnz[g0:g1], rles, runs)
+        records = (x, sc, lb, seg_scores, det_rles) if keep_records else None
+        out.append(_Image(ids[i], x, sc, lb, seg_scores, det_rles, gt, records, det_runs))
+    return out
