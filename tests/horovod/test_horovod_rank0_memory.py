@@ -15,7 +15,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from test_horovod_backends import horovodrun
+import pytest
+from test_horovod_backends import FLAVOUR, horovodrun
 from test_horovod_backends import pytestmark as _needs_horovod
 
 from mmeval.testing.rank0_memory import RANK_ENV
@@ -29,6 +30,12 @@ WORLD_SIZE = 3
 pytestmark = _needs_horovod
 
 
+@pytest.mark.xfail(
+    FLAVOUR == "tensorflow",
+    strict=True,
+    reason="tf_horovod: TensorFlow hands the alltoall output back read-only, the plugin copies it and holds both: "
+    "rank 0 at 2.38x the world's results (3 ranks, 400,000 rows each) -- not yet released as torch_horovod's is",
+)
 def test_rank0_peak_memory_in_a_per_sample_compute() -> None:
     out = Path(tempfile.mkdtemp(prefix="mmeval-horovod-memory-"))
     try:
