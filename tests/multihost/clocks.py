@@ -3,9 +3,9 @@
 A network namespace shares every clock of the machine. The core's deadlines
 read two: each rank's own timeout runs on ``time.monotonic()``
 (``transport.Call.deadline``), and every slot header carries the sender's
-deadline as ``time.time()`` (``Call.wall_deadline``), which each receiver
-compares with its own ``time.time()`` (``guard.check_deadlines``, tolerating
-``wire.DEADLINE_SKEW``). So host b is set back on both:
+call window as ``time.time()`` (``Call.wall_start``, ``Call.wall_deadline``),
+which every rank compares with the other ranks' windows (``guard.check_windows``,
+tolerating ``wire.DEADLINE_SKEW``). So host b is set back on both:
 
 * CLOCK_MONOTONIC and CLOCK_BOOTTIME by a time namespace
   (``unshare --time --monotonic -S --boottime -S --fork``, Linux >= 5.6);

@@ -283,8 +283,8 @@ def _forge(status: int, op: int, codec: int, seq: int, root: int, size: int, inl
     """A slot with these raw field values and a valid checksum (what a lying peer can send)."""
     slot = bytearray(ser.SLOT_SIZE)
     wire._SLOT_HEAD.pack_into(
-        slot, 0, b"MMEV", wire._SLOT_VERSION, status, op, codec, seq, root, size, inline, 0, 0.0
-    )  # no question, no deadline
+        slot, 0, b"MMEV", wire._SLOT_VERSION, status, op, codec, seq, root, size, inline, 0, 0.0, 0.0
+    )  # no question, no call window
     slot[ser.HEADER_SIZE : ser.HEADER_SIZE + len(body)] = body
     crc = zlib.crc32(slot[: wire._SLOT_HEAD.size])
     if inline == 1 and size <= INLINE_MAX:

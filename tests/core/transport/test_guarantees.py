@@ -301,3 +301,64 @@ def test_a_late_rank_never_completes_a_call_its_peer_gave_up():
     assert status == "ok"
     assert kind == "CollectiveFailedError", f"rank 0 completed the call rank 1 gave up: {text}"
     assert "rank 1" in text and "deadline" in text and poisoned and seconds < 1.0, text
+
+
+def _clock_behind(backend, back, delay):
+    """Rank 1's ``time.time()`` runs ``back`` s behind rank 0's, and rank 1 calls ``delay`` s after rank 0."""
+    import time
+
+    from mmeval.core.errors import DistCommunicationError
+
+    real = time.time
+    if backend.rank == 1:
+        time.time = lambda: real() - back  # this rank's host clock is behind
+        time.sleep(delay)
+    try:
+        out = backend.all_gather_object(backend.rank)
+    except DistCommunicationError as exc:
+        out = exc
+    finally:
+        time.time = real
+    if isinstance(out, BaseException):
+        return type(out).__name__, str(out), backend.poisoned is not None
+    return "answer", out, backend.poisoned is not None
+
+
+def test_a_clock_behind_by_more_than_the_timeout_fails_the_call_on_every_rank():
+    # rank 1's clock 15 s behind at a 2 s timeout: its window ended, as rank 0 reads the wall clocks, 13 s before
+    # rank 0's began. Before, rank 0 refused (rank 1's deadline long past) and rank 1 answered (rank 0's far ahead).
+    res = run_ranks(_clock_behind, 2, 15.0, 0.0, backend_kwargs={"timeout": 2.0}, timeout=60)
+    for r in (0, 1):
+        status, (kind, text, poisoned) = res[r]
+        assert status == "ok" and kind == "CollectiveFailedError", f"rank {r}: {kind} {text}"
+        assert "clock" in text and "window" in text and "rank 1" in text and "rank 0" in text and poisoned, text
+
+
+def test_a_clock_behind_whose_windows_still_overlap_completes_on_every_rank():
+    # rank 1 calls 1.5 s after rank 0 (both within a 2 s timeout), its clock 3.75 s behind: the windows [0, 2] and
+    # [-2.25, -0.25] as the clocks read them overlap within DEADLINE_SKEW. Before, rank 0 received rank 1's header
+    # 1.75 s after rank 1's deadline as rank 0's clock read it and refused, while rank 1 answered.
+    res = run_ranks(_clock_behind, 2, 3.75, 1.5, backend_kwargs={"timeout": 2.0}, timeout=60)
+    for r in (0, 1):
+        assert res[r] == ("ok", ("answer", [0, 1], False)), f"rank {r}: {res[r]}"
+
+
+def _windows(*pairs):
+    from mmeval.core.wire import SlotHeader
+
+    return [SlotHeader(0, 1, 1, 1, -1, 0, False, None, "", deadline, start) for start, deadline in pairs]
+
+
+def test_the_window_verdict_reads_the_headers_alone_so_every_rank_reaches_it():
+    from mmeval.core.dist_backends.guard import late_ranks
+    from mmeval.core.wire import DEADLINE_SKEW
+
+    t = 1.7e9
+    assert late_ranks(_windows((t, t + 5), (t + 5 + DEADLINE_SKEW, t + 10))) is None  # overlapping within the skew
+    assert late_ranks(_windows((t, t + 5), (t + 6.01, t + 11))) == ([1], [0])  # rank 1 called after rank 0 gave up
+    # host b (ranks 2, 3) 15 s behind at a 5 s timeout: the same verdict whichever rank reads it
+    assert late_ranks(_windows((t, t + 5), (t + 0.1, t + 5.1), (t - 15, t - 10), (t - 14.9, t - 9.9))) == (
+        [0, 1],
+        [2, 3],
+    )
+    assert late_ranks(_windows((t, 0.0), (t + 1e6, 0.0))) is None  # no deadline: no window ends

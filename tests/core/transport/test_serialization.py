@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import pickle
+import zlib
 
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mmeval.core import serialization as ser
+from mmeval.core import wire
 from mmeval.core.errors import FrameDecodeError, UnsafePayloadError
 from mmeval.core.wire import columnar, frames
 
@@ -126,6 +129,20 @@ def test_corrupted_slot_is_detected():
         bad[pos] ^= 0xFF
         with pytest.raises(FrameDecodeError):
             ser.parse_slot(bad)
+
+
+def test_the_slot_carries_the_call_window_and_refuses_one_that_ends_before_it_begins():
+    slot = bytearray(ser.SLOT_SIZE)
+    ser.build_slot(memoryview(slot), status=0, op=1, codec=1, seq=1, root=-1, start=1.7e9, deadline=1.7e9 + 5)
+    head = ser.parse_slot(slot)
+    assert (head.start, head.deadline) == (1.7e9, 1.7e9 + 5)
+    ser.build_slot(memoryview(slot), status=0, op=1, codec=1, seq=1, root=-1, start=1.7e9, deadline=math.inf)
+    assert (ser.parse_slot(slot).start, ser.parse_slot(slot).deadline) == (1.7e9, 0.0)  # no deadline
+    forged = bytearray(slot)
+    wire._SLOT_HEAD.pack_into(forged, 0, b"MMEV", wire._SLOT_VERSION, 0, 1, 1, 1, -1, 0, 0, 0, 1.7e9, 1.7e9 - 1)
+    wire._SLOT_CRC.pack_into(forged, wire._SLOT_HEAD.size, zlib.crc32(forged[: wire._SLOT_HEAD.size]))
+    with pytest.raises(FrameDecodeError, match="call window"):
+        ser.parse_slot(forged)
 
 
 def test_frame_bigger_than_4gib_header_arithmetic():

@@ -1,8 +1,9 @@
 """Set this process's ``time.time()`` back by ``$TEST_REALTIME_BACK_S`` seconds (a host whose clock is behind).
 
 On ``PYTHONPATH`` of host b's processes only (``clocks.set_back``). Python's
-wall clock is what the core sends as a deadline (``Call.wall_deadline``) and
-compares peers' deadlines with (``guard.check_deadlines``). libfaketime's
+wall clock is what the core sends as a call window (``Call.wall_start``,
+``Call.wall_deadline``), which every rank compares with its peers' windows
+(``guard.check_windows``). libfaketime's
 LD_PRELOAD would also shift the C++ code's clock, but its 0.9.10 (Debian 12)
 breaks Python 3.11's ``time.sleep`` (EINVAL from ``clock_nanosleep``) unless it
 also fakes CLOCK_MONOTONIC, and then ``threading.Event.wait`` hangs.

@@ -262,7 +262,7 @@ class FramedDistBackend(BaseDistBackend):
         if len(slots) != ws:
             raise self._guard.fail(call, RuntimeError(f"the slot exchange returned {len(slots)} slots for {ws} ranks"))
         headers = [parse_slot(s, tuple(CODEC_IDS.values())) for s in slots]
-        self._guard.check_deadlines(call, headers)
+        self._guard.check_windows(call, headers)
         return headers
 
     def _move_object(self, call: Call, op: int, obj: Any, counters: List[int]) -> Any:
@@ -290,6 +290,7 @@ class FramedDistBackend(BaseDistBackend):
             error=error,
             question=question_bytes(),
             deadline=call.wall_deadline,
+            start=call.wall_start,
         )
         headers = self._exchange_headers(call, slot, counters)
         check_headers(self.name, headers, call, local_exc, self._serialize_hint())

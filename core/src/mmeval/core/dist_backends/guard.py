@@ -11,10 +11,11 @@ collectives themselves (:mod:`.framed_backend`, :mod:`.reduction`) run inside
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from ..errors import (
     CollectiveFailedError,
@@ -30,7 +31,7 @@ from .transport import Call, PeerLost
 if TYPE_CHECKING:  # pragma: no cover
     from .framed_backend import FramedDistBackend
 
-__all__ = ["GroupGuard", "GroupState", "group_state"]
+__all__ = ["GroupGuard", "GroupState", "group_state", "late_ranks"]
 
 
 class GroupState:
@@ -205,29 +206,37 @@ class GroupGuard:
         self.state.poison(f"{call.op} (collective #{call.seq}) on rank {call.rank}: {error}")
         return error
 
-    def check_deadlines(self, call: Call, headers: List[SlotHeader]) -> None:
-        """Fail the call when a peer's deadline passed more than :data:`DEADLINE_SKEW` s before its header arrived.
+    def check_windows(self, call: Call, headers: List[SlotHeader]) -> None:
+        """Fail the call on every rank when the ranks' call windows do not overlap (see :func:`late_ranks`).
 
-        That peer has given the call up (timed out, poisoned): this rank's call
-        paired with an abandoned transport operation and must not complete.
-        The deadline is the sender's ``time.time()``: a sender whose clock is
-        behind by more than its timeout plus the skew looks the same, and the
-        error says so (tests/multihost shows it with one host's clock set back).
+        A rank that began its call more than :data:`DEADLINE_SKEW` s after a
+        peer's deadline paired with a call that peer had given up (timed out,
+        poisoned): it must not complete. The verdict reads the headers alone,
+        which every rank receives alike (the slot exchange is an all-gather in
+        every collective), so every rank decides the same: a host clock behind
+        by more than the timeout plus the skew fails the call everywhere, never
+        on one host while the other answers.
         """
-        now = time.time()
-        stale = [(r, h) for r, h in enumerate(headers) if h.deadline and now > h.deadline + DEADLINE_SKEW]
-        if not stale:
+        found = late_ranks(headers)
+        if found is None:
             return
-        ranks = ", ".join(f"rank {r} ({now - h.deadline:.1f} s ago)" for r, h in stale)
+        late, ended = found
+        last = max(late, key=lambda r: headers[r].start)
+        first = min(ended, key=lambda r: headers[r].deadline)
+        gap = headers[last].start - headers[first].deadline
+        began, gone = _ranks(late), _ranks(ended)
         raise self.fail(
             call,
             CollectiveFailedError(
-                f"{call.backend}: {call.op} (collective #{call.seq} on rank {call.rank} of {call.world_size}) arrived after "
-                f"the deadline of {ranks}: that rank gave this collective up (timed out) and this call paired with "
-                f"its abandoned operation -- or that rank's host clock (time.time()) is behind this host's by more "
-                f"than its timeout plus {DEADLINE_SKEW:g} s (the check compares the hosts' wall clocks: keep them "
-                f"synchronised, e.g. NTP). The group cannot be used for further collectives; every rank must call "
-                f"it within the timeout (timeout=..., MMEVAL_{call.backend.upper()}_TIMEOUT / MMEVAL_TIMEOUT)."
+                f"{call.backend}: {call.op} (collective #{call.seq} on rank {call.rank} of {call.world_size}) fails "
+                f"on every rank that exchanged these headers: {began} began this call after the deadline of {gone} "
+                f"(rank {last}'s window {_window(headers[last])}, {gap:.1f} s after rank {first}'s "
+                f"{_window(headers[first])}, each on its host's wall clock). Either {gone} gave this collective up "
+                f"(timed out) before {began} called, and the call paired with an abandoned operation, or the host "
+                f"clock (time.time()) of {gone} is behind that of {began} by more than the timeout plus "
+                f"{DEADLINE_SKEW:g} s: keep the hosts' clocks synchronised (NTP, chrony). The group cannot be used "
+                f"for further collectives; every rank must call it within the timeout (timeout=..., "
+                f"MMEVAL_{call.backend.upper()}_TIMEOUT / MMEVAL_TIMEOUT)."
             ),
         )
 
@@ -253,3 +262,36 @@ class GroupGuard:
             f"{where} failed while {call.doing}: {type(exc).__name__}: {exc}. "
             "The group cannot be used for further collectives."
         )
+
+
+def late_ranks(headers: Sequence[SlotHeader]) -> Optional[Tuple[List[int], List[int]]]:
+    """``(late, ended)`` when the call windows in ``headers`` do not overlap within :data:`DEADLINE_SKEW`, else ``None``.
+
+    Each header carries its sender's window, ``[start, deadline]`` on its own
+    wall clock. The windows overlap when the latest start is at most the
+    earliest deadline plus the skew; otherwise ``late`` are the ranks that
+    began after the earliest deadline plus the skew, and ``ended`` the ranks
+    whose deadline plus the skew came before the latest start. A function of
+    the headers alone: every rank that holds the same headers gets the same answer.
+    """
+    latest = max(h.start for h in headers)
+    earliest = min(h.deadline or math.inf for h in headers)
+    if latest <= earliest + DEADLINE_SKEW:
+        return None
+    late = [r for r, h in enumerate(headers) if h.start > earliest + DEADLINE_SKEW]
+    ended = [r for r, h in enumerate(headers) if h.deadline and h.deadline + DEADLINE_SKEW < latest]
+    return late, ended
+
+
+def _ranks(ranks: List[int]) -> str:
+    shown = ", ".join(map(str, ranks[:8])) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
+    return f"rank{'s' if len(ranks) > 1 else ''} {shown}"
+
+
+def _window(header: SlotHeader) -> str:
+    """``[start, deadline]`` as UTC times of day (hundredths of a second)."""
+
+    def at(t: float) -> str:
+        return time.strftime("%H:%M:%S", time.gmtime(t)) + f".{int(t * 100) % 100:02d}"
+
+    return f"[{at(header.start)}, {at(header.deadline) if header.deadline else 'no deadline'}] UTC"

@@ -289,7 +289,13 @@ def _reduce(
     question = question_bytes()
     slot = memoryview(bytearray(SLOT_SIZE))
     common = dict(
-        op=code, codec=backend.wire_codec.id, seq=call.seq, root=root, question=question, deadline=call.wall_deadline
+        op=code,
+        codec=backend.wire_codec.id,
+        seq=call.seq,
+        root=root,
+        question=question,
+        deadline=call.wall_deadline,
+        start=call.wall_start,
     )
     raw: Optional[memoryview] = None
     if local_error is not None:

@@ -96,7 +96,8 @@ class Call:
             ``_all_gather_bytes`` when the backend does not override
             ``_exchange_slots``), ``'payload'`` afterwards.
         deadline: ``time.monotonic()`` value past which the call has failed.
-        wall_deadline: the same instant as ``time.time()`` (sent in the slot header).
+        wall_start, wall_deadline: when the call began and its deadline as
+            ``time.time()`` (the call's window, sent in the slot header).
         timeout: the backend's timeout in seconds (for messages).
         frame: this rank's encoded object (``None`` where it sends nothing).
         sizes: per-rank frame sizes for the payload stage (for a broadcast,
@@ -111,6 +112,7 @@ class Call:
         "world_size",
         "root",
         "deadline",
+        "wall_start",
         "wall_deadline",
         "timeout",
         "frame",
@@ -140,7 +142,8 @@ class Call:
         self.root = root
         self.timeout = timeout
         self.deadline = time.monotonic() + timeout
-        self.wall_deadline = time.time() + timeout
+        self.wall_start = time.time()
+        self.wall_deadline = self.wall_start + timeout
         self.phase = "header"
         self.frame = frame
         self.sizes: Sequence[int] = ()

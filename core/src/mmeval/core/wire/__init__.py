@@ -20,11 +20,28 @@ A frame is an encoded object::
     meta    (the codec's stream)
     buffers (each starting at a multiple of 64 bytes from the frame start)
 
-The slot header also carries the sender's deadline (wall clock), so that a
-rank whose call pairs with a peer's abandoned one fails (see
-:data:`DEADLINE_SKEW`). This module knows nothing of codecs beyond their
-one-byte id (:data:`CODEC_IDS`): see :mod:`mmeval.core.wire.codecs` for what the
-meta stream and buffers mean.
+A slot (version 4, little-endian)::
+
+    header  <4s magic "MMEV"> <u8 version> <u8 status> <u8 op> <u8 codec> <u64 seq> <i64 root>
+            <u64 payload_size> <u8 inline> <pad 1> <u16 question length> <pad 4>
+            <f64 start> <f64 deadline>           (the call window, wall clock)
+            <u32 CRC-32 of the header and the inline bytes>   (60 bytes, padded to HEADER_SIZE = 64)
+    question (UTF-8, at most QUESTION_MAX bytes)
+    inline payload, or the error text when status != OK
+
+The call window is the sender's ``time.time()`` when its call began and that
+plus its timeout (deadline 0: none). Every rank receives every rank's header
+(the slot exchange is an all-gather in every collective), and a collective
+whose latest start comes more than :data:`DEADLINE_SKEW` after the earliest
+deadline fails on all of them alike: a rank that called after a peer gave the
+call up paired with that peer's abandoned operation -- or the hosts' clocks
+differ by more than the timeout. Version 3 carried the deadline alone, each
+receiver comparing it with its own clock, so a host whose clock was behind
+had its calls refused by the other hosts while its own ranks answered.
+
+This module knows nothing of codecs beyond their one-byte id
+(:data:`CODEC_IDS`): see :mod:`mmeval.core.wire.codecs` for what the meta
+stream and buffers mean.
 """
 
 from __future__ import annotations

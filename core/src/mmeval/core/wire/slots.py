@@ -39,15 +39,16 @@ QUESTION_MAX = 1024
 
 #: Codec names and the one-byte id each is sent as (in slots and frames).
 CODEC_IDS: Dict[str, int] = {"pickle": 1, "safe": 2}
-#: Seconds of clock difference between hosts tolerated when a rank checks a peer's deadline: a header
-#: received more than this after its sender's deadline fails the call (the sender has given it up).
+#: Seconds of clock difference between hosts tolerated when the ranks compare their call windows: a
+#: collective whose latest-starting rank began more than this after another rank's deadline fails on
+#: every rank (that rank had given the call up, or the hosts' clocks differ by more than its timeout).
 DEADLINE_SKEW = 1.0
 
 _SLOT_MAGIC = b"MMEV"
-SLOT_VERSION = 3
-# magic, version, status, op, codec, seq, root, payload_size, inline flag, question length, deadline (wall clock
-# seconds since the epoch; 0: none)
-SLOT_HEAD = struct.Struct("<4sBBBBQqQBxH4xd")
+SLOT_VERSION = 4
+# magic, version, status, op, codec, seq, root, payload_size, inline flag, question length, the call's window: its
+# start and its deadline (wall clock seconds since the epoch; deadline 0: none). Version 3 had no start.
+SLOT_HEAD = struct.Struct("<4sBBBBQqQBxH4xdd")
 SLOT_CRC = struct.Struct("<I")
 assert SLOT_HEAD.size + SLOT_CRC.size <= HEADER_SIZE
 
@@ -97,6 +98,8 @@ class SlotHeader:
     question: str = ""
     #: the sender's deadline for this call (``time.time()`` seconds; 0: none)
     deadline: float = 0.0
+    #: when the sender's call began (``time.time()`` seconds; ``deadline - start`` is its timeout)
+    start: float = 0.0
 
     @property
     def op_name(self) -> str:
@@ -121,13 +124,15 @@ def build_slot(
     error: str = "",
     question: bytes = b"",
     deadline: float = 0.0,
+    start: float = 0.0,
 ) -> bool:
     """Fill ``out`` (``SLOT_SIZE`` writable bytes) with a header, the question and maybe the payload.
 
     The frame is written inline when it fits after the question; returns
     whether it was. With a non-OK status, ``error`` (UTF-8, truncated to fit)
     is written inline. ``question`` is at most :data:`QUESTION_MAX` bytes;
-    ``deadline`` is the sender's wall-clock deadline (0 or ``inf``: none).
+    ``start`` and ``deadline`` are the sender's call window on its wall clock
+    (``time.time()``; a deadline of 0 or ``inf``: none).
     """
     out = as_byte_view(out)
     if len(question) > QUESTION_MAX:
@@ -148,8 +153,9 @@ def build_slot(
             payload.write_into(out[body_at : body_at + size])
             inline = True
     deadline = deadline if math.isfinite(deadline) else 0.0
+    start = start if math.isfinite(start) and start >= 0 else 0.0
     SLOT_HEAD.pack_into(
-        out, 0, _SLOT_MAGIC, SLOT_VERSION, status, op, codec, seq, root, size, int(inline), qlen, deadline
+        out, 0, _SLOT_MAGIC, SLOT_VERSION, status, op, codec, seq, root, size, int(inline), qlen, start, deadline
     )
     crc = zlib.crc32(out[: SLOT_HEAD.size])
     crc = zlib.crc32(out[HEADER_SIZE : body_at + (size if inline else 0)], crc)
@@ -165,7 +171,7 @@ def parse_slot(block: Buffer, known_codecs: Sequence[int] = ()) -> SlotHeader:
     mv = as_byte_view(block)
     if mv.nbytes < SLOT_SIZE:
         raise FrameDecodeError(f"slot of {mv.nbytes} bytes is shorter than {SLOT_SIZE}")
-    magic, version, status, op, codec, seq, root, size, inline, qlen, deadline = SLOT_HEAD.unpack_from(mv, 0)
+    magic, version, status, op, codec, seq, root, size, inline, qlen, start, deadline = SLOT_HEAD.unpack_from(mv, 0)
     if magic != _SLOT_MAGIC:
         raise FrameDecodeError(f"bad slot magic {bytes(magic)!r}: the peer is not an mmeval backend")
     if version != SLOT_VERSION:
@@ -178,9 +184,10 @@ def parse_slot(block: Buffer, known_codecs: Sequence[int] = ()) -> SlotHeader:
     if (
         status not in (Status.OK, Status.ENCODE_ERROR)
         or (known_codecs and codec not in known_codecs)
-        or not (math.isfinite(deadline) and deadline >= 0)
+        or not (math.isfinite(start) and start >= 0 and math.isfinite(deadline) and deadline >= 0)
+        or (deadline and deadline < start)
     ):
-        raise FrameDecodeError("corrupted slot header (status, codec or deadline out of range)")
+        raise FrameDecodeError("corrupted slot header (status, codec or call window out of range)")
     crc = zlib.crc32(mv[: SLOT_HEAD.size])
     crc = zlib.crc32(mv[HEADER_SIZE : body_at + (size if inline else 0)], crc)
     (sent_crc,) = SLOT_CRC.unpack_from(mv, SLOT_HEAD.size)
@@ -188,7 +195,7 @@ def parse_slot(block: Buffer, known_codecs: Sequence[int] = ()) -> SlotHeader:
         raise FrameDecodeError("slot checksum mismatch: corrupted bytes from a peer")
     data = mv[body_at : body_at + size] if inline else None
     question = bytes(mv[HEADER_SIZE:body_at]).decode("utf-8", "replace")
-    return SlotHeader(status, op, codec, seq, root, size, bool(inline), data, question, deadline)
+    return SlotHeader(status, op, codec, seq, root, size, bool(inline), data, question, deadline, start)
 
 
 _DESC_LEN = struct.Struct("<H")
