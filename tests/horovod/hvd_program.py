@@ -125,6 +125,11 @@ def check_mixed_sizes(b: Any) -> Dict[str, Any]:
     # received arrays are writable, independent copies
     arr = b.all_gather_object(np.arange(3000, dtype=np.float64) + b.rank)[0]
     arr += 1
+    # and so are gathered ones (views of the root's alltoall output, lent without a copy under tf_horovod)
+    gathered = b.gather_object(np.arange(3000, dtype=np.float64) + b.rank, dst=0)
+    if gathered is not None:
+        gathered[1] += 1
+        assert [float(a[0]) for a in gathered] == [r + (r == 1) for r in range(b.world_size)], gathered
     return {}
 
 
@@ -288,7 +293,9 @@ def check_native_reduction(b: Any) -> Dict[str, Any]:
     ws, rank = b.world_size, b.rank
     data = np.arange(20_000, dtype=np.int64) * (rank + 1)
     assert np.array_equal(local.all_reduce(data, "sum"), np.arange(20_000) * (ws * (ws + 1) // 2))
-    assert np.array_equal(local.all_reduce(data, "max"), np.arange(20_000) * ws)
+    biggest = local.all_reduce(data, "max")
+    assert np.array_equal(biggest, np.arange(20_000) * ws)
+    biggest += 1  # the result is the caller's to write (a view of the op's output under tf_horovod)
     got = local.reduce(np.full((100, 50), rank + 2, dtype=np.int64), "min", dst=ws - 1)
     assert (got is None) == (rank != ws - 1) and (got is None or np.all(got == 2)), got
     bits = b.all_gather_object(local.all_reduce(np.linspace(0, 1, 10_000) * (rank + 1), "sum").tobytes())
