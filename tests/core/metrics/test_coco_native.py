@@ -239,6 +239,93 @@ def test_rle_masks_runs_are_the_masks_decoded_once():
     )
 
 
+def test_rle_lists_runs_is_rle_masks_runs_of_each_list_in_one_call():
+    """rle_lists_runs of many lists (lists and tuples, empty ones among them): each list's runs, run offsets
+    (from 0), areas and sizes are what rle_masks_runs gives for it alone; None once one mask is one rle_masks
+    leaves to Python (garbled, a polygon, a list-of-counts RLE)."""
+    from pycocotools import mask as mask_api
+
+    rng = np.random.default_rng(8)
+    lists: list = []
+    for j in range(12):
+        one = []
+        for _ in range(int(rng.integers(0, 6))):
+            h, w = int(rng.integers(1, 40)), int(rng.integers(1, 40))
+            m = (rng.random((h, w)) < rng.random()).astype(np.uint8)
+            counts = mask_api.encode(np.asfortranarray(m))["counts"]
+            one.append({"size": [h, w] if j % 2 else (h, w), "counts": counts if j % 3 else counts.decode()})
+        lists.append(one if j % 4 else tuple(one))
+    lists[5] = []
+    runs, offsets, areas, hw, starts = native.rle_lists_runs(lists)
+    runs, offsets = np.frombuffer(runs, np.uint32), np.frombuffer(offsets, np.int64)
+    areas, hw, starts = np.frombuffer(areas), np.frombuffer(hw, np.int64), np.frombuffer(starts, np.int64)
+    at = 0
+    for j, one in enumerate(lists):
+        area = np.zeros(len(one))
+        _, r, o, h = native.rle_masks_runs(list(one), area)
+        assert runs[starts[j] : starts[j + 1]].tobytes() == r
+        assert offsets[at + j : at + j + len(one) + 1].tobytes() == o
+        assert np.array_equal(areas[at : at + len(one)], area) and hw[at : at + len(one)].tobytes() == h[: 8 * len(one)]
+        at += len(one)
+    assert starts[-1] == runs.shape[0]
+    for bad in (
+        {"size": [2, 2], "counts": b"0{"},
+        [[1.0, 1.0, 3.0, 1.0, 3.0, 3.0]],
+        {"size": [1, 2], "counts": [0, 2]},
+    ):
+        assert native.rle_lists_runs(lists[:3] + [list(lists[3]) + [bad]]) is None
+    assert native.rle_lists_runs([[{"size": [1, 1], "counts": b"01"}], "no list"]) is None
+
+
+def test_decoded_masks_are_the_given_masks():
+    """A batch's masks kept as their runs (coco_inputs._DecodedMasks): each item a compressed RLE dict of the
+    given mask's pixels and area, read by index, negative index and slice."""
+    from pycocotools import mask as mask_api
+
+    from mmeval.metrics.coco_inputs import _DecodedMasks
+
+    rng = np.random.default_rng(9)
+    arrays = [
+        (rng.random((int(rng.integers(1, 30)), int(rng.integers(1, 30)))) < 0.4).astype(np.uint8) for _ in range(9)
+    ]
+    masks = [mask_api.encode(np.asfortranarray(a)) for a in arrays]
+    runs, offsets, areas, hw, _ = native.rle_lists_runs([masks])
+    decoded = _DecodedMasks(
+        (
+            np.frombuffer(runs, np.uint32),
+            np.frombuffer(offsets, np.int64),
+            np.frombuffer(areas),
+            np.frombuffer(hw, np.int64),
+        )
+    )
+    assert len(decoded) == len(masks)
+    for j, a in enumerate(arrays):
+        assert np.array_equal(mask_api.decode(decoded[j]), a) and decoded[j]["size"] == list(a.shape)
+        assert float(mask_api.area(decoded[j])) == float(mask_api.area(masks[j]))
+    assert decoded[-1] == decoded[len(masks) - 1] and decoded[2:4] == [decoded[2], decoded[3]]
+    with pytest.raises(IndexError):
+        decoded[len(masks)]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_segm_decodes_each_batch_in_one_call(monkeypatch, seed):
+    """A batch of compressed RLE masks is checked and decoded by one rle_lists_runs call at add() (never mask
+    list by mask list), and the stats are the pure path's bit for bit; with a garbled mask among them the
+    batch is read list by list (the same stats where nothing is refused)."""
+    preds, gts = detections(30, C, seed=seed, masks=True, crowd=0.3)
+    pure = _run(monkeypatch, "0", preds, gts, metric="segm")
+    calls = []
+    lists_runs = native.rle_lists_runs
+    monkeypatch.setattr(native, "rle_lists_runs", lambda lists: calls.append(len(lists)) or lists_runs(lists))
+
+    def refuse(*args):
+        raise AssertionError("a list of masks read alone")
+
+    monkeypatch.setattr(native, "rle_masks_runs", refuse)
+    _same(pure, _run(monkeypatch, "1", preds, gts, metric="segm"))
+    assert calls and len(calls) == -(-30 // 7)
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_segm_reads_the_runs_of_add_and_equals_the_pure_path(monkeypatch, seed):
     """Compressed RLE masks are decoded once, at add(): the matching never calls rle_decode_masks for them, and

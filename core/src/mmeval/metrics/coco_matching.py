@@ -210,15 +210,12 @@ def _joined_runs(parts: List[MaskRuns]) -> MaskRuns:
     masks joined gives."""
     if not parts:
         return np.zeros(0, np.uint32), np.zeros(1, np.int64), np.zeros(0), np.zeros(0, np.int64)
-    sizes = np.array([int(p[1][-1]) for p in parts], dtype=np.int64)
-    base = np.cumsum(sizes) - sizes
-    offsets = np.concatenate([p[1][:-1] + b for p, b in zip(parts, base.tolist())] + [sizes.sum(keepdims=True)])
-    return (
-        np.concatenate([p[0][:k] for p, k in zip(parts, sizes.tolist())]),
-        offsets,
-        np.concatenate([p[2] for p in parts]),
-        np.concatenate([p[3] for p in parts]),
-    )
+    runs = [p[0] for p in parts]  # each exactly its masks' runs (MaskRuns)
+    sizes = np.array([r.shape[0] for r in runs] + [0], dtype=np.int64)
+    base = np.cumsum(sizes) - sizes  # each list's first run in the joined runs; the last: their number
+    counts = [p[2].shape[0] for p in parts] + [1]
+    offsets = np.concatenate([p[1][:-1] for p in parts] + [np.zeros(1, np.int64)]) + np.repeat(base, counts)
+    return np.concatenate(runs), offsets, np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts])
 
 
 def _mask_iou_pairs(

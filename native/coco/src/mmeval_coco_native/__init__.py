@@ -17,6 +17,7 @@ from ._kernels import (
     rle_decode,
     rle_decode_masks,
     rle_iou,
+    rle_lists_runs,
     rle_masks,
     rle_masks_runs,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "pack_rows",
     "pairwise_sum",
     "ranked",
+    "rle_lists_runs",
     "rle_masks",
     "rle_masks_runs",
     "rle_decode",

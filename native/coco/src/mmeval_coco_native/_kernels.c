@@ -693,22 +693,29 @@ static int rle_ok(const unsigned char *str, Py_ssize_t end, int64_t hw, double *
     uint32_t a = 0;
     if (hw < 0 || hw >= ((int64_t)1 << 32)) return 0;
     while (p < end) {
-        int64_t x = 0;
-        int k = 0, more = 1, c = 0;
-        while (more) {
-            if (p >= end || k >= 6) return 0;
-            c = (int)str[p] - 48;
-            if (c < 0 || c > 63) return 0;
-            x |= (int64_t)(c & 0x1f) << (5 * k);
-            more = c & 0x20;
+        int c0 = (int)str[p] - 48;
+        int64_t x;
+        if ((unsigned)c0 < 32) {  /* one character (nearly every value): its five bits, the fifth the sign */
+            x = (int64_t)(c0 & 0x0f) - (int64_t)(c0 & 0x10);
             p++;
-            k++;
+        } else {
+            int k = 0, more = 1, c = 0;
+            x = 0;
+            while (more) {
+                if (p >= end || k >= 6) return 0;
+                c = (int)str[p] - 48;
+                if (c < 0 || c > 63) return 0;
+                x |= (int64_t)(c & 0x1f) << (5 * k);
+                more = c & 0x20;
+                p++;
+                k++;
+            }
+            if (c & 0x10) x -= (int64_t)1 << (5 * k);
         }
-        if (c & 0x10) x -= (int64_t)1 << (5 * k);
         if (m > 2) x += two_back;
-        if (x < 0 || x > hw - total) return 0;
+        if ((uint64_t)x > (uint64_t)(hw - total)) return 0;  /* x < 0, or past the h * w pixels */
         total += x;
-        if (m & 1) a += (uint32_t)x;
+        a += (uint32_t)x & (uint32_t)-(int32_t)(m & 1);  /* the odd runs */
         if (runs) runs[m] = (uint32_t)x;  /* rle_decode's very runs: x < 2**32, no 32-bit overflow below 7 chars */
         two_back = one_back;
         one_back = x;
@@ -821,6 +828,92 @@ static PyObject *py_rle_masks(PyObject *self, PyObject *args) { return rle_masks
  * rle_masks, and where it passed every mask, their runs as rle_decode_masks gives them (decoded once, here);
  * else the three are None. */
 static PyObject *py_rle_masks_runs(PyObject *self, PyObject *args) { return rle_masks_impl(args, 1); }
+
+/* One mask of rle_lists_runs: its counts string and h * w where it is a dict (exactly) with bytes or ASCII str
+ * 'counts' and a 'size' list or tuple of two ints in [0, 2**31) -- what rle_masks takes --, else 0. */
+static int mask_fields(PyObject *m, const char **str, Py_ssize_t *len, int64_t *h, int64_t *w) {
+    if (!PyDict_CheckExact(m)) return 0;
+    PyObject *counts = PyDict_GetItem(m, KEY_COUNTS), *size = PyDict_GetItem(m, KEY_SIZE);
+    if (!counts || !size) return 0;
+    if (PyBytes_CheckExact(counts)) {
+        *str = PyBytes_AS_STRING(counts);
+        *len = PyBytes_GET_SIZE(counts);
+    } else if (PyUnicode_CheckExact(counts) && PyUnicode_IS_ASCII(counts)) {
+        *str = (const char *)PyUnicode_DATA(counts);
+        *len = PyUnicode_GET_LENGTH(counts);
+    } else {
+        return 0;
+    }
+    if (!(PyList_CheckExact(size) || PyTuple_CheckExact(size)) || PySequence_Fast_GET_SIZE(size) != 2) return 0;
+    PyObject *hv = PySequence_Fast_GET_ITEM(size, 0), *wv = PySequence_Fast_GET_ITEM(size, 1);
+    if (!PyLong_CheckExact(hv) || !PyLong_CheckExact(wv)) return 0;
+    int oh = 0, ow = 0;
+    long long hh = PyLong_AsLongLongAndOverflow(hv, &oh), ww = PyLong_AsLongLongAndOverflow(wv, &ow);
+    if (oh || ow || hh < 0 || ww < 0 || hh >= (1LL << 31) || ww >= (1LL << 31)) return 0;
+    *h = hh;
+    *w = ww;
+    return 1;
+}
+
+/* rle_lists_runs(lists) -> None or (runs u4 bytes, offsets i8 bytes, area f8 bytes, hw i8 bytes, run_starts i8 bytes)
+ * rle_masks_runs of many lists of masks (lists or tuples) in one call, without the dicts: where rle_masks takes
+ * every mask of every list, their runs (list l's at run_starts[l] .. run_starts[l + 1]), each list's run offsets
+ * from 0 (n_l + 1 of them, list l's from index l + its first mask's), areas and h * 2**32 + w (mask by mask,
+ * the lists one after another); None where some mask is not one rle_masks takes (the caller reads those). */
+static PyObject *py_rle_lists_runs(PyObject *self, PyObject *args) {
+    PyObject *lists;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &lists)) return NULL;
+    Py_ssize_t n_lists = PyList_GET_SIZE(lists), n = 0, total = 0;
+    const char *str;
+    Py_ssize_t len;
+    int64_t h, w;
+    for (Py_ssize_t l = 0; l < n_lists; l++) {  /* every mask what rle_masks takes: room for the runs */
+        PyObject *seq = PyList_GET_ITEM(lists, l);
+        if (!PyList_CheckExact(seq) && !PyTuple_CheckExact(seq)) Py_RETURN_NONE;
+        Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+        PyObject **items = PySequence_Fast_ITEMS(seq);
+        for (Py_ssize_t j = 0; j < k; j++) {
+            if (!mask_fields(items[j], &str, &len, &h, &w)) Py_RETURN_NONE;
+            total += len;
+        }
+        n += k;
+    }
+    PyObject *b_runs = PyBytes_FromStringAndSize(NULL, 4 * (total ? total : 1));
+    PyObject *b_off = PyBytes_FromStringAndSize(NULL, 8 * (n + n_lists ? n + n_lists : 1));
+    PyObject *b_area = PyBytes_FromStringAndSize(NULL, 8 * (n ? n : 1));
+    PyObject *b_hw = PyBytes_FromStringAndSize(NULL, 8 * (n ? n : 1));
+    PyObject *b_starts = PyBytes_FromStringAndSize(NULL, 8 * (n_lists + 1));
+    if (!b_runs || !b_off || !b_area || !b_hw || !b_starts) goto fail;
+    uint32_t *runs = (uint32_t *)PyBytes_AS_STRING(b_runs);
+    int64_t *off = (int64_t *)PyBytes_AS_STRING(b_off), *hws = (int64_t *)PyBytes_AS_STRING(b_hw);
+    int64_t *starts = (int64_t *)PyBytes_AS_STRING(b_starts);
+    double *area = (double *)PyBytes_AS_STRING(b_area);
+    Py_ssize_t m_all = 0, r = 0, o = 0;
+    for (Py_ssize_t l = 0; l < n_lists; l++) {
+        PyObject *seq = PyList_GET_ITEM(lists, l);
+        Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+        PyObject **items = PySequence_Fast_ITEMS(seq);
+        starts[l] = m_all;
+        for (Py_ssize_t j = 0; j < k; j++, r++) {
+            Py_ssize_t m_one = 0;
+            mask_fields(items[j], &str, &len, &h, &w);
+            off[o++] = m_all - starts[l];
+            if (!rle_ok((const unsigned char *)str, len, h * w, &area[r], runs + m_all, &m_one)) {
+                Py_DECREF(b_runs); Py_DECREF(b_off); Py_DECREF(b_area); Py_DECREF(b_hw); Py_DECREF(b_starts);
+                Py_RETURN_NONE;
+            }
+            m_all += m_one;
+            hws[r] = h * ((int64_t)1 << 32) + w;
+        }
+        off[o++] = m_all - starts[l];
+    }
+    starts[n_lists] = m_all;
+    if (_PyBytes_Resize(&b_runs, 4 * m_all) < 0) { b_runs = NULL; goto fail; }
+    return Py_BuildValue("(NNNNN)", b_runs, b_off, b_area, b_hw, b_starts);
+fail:
+    Py_XDECREF(b_runs); Py_XDECREF(b_off); Py_XDECREF(b_area); Py_XDECREF(b_hw); Py_XDECREF(b_starts);
+    return NULL;
+}
 
 /* rle_iou(runs u4, run_offsets i8, area f8, a i8[pairs], b i8[pairs], crowd u1[pairs], out f8[pairs])
  * pycocotools' rleIou of masks a (detection) and b (ground truth) of the same size: intersection over
@@ -973,6 +1066,7 @@ static PyMethodDef methods[] = {
     {"kept", py_kept, METH_VARARGS, "Detections by (group, score), the first max_det of each group."},
     {"rle_masks", py_rle_masks, METH_VARARGS, "The compressed RLE dicts that surely pass mmeval's check, with areas."},
     {"rle_masks_runs", py_rle_masks_runs, METH_VARARGS, "rle_masks, with the runs of the masks it passed."},
+    {"rle_lists_runs", py_rle_lists_runs, METH_VARARGS, "rle_masks_runs of many lists of masks, without the dicts."},
     {"rle_decode_masks", py_rle_decode_masks, METH_VARARGS, "rle_decode of a list of RLE dicts, in one call."},
     {"rle_iou", py_rle_iou, METH_VARARGS, "pycocotools' RLE IoU of (detection, ground truth) pairs."},
     {"pack_rows", py_pack_rows, METH_VARARGS, "Many packed summaries' rows at once (pack_many's bytes)."},
