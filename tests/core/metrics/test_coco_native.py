@@ -131,6 +131,17 @@ def test_mask_area_and_iou_equal_pycocotools():
         native.rle_iou(runs, starts, area, a, b, np.full(a.shape[0], crowd, np.uint8), got)
         want = np.asarray(mask_api.iou(rles, rles, [crowd] * len(rles)))  # (dets, gts)
         assert np.array_equal(got, want[a, b])
+        # rle_iou_parts: the same runs left in three buffers (each mask's runs where it lies in its own)
+        cut = [0, 11, 20, len(rles)]
+        parts = [runs[starts[c0] : starts[c1]].copy() for c0, c1 in zip(cut[:-1], cut[1:])]
+        part = np.repeat(np.arange(3), np.diff(cut)).astype(np.int64)
+        first = starts[np.array(cut[:-1])][part]
+        split = np.empty(a.shape[0])
+        args = (starts[:-1] - first, starts[1:] - first, area, a, b, np.full(a.shape[0], crowd, np.uint8), split)
+        native.rle_iou_parts(parts, part, *args)
+        assert np.array_equal(split, got)
+        with pytest.raises(ValueError, match="outside"):
+            native.rle_iou_parts(parts[:2], part, *args)
 
 
 def _garbled(rng: np.random.Generator, good: bytes) -> bytes:

@@ -17,6 +17,7 @@ from ._kernels import (
     rle_decode,
     rle_decode_masks,
     rle_iou,
+    rle_iou_parts,
     rle_lists_runs,
     rle_masks,
     rle_masks_runs,
@@ -36,5 +37,6 @@ __all__ = [
     "rle_decode",
     "rle_decode_masks",
     "rle_iou",
+    "rle_iou_parts",
 ]
 __version__ = "0.1.0"

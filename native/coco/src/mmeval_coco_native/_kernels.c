@@ -860,23 +860,28 @@ static int mask_fields(PyObject *m, const char **str, Py_ssize_t *len, int64_t *
  * every mask of every list, their runs (list l's at run_starts[l] .. run_starts[l + 1]), each list's run offsets
  * from 0 (n_l + 1 of them, list l's from index l + its first mask's), areas and h * 2**32 + w (mask by mask,
  * the lists one after another); None where some mask is not one rle_masks takes (the caller reads those). */
+typedef struct { const char *str; Py_ssize_t len; int64_t h, w; } MaskFields;
+
 static PyObject *py_rle_lists_runs(PyObject *self, PyObject *args) {
     PyObject *lists;
     if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &lists)) return NULL;
     Py_ssize_t n_lists = PyList_GET_SIZE(lists), n = 0, total = 0;
-    const char *str;
-    Py_ssize_t len;
-    int64_t h, w;
-    for (Py_ssize_t l = 0; l < n_lists; l++) {  /* every mask what rle_masks takes: room for the runs */
+    for (Py_ssize_t l = 0; l < n_lists; l++) {
         PyObject *seq = PyList_GET_ITEM(lists, l);
         if (!PyList_CheckExact(seq) && !PyTuple_CheckExact(seq)) Py_RETURN_NONE;
+        n += PySequence_Fast_GET_SIZE(seq);
+    }
+    MaskFields *f = PyMem_Malloc(sizeof(MaskFields) * (n ? n : 1));
+    if (!f) return PyErr_NoMemory();
+    Py_ssize_t r = 0;
+    for (Py_ssize_t l = 0; l < n_lists; l++) {  /* every mask what rle_masks takes: room for the runs */
+        PyObject *seq = PyList_GET_ITEM(lists, l);
         Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
         PyObject **items = PySequence_Fast_ITEMS(seq);
-        for (Py_ssize_t j = 0; j < k; j++) {
-            if (!mask_fields(items[j], &str, &len, &h, &w)) Py_RETURN_NONE;
-            total += len;
+        for (Py_ssize_t j = 0; j < k; j++, r++) {
+            if (!mask_fields(items[j], &f[r].str, &f[r].len, &f[r].h, &f[r].w)) { PyMem_Free(f); Py_RETURN_NONE; }
+            total += f[r].len;
         }
-        n += k;
     }
     PyObject *b_runs = PyBytes_FromStringAndSize(NULL, 4 * (total ? total : 1));
     PyObject *b_off = PyBytes_FromStringAndSize(NULL, 8 * (n + n_lists ? n + n_lists : 1));
@@ -888,29 +893,31 @@ static PyObject *py_rle_lists_runs(PyObject *self, PyObject *args) {
     int64_t *off = (int64_t *)PyBytes_AS_STRING(b_off), *hws = (int64_t *)PyBytes_AS_STRING(b_hw);
     int64_t *starts = (int64_t *)PyBytes_AS_STRING(b_starts);
     double *area = (double *)PyBytes_AS_STRING(b_area);
-    Py_ssize_t m_all = 0, r = 0, o = 0;
+    Py_ssize_t m_all = 0, o = 0;
+    r = 0;
     for (Py_ssize_t l = 0; l < n_lists; l++) {
-        PyObject *seq = PyList_GET_ITEM(lists, l);
-        Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
-        PyObject **items = PySequence_Fast_ITEMS(seq);
+        Py_ssize_t k = PySequence_Fast_GET_SIZE(PyList_GET_ITEM(lists, l));
         starts[l] = m_all;
         for (Py_ssize_t j = 0; j < k; j++, r++) {
             Py_ssize_t m_one = 0;
-            mask_fields(items[j], &str, &len, &h, &w);
             off[o++] = m_all - starts[l];
-            if (!rle_ok((const unsigned char *)str, len, h * w, &area[r], runs + m_all, &m_one)) {
+            if (!rle_ok((const unsigned char *)f[r].str, f[r].len, f[r].h * f[r].w, &area[r], runs + m_all, &m_one)) {
+                PyMem_Free(f);
                 Py_DECREF(b_runs); Py_DECREF(b_off); Py_DECREF(b_area); Py_DECREF(b_hw); Py_DECREF(b_starts);
                 Py_RETURN_NONE;
             }
             m_all += m_one;
-            hws[r] = h * ((int64_t)1 << 32) + w;
+            hws[r] = f[r].h * ((int64_t)1 << 32) + f[r].w;
         }
         off[o++] = m_all - starts[l];
     }
     starts[n_lists] = m_all;
+    PyMem_Free(f);
+    f = NULL;
     if (_PyBytes_Resize(&b_runs, 4 * m_all) < 0) { b_runs = NULL; goto fail; }
     return Py_BuildValue("(NNNNN)", b_runs, b_off, b_area, b_hw, b_starts);
 fail:
+    PyMem_Free(f);
     Py_XDECREF(b_runs); Py_XDECREF(b_off); Py_XDECREF(b_area); Py_XDECREF(b_hw); Py_XDECREF(b_starts);
     return NULL;
 }
@@ -918,6 +925,24 @@ fail:
 /* rle_iou(runs u4, run_offsets i8, area f8, a i8[pairs], b i8[pairs], crowd u1[pairs], out f8[pairs])
  * pycocotools' rleIou of masks a (detection) and b (ground truth) of the same size: intersection over
  * union, or over a's area for a crowd b; 0 without intersection. */
+/* pycocotools' rleIou of one pair: A (ka runs, area_a) against B (kb runs), crowd: over A's area. */
+static double rle_iou_one(const uint32_t *A, Py_ssize_t ka, const uint32_t *B, Py_ssize_t kb, double area_a, int crowd) {
+    if (ka == 0 || kb == 0) return 0.0;
+    uint32_t ca = A[0], cb = B[0], c, i = 0, u = 0, ct = 1;
+    Py_ssize_t a = 1, b = 1;
+    int va = 0, vb = 0;
+    while (ct > 0) {
+        c = ca < cb ? ca : cb;
+        if (va || vb) { u += c; if (va && vb) i += c; }
+        ct = 0;
+        ca -= c; if (!ca && a < ka) { ca = A[a++]; va = !va; } ct += ca;
+        cb -= c; if (!cb && b < kb) { cb = B[b++]; vb = !vb; } ct += cb;
+    }
+    if (i == 0) u = 1;
+    else if (crowd) u = (uint32_t)area_a;
+    return (double)i / (double)u;
+}
+
 static PyObject *py_rle_iou(PyObject *self, PyObject *args) {
     Py_buffer br, bro, bar, ba, bb, bc, bout;
     if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*", &br, &bro, &bar, &ba, &bb, &bc, &bout)) return NULL;
@@ -928,28 +953,58 @@ static PyObject *py_rle_iou(PyObject *self, PyObject *args) {
     double *out = bout.buf;
     Py_ssize_t n = ba.len / 8;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t q = 0; q < n; q++) {
-        const uint32_t *A = runs + roff[pa[q]], *B = runs + roff[pb[q]];
-        Py_ssize_t ka = roff[pa[q] + 1] - roff[pa[q]], kb = roff[pb[q] + 1] - roff[pb[q]];
-        if (ka == 0 || kb == 0) { out[q] = 0.0; continue; }
-        uint32_t ca = A[0], cb = B[0], c, i = 0, u = 0, ct = 1;
-        Py_ssize_t a = 1, b = 1;
-        int va = 0, vb = 0;
-        while (ct > 0) {
-            c = ca < cb ? ca : cb;
-            if (va || vb) { u += c; if (va && vb) i += c; }
-            ct = 0;
-            ca -= c; if (!ca && a < ka) { ca = A[a++]; va = !va; } ct += ca;
-            cb -= c; if (!cb && b < kb) { cb = B[b++]; vb = !vb; } ct += cb;
-        }
-        if (i == 0) u = 1;
-        else if (crowd[q]) u = (uint32_t)area[pa[q]];
-        out[q] = (double)i / (double)u;
-    }
+    for (Py_ssize_t q = 0; q < n; q++)
+        out[q] = rle_iou_one(runs + roff[pa[q]], roff[pa[q] + 1] - roff[pa[q]], runs + roff[pb[q]],
+                             roff[pb[q] + 1] - roff[pb[q]], area[pa[q]], crowd[q]);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&br); PyBuffer_Release(&bro); PyBuffer_Release(&bar); PyBuffer_Release(&ba);
     PyBuffer_Release(&bb); PyBuffer_Release(&bc); PyBuffer_Release(&bout);
     Py_RETURN_NONE;
+}
+
+/* rle_iou_parts(parts list of u4 buffers, part i8[masks], start i8[masks], end i8[masks], area f8[masks], a, b,
+ * crowd, out): rle_iou where the runs lie in several buffers, mask q's at parts[part[q]][start[q]:end[q]]
+ * (the masks' lists read at add() are not joined into one buffer first). */
+static PyObject *py_rle_iou_parts(PyObject *self, PyObject *args) {
+    PyObject *parts;
+    Py_buffer bp, bs, be, bar, ba, bb, bc, bout;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*y*y*y*y*w*", &PyList_Type, &parts, &bp, &bs, &be, &bar, &ba, &bb, &bc, &bout))
+        return NULL;
+    Py_ssize_t n_parts = PyList_GET_SIZE(parts), got = 0, n_masks = bp.len / 8;
+    Py_buffer *pb = PyMem_Calloc(n_parts ? n_parts : 1, sizeof(Py_buffer));
+    const uint32_t **base = PyMem_Calloc(n_parts ? n_parts : 1, sizeof(uint32_t *));
+    PyObject *res = NULL;
+    if (!pb || !base) { PyErr_NoMemory(); goto done; }
+    for (; got < n_parts; got++) {
+        if (PyObject_GetBuffer(PyList_GET_ITEM(parts, got), &pb[got], PyBUF_C_CONTIGUOUS) < 0) goto done;
+        base[got] = pb[got].buf;
+    }
+    const int64_t *part = bp.buf, *st = bs.buf, *en = be.buf, *pa = ba.buf, *pq = bb.buf;
+    const double *area = bar.buf;
+    const uint8_t *crowd = bc.buf;
+    double *out = bout.buf;
+    Py_ssize_t n = ba.len / 8;
+    for (Py_ssize_t m = 0; m < n_masks; m++) {  /* every mask inside its buffer */
+        if (part[m] < 0 || part[m] >= n_parts || st[m] < 0 || en[m] < st[m] || en[m] * 4 > pb[part[m]].len) {
+            PyErr_SetString(PyExc_ValueError, "mmeval_coco_native.rle_iou_parts: a mask's runs fall outside its part");
+            goto done;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t q = 0; q < n; q++) {
+        int64_t x = pa[q], y = pq[q];
+        out[q] = rle_iou_one(base[part[x]] + st[x], en[x] - st[x], base[part[y]] + st[y], en[y] - st[y], area[x], crowd[q]);
+    }
+    Py_END_ALLOW_THREADS
+    res = Py_None;
+    Py_INCREF(res);
+done:
+    for (Py_ssize_t j = 0; j < got; j++) PyBuffer_Release(&pb[j]);
+    PyMem_Free(pb);
+    PyMem_Free(base);
+    PyBuffer_Release(&bp); PyBuffer_Release(&bs); PyBuffer_Release(&be); PyBuffer_Release(&bar);
+    PyBuffer_Release(&ba); PyBuffer_Release(&bb); PyBuffer_Release(&bc); PyBuffer_Release(&bout);
+    return res;
 }
 
 static PyObject *py_pairwise_sum(PyObject *self, PyObject *args) {
@@ -1069,6 +1124,7 @@ static PyMethodDef methods[] = {
     {"rle_lists_runs", py_rle_lists_runs, METH_VARARGS, "rle_masks_runs of many lists of masks, without the dicts."},
     {"rle_decode_masks", py_rle_decode_masks, METH_VARARGS, "rle_decode of a list of RLE dicts, in one call."},
     {"rle_iou", py_rle_iou, METH_VARARGS, "pycocotools' RLE IoU of (detection, ground truth) pairs."},
+    {"rle_iou_parts", py_rle_iou_parts, METH_VARARGS, "rle_iou of masks whose runs lie in several buffers."},
     {"pack_rows", py_pack_rows, METH_VARARGS, "Many packed summaries' rows at once (pack_many's bytes)."},
     {"gather", py_gather, METH_VARARGS, "One column of many packed summaries' bytes, joined."},
     {"pairwise_sum", py_pairwise_sum, METH_VARARGS, "numpy's pairwise sum of a float64 buffer (for tests)."},
