@@ -102,6 +102,18 @@ def test_ranked_equals_the_pure_ranking(monkeypatch, dtype):
     want = coco_accumulate.ranked(scores, cats, lens, k_all)
     for g, w in zip(got, want):
         assert np.array_equal(g, w)
+    # many detections a category, scores over the whole range of the key (every radix digit differs somewhere)
+    monkeypatch.setenv("MMEVAL_COCO_NATIVE", "1")
+    lens = rng.integers(0, 200, 400)
+    n = int(lens.sum())
+    cats = np.concatenate([np.sort(rng.integers(0, k_all, int(m))) for m in lens]).astype(np.uint8)
+    scores = np.concatenate([rng.random(n // 2), rng.standard_normal(n - n // 2) * 1e6]).astype(dtype)
+    scores[::11] = scores[rng.integers(0, n, scores[::11].shape[0])]  # ties across categories and images
+    got = coco_accumulate.ranked(scores, cats, lens, k_all)
+    monkeypatch.setenv("MMEVAL_COCO_NATIVE", "0")
+    want = coco_accumulate.ranked(scores, cats, lens, k_all)
+    for g, w in zip(got, want):
+        assert np.array_equal(g, w)
 
 
 def test_mask_area_and_iou_equal_pycocotools():

@@ -540,33 +540,68 @@ static PyObject *py_ranked(PyObject *self, PyObject *args) {
     Py_ssize_t *hist = malloc(sizeof(Py_ssize_t) * 65536);
     if (!fill || !key || !idx || !hist) { PyErr_NoMemory(); goto done; }
     Py_BEGIN_ALLOW_THREADS
-    /* a stable LSD radix sort by the score key (16 bits a pass, passes where every key agrees skipped), then a
-     * stable counting sort by category: by category, -score, then place -- a stable sort's unique order */
-    uint64_t *k0 = key, *k1 = key + n;
-    int32_t *i0 = idx, *i1 = idx + n;
-    uint64_t all_or = 0, all_and = UINT64_MAX;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        k0[i] = ss == 4 ? neg_score_key32(((const float *)bs.buf)[i]) : neg_score_key(((const double *)bs.buf)[i]);
-        i0[i] = (int32_t)i;
-        all_or |= k0[i];
-        all_and &= k0[i];
-    }
-    for (int shift = 0; shift < 64; shift += 16) {
-        if ((((all_or ^ all_and) >> shift) & 0xFFFF) == 0) continue;  /* every key has this digit */
-        memset(hist, 0, sizeof(Py_ssize_t) * 65536);
-        for (Py_ssize_t i = 0; i < n; i++) hist[(k0[i] >> shift) & 0xFFFF]++;
-        Py_ssize_t sum = 0;
-        for (int d = 0; d < 65536; d++) { Py_ssize_t c = hist[d]; hist[d] = sum; sum += c; }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            Py_ssize_t to = hist[(k0[i] >> shift) & 0xFFFF]++;
-            k1[to] = k0[i];
-            i1[to] = i0[i];
+    if (ss == 4) {
+        /* float32 scores: a stable counting sort by category first, then within each category (a few thousand
+         * detections: in cache) a stable LSD radix sort by the 32-bit score key, 11 bits a pass (passes where
+         * the category's keys all agree skipped) -- the same unique order as below */
+        uint32_t *q0 = (uint32_t *)key, *q1 = q0 + n;
+        int32_t *i0 = idx, *i1 = idx + n;
+        for (Py_ssize_t k = 0; k < K; k++) fill[k] = bounds[k];
+        for (Py_ssize_t j = 0; j < n; j++) i0[fill[CAT(j)]++] = (int32_t)j;
+        for (Py_ssize_t k = 0; k < K; k++) {
+            Py_ssize_t lo = bounds[k], m = bounds[k + 1] - lo;
+            uint32_t *ka = q0 + lo, *kb = q1 + lo, all_or = 0, all_and = UINT32_MAX;
+            int32_t *ia = i0 + lo, *ib = i1 + lo;
+            for (Py_ssize_t j = 0; j < m; j++) {
+                ka[j] = (uint32_t)neg_score_key32(((const float *)bs.buf)[ia[j]]);
+                all_or |= ka[j];
+                all_and &= ka[j];
+            }
+            for (int shift = 0; shift < 32 && m > 1; shift += 11) {
+                if ((((all_or ^ all_and) >> shift) & 0x7FF) == 0) continue;
+                memset(hist, 0, sizeof(Py_ssize_t) * 2048);
+                for (Py_ssize_t j = 0; j < m; j++) hist[(ka[j] >> shift) & 0x7FF]++;
+                Py_ssize_t sum = 0;
+                for (int d = 0; d < 2048; d++) { Py_ssize_t c = hist[d]; hist[d] = sum; sum += c; }
+                for (Py_ssize_t j = 0; j < m; j++) {
+                    Py_ssize_t to = hist[(ka[j] >> shift) & 0x7FF]++;
+                    kb[to] = ka[j];
+                    ib[to] = ia[j];
+                }
+                uint32_t *kt = ka; ka = kb; kb = kt;
+                int32_t *it = ia; ia = ib; ib = it;
+            }
+            memcpy(order + lo, ia, sizeof(int32_t) * m);
         }
-        uint64_t *kt = k0; k0 = k1; k1 = kt;
-        int32_t *it = i0; i0 = i1; i1 = it;
+    } else {
+        /* a stable LSD radix sort by the score key (16 bits a pass, passes where every key agrees skipped), then a
+         * stable counting sort by category: by category, -score, then place -- a stable sort's unique order */
+        uint64_t *k0 = key, *k1 = key + n;
+        int32_t *i0 = idx, *i1 = idx + n;
+        uint64_t all_or = 0, all_and = UINT64_MAX;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            k0[i] = ss == 4 ? neg_score_key32(((const float *)bs.buf)[i]) : neg_score_key(((const double *)bs.buf)[i]);
+            i0[i] = (int32_t)i;
+            all_or |= k0[i];
+            all_and &= k0[i];
+        }
+        for (int shift = 0; shift < 64; shift += 16) {
+            if ((((all_or ^ all_and) >> shift) & 0xFFFF) == 0) continue;  /* every key has this digit */
+            memset(hist, 0, sizeof(Py_ssize_t) * 65536);
+            for (Py_ssize_t i = 0; i < n; i++) hist[(k0[i] >> shift) & 0xFFFF]++;
+            Py_ssize_t sum = 0;
+            for (int d = 0; d < 65536; d++) { Py_ssize_t c = hist[d]; hist[d] = sum; sum += c; }
+            for (Py_ssize_t i = 0; i < n; i++) {
+                Py_ssize_t to = hist[(k0[i] >> shift) & 0xFFFF]++;
+                k1[to] = k0[i];
+                i1[to] = i0[i];
+            }
+            uint64_t *kt = k0; k0 = k1; k1 = kt;
+            int32_t *it = i0; i0 = i1; i1 = it;
+        }
+        for (Py_ssize_t k = 0; k < K; k++) fill[k] = bounds[k];
+        for (Py_ssize_t j = 0; j < n; j++) order[fill[CAT(i0[j])]++] = i0[j];
     }
-    for (Py_ssize_t k = 0; k < K; k++) fill[k] = bounds[k];
-    for (Py_ssize_t j = 0; j < n; j++) order[fill[CAT(i0[j])]++] = i0[j];
     /* each detection's distance from its (image, category) run's first detection */
     Py_ssize_t i = 0;
     for (Py_ssize_t im = 0; im < n_img; im++) {
