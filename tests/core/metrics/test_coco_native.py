@@ -102,6 +102,18 @@ def test_ranked_equals_the_pure_ranking(monkeypatch, dtype):
     want = coco_accumulate.ranked(scores, cats, lens, k_all)
     for g, w in zip(got, want):
         assert np.array_equal(g, w)
+    # many detections a category, scores over the whole range of the key (every radix digit differs somewhere)
+    monkeypatch.setenv("MMEVAL_COCO_NATIVE", "1")
+    lens = rng.integers(0, 200, 400)
+    n = int(lens.sum())
+    cats = np.concatenate([np.sort(rng.integers(0, k_all, int(m))) for m in lens]).astype(np.uint8)
+    scores = np.concatenate([rng.random(n // 2), rng.standard_normal(n - n // 2) * 1e6]).astype(dtype)
+    scores[::11] = scores[rng.integers(0, n, scores[::11].shape[0])]  # ties across categories and images
+    got = coco_accumulate.ranked(scores, cats, lens, k_all)
+    monkeypatch.setenv("MMEVAL_COCO_NATIVE", "0")
+    want = coco_accumulate.ranked(scores, cats, lens, k_all)
+    for g, w in zip(got, want):
+        assert np.array_equal(g, w)
 
 
 def test_mask_area_and_iou_equal_pycocotools():
@@ -131,6 +143,17 @@ def test_mask_area_and_iou_equal_pycocotools():
         native.rle_iou(runs, starts, area, a, b, np.full(a.shape[0], crowd, np.uint8), got)
         want = np.asarray(mask_api.iou(rles, rles, [crowd] * len(rles)))  # (dets, gts)
         assert np.array_equal(got, want[a, b])
+        # rle_iou_parts: the same runs left in three buffers (each mask's runs where it lies in its own)
+        cut = [0, 11, 20, len(rles)]
+        parts = [runs[starts[c0] : starts[c1]].copy() for c0, c1 in zip(cut[:-1], cut[1:])]
+        part = np.repeat(np.arange(3), np.diff(cut)).astype(np.int64)
+        first = starts[np.array(cut[:-1])][part]
+        split = np.empty(a.shape[0])
+        args = (starts[:-1] - first, starts[1:] - first, area, a, b, np.full(a.shape[0], crowd, np.uint8), split)
+        native.rle_iou_parts(parts, part, *args)
+        assert np.array_equal(split, got)
+        with pytest.raises(ValueError, match="outside"):
+            native.rle_iou_parts(parts[:2], part, *args)
 
 
 def _garbled(rng: np.random.Generator, good: bytes) -> bytes:
@@ -237,6 +260,93 @@ def test_rle_masks_runs_are_the_masks_decoded_once():
         None,
         None,
     )
+
+
+def test_rle_lists_runs_is_rle_masks_runs_of_each_list_in_one_call():
+    """rle_lists_runs of many lists (lists and tuples, empty ones among them): each list's runs, run offsets
+    (from 0), areas and sizes are what rle_masks_runs gives for it alone; None once one mask is one rle_masks
+    leaves to Python (garbled, a polygon, a list-of-counts RLE)."""
+    from pycocotools import mask as mask_api
+
+    rng = np.random.default_rng(8)
+    lists: list = []
+    for j in range(12):
+        one = []
+        for _ in range(int(rng.integers(0, 6))):
+            h, w = int(rng.integers(1, 40)), int(rng.integers(1, 40))
+            m = (rng.random((h, w)) < rng.random()).astype(np.uint8)
+            counts = mask_api.encode(np.asfortranarray(m))["counts"]
+            one.append({"size": [h, w] if j % 2 else (h, w), "counts": counts if j % 3 else counts.decode()})
+        lists.append(one if j % 4 else tuple(one))
+    lists[5] = []
+    runs, offsets, areas, hw, starts = native.rle_lists_runs(lists)
+    runs, offsets = np.frombuffer(runs, np.uint32), np.frombuffer(offsets, np.int64)
+    areas, hw, starts = np.frombuffer(areas), np.frombuffer(hw, np.int64), np.frombuffer(starts, np.int64)
+    at = 0
+    for j, one in enumerate(lists):
+        area = np.zeros(len(one))
+        _, r, o, h = native.rle_masks_runs(list(one), area)
+        assert runs[starts[j] : starts[j + 1]].tobytes() == r
+        assert offsets[at + j : at + j + len(one) + 1].tobytes() == o
+        assert np.array_equal(areas[at : at + len(one)], area) and hw[at : at + len(one)].tobytes() == h[: 8 * len(one)]
+        at += len(one)
+    assert starts[-1] == runs.shape[0]
+    for bad in (
+        {"size": [2, 2], "counts": b"0{"},
+        [[1.0, 1.0, 3.0, 1.0, 3.0, 3.0]],
+        {"size": [1, 2], "counts": [0, 2]},
+    ):
+        assert native.rle_lists_runs(lists[:3] + [list(lists[3]) + [bad]]) is None
+    assert native.rle_lists_runs([[{"size": [1, 1], "counts": b"01"}], "no list"]) is None
+
+
+def test_decoded_masks_are_the_given_masks():
+    """A batch's masks kept as their runs (coco_inputs._DecodedMasks): each item a compressed RLE dict of the
+    given mask's pixels and area, read by index, negative index and slice."""
+    from pycocotools import mask as mask_api
+
+    from mmeval.metrics.coco_inputs import _DecodedMasks
+
+    rng = np.random.default_rng(9)
+    arrays = [
+        (rng.random((int(rng.integers(1, 30)), int(rng.integers(1, 30)))) < 0.4).astype(np.uint8) for _ in range(9)
+    ]
+    masks = [mask_api.encode(np.asfortranarray(a)) for a in arrays]
+    runs, offsets, areas, hw, _ = native.rle_lists_runs([masks])
+    decoded = _DecodedMasks(
+        (
+            np.frombuffer(runs, np.uint32),
+            np.frombuffer(offsets, np.int64),
+            np.frombuffer(areas),
+            np.frombuffer(hw, np.int64),
+        )
+    )
+    assert len(decoded) == len(masks)
+    for j, a in enumerate(arrays):
+        assert np.array_equal(mask_api.decode(decoded[j]), a) and decoded[j]["size"] == list(a.shape)
+        assert float(mask_api.area(decoded[j])) == float(mask_api.area(masks[j]))
+    assert decoded[-1] == decoded[len(masks) - 1] and decoded[2:4] == [decoded[2], decoded[3]]
+    with pytest.raises(IndexError):
+        decoded[len(masks)]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_segm_decodes_each_batch_in_one_call(monkeypatch, seed):
+    """A batch of compressed RLE masks is checked and decoded by one rle_lists_runs call at add() (never mask
+    list by mask list), and the stats are the pure path's bit for bit; with a garbled mask among them the
+    batch is read list by list (the same stats where nothing is refused)."""
+    preds, gts = detections(30, C, seed=seed, masks=True, crowd=0.3)
+    pure = _run(monkeypatch, "0", preds, gts, metric="segm")
+    calls = []
+    lists_runs = native.rle_lists_runs
+    monkeypatch.setattr(native, "rle_lists_runs", lambda lists: calls.append(len(lists)) or lists_runs(lists))
+
+    def refuse(*args):
+        raise AssertionError("a list of masks read alone")
+
+    monkeypatch.setattr(native, "rle_masks_runs", refuse)
+    _same(pure, _run(monkeypatch, "1", preds, gts, metric="segm"))
+    assert calls and len(calls) == -(-30 // 7)
 
 
 @pytest.mark.parametrize("seed", [0, 1])

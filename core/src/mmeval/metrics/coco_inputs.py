@@ -22,8 +22,9 @@ from .coco_native import kernels
 from .extras import import_extra
 from .utils.rle_check import check_polygon_rings, check_rle
 
-#: A list of masks decoded by mmeval-coco-native: (runs uint32, each mask's first run and then the end int64
-#: (n + 1), areas as pycocotools' ``area`` float64 (n), height * 2**32 + width int64 (n)).
+#: A list of masks decoded by mmeval-coco-native: (runs uint32 (exactly the masks' runs), each mask's first run
+#: and then the end int64 (n + 1, from 0), areas as pycocotools' ``area`` float64 (n), height * 2**32 + width
+#: int64 (n)).
 MaskRuns = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
@@ -52,7 +53,7 @@ class _GroundTruths:
         area: np.ndarray,
         crowd: np.ndarray,
         idnz: np.ndarray,
-        rles: Optional[List[Any]],
+        rles: Optional[Sequence[Any]],
         runs: Optional["MaskRuns"] = None,
     ) -> None:
         self.xywh, self.labels, self.area, self.crowd, self.idnz, self.rles = xywh, labels, area, crowd, idnz, rles
@@ -72,7 +73,7 @@ class _Image:
         scores: np.ndarray,
         labels: np.ndarray,
         seg_scores: Optional[np.ndarray],
-        det_rles: Optional[List[Any]],
+        det_rles: Optional[Sequence[Any]],
         gts: _GroundTruths,
         records: Any,
         det_runs: Optional["MaskRuns"] = None,
@@ -81,6 +82,32 @@ class _Image:
         self.det_runs = det_runs
         self.img_id, self.xywh, self.scores, self.det_labels = img_id, xywh, scores, labels
         self.seg_scores, self.det_rles, self.gts, self.records = seg_scores, det_rles, gts, records
+
+
+class _DecodedMasks(Sequence[Any]):
+    """A list of compressed RLE masks kept as their runs, decoded at ``add()`` (:data:`MaskRuns`): item ``j`` is
+    the compressed RLE dict pycocotools encodes of mask ``j``'s runs -- the runs pycocotools decodes of the mask
+    given, so the same area and IoU -- made when read (only the pure path's fallbacks read them)."""
+
+    __slots__ = ("runs",)
+
+    def __init__(self, runs: MaskRuns) -> None:
+        self.runs = runs
+
+    def __len__(self) -> int:
+        return int(self.runs[2].shape[0])
+
+    def __getitem__(self, j: Any) -> Any:
+        if isinstance(j, slice):
+            return [self[i] for i in range(*j.indices(len(self)))]
+        n = len(self)
+        if not -n <= j < n:
+            raise IndexError(f"mask {j} of {n}")
+        j = int(j) % n
+        runs, offsets, _, hw = self.runs
+        h, w = divmod(int(hw[j]), 1 << 32)
+        mask = import_extra("pycocotools.mask", "COCODetection")
+        return mask.frPyObjects({"size": [h, w], "counts": runs[offsets[j] : offsets[j + 1]].tolist()}, h, w)
 
 
 def _records(im: _Image) -> Any:
@@ -384,7 +411,7 @@ def _outside(area: np.ndarray) -> np.ndarray:
     return (area[:, None] < lo) | (area[:, None] > hi)
 
 
-def _mask_areas(rles: List[Any]) -> np.ndarray:
+def _mask_areas(rles: Sequence[Any]) -> np.ndarray:
     """pycocotools' area of each mask, one call each (its area() of a list overflows large masks' areas)."""
     mask = import_extra("pycocotools.mask", "COCODetection")
     return np.array([float(mask.area(r)) for r in rles], dtype=np.float64)

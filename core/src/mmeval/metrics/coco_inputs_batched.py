@@ -5,7 +5,8 @@ image (the same records, the same errors): where every image of the batch is
 dicts of plain numpy arrays of the expected shapes and int (or None) ids, and
 no annotation file is given, their numbers are checked and converted in one
 pass over the batch (:func:`_read_plain`); any other batch, or one where a
-check fails, is read image by image, which names the first bad image and field.
+check fails, is read image by image, which names the first bad image and field. With mmeval-coco-native
+the batch's compressed RLE masks are checked and decoded in one call (:func:`_decoded_masks`), kept as runs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .coco_inputs import (
     MaskRuns,
     _Annotations,
     _Categories,
+    _DecodedMasks,
     _GroundTruths,
     _Image,
     _mask_areas,
@@ -27,6 +29,8 @@ from .coco_inputs import (
     _xywh,
     read_image,
 )
+from .coco_native import kernels
+from .extras import import_extra
 
 __all__ = ["read_images"]
 
@@ -129,16 +133,26 @@ def _read_plain(
     xywh, gxywh = _xywh(boxes.reshape(-1, 4)), _xywh(gboxes.reshape(-1, 4))
     labels_i, glabels_i = labels.astype(np.int64), glabels.astype(np.int64)
     crowd, garea, idnz = gflags != 0, gxywh[:, 2] * gxywh[:, 3], np.ones(g_at[-1], dtype=bool)
+    decoded = _decoded_masks(preds, gts, d_at, g_at, segm) if not keep_records else None
     out: List[_Image] = []
     for i, (p, g) in enumerate(zip(preds, gts)):
         d0, d1, g0, g1 = d_at[i], d_at[i + 1], g_at[i], g_at[i + 1]
-        det_rles: Optional[List[Any]] = None
+        det_rles: Optional[Sequence[Any]] = None
         det_runs: Optional[MaskRuns] = None
-        rles, runs, area = None, None, garea[g0:g1]
+        rles: Optional[Sequence[Any]] = None
+        runs, area = None, garea[g0:g1]
         try:
-            if segm:
+            if decoded is not None:  # every mask of the batch decoded at once
+                det_runs, runs = decoded[i], decoded[len(preds) + i]
+                det_rles = _DecodedMasks(det_runs) if det_runs is not None else None
+                rles = _DecodedMasks(runs) if runs is not None else None
+                if gt_mask_area and runs is not None and g1 > g0:
+                    area = runs[2]
+            elif segm:
                 det_rles, det_runs = _masks(p["masks"], f"predictions[{i}]['masks']", d1 - d0, None)
-            if "masks" in g and g["masks"] is not None:
+            if decoded is not None:
+                pass
+            elif "masks" in g and g["masks"] is not None:
                 hw = (g.get("height"), g.get("width"))
                 rles, areas, runs = _masks_and_areas(g["masks"], f"groundtruths[{i}]['masks']", g1 - g0, hw)
                 if gt_mask_area and g1 > g0:
@@ -153,3 +167,46 @@ def _read_plain(
         records = (x, sc, lb, seg_scores, det_rles) if keep_records else None
         out.append(_Image(ids[i], x, sc, lb, seg_scores, det_rles, gt, records, det_runs))
     return out
+
+
+def _decoded_masks(
+    preds: Sequence[Any], gts: Sequence[Any], d_at: List[int], g_at: List[int], segm: bool
+) -> Optional[List[Optional[MaskRuns]]]:
+    """Every image's detection masks, then every image's ground-truth masks, decoded by mmeval-coco-native in
+    one call (:data:`MaskRuns` each; None for an image's ground truths without masks), where each is a list of
+    compressed RLE dicts of the right length that the kernels' check of :func:`.coco_inputs._masks` surely
+    passes; None otherwise (the batch's masks are then read list by list, which names a bad one)."""
+    native = kernels()
+    if native is None or not hasattr(native, "rle_lists_runs"):
+        return None
+    # (masks, their number, whether they are needed): each image's detections', then its ground truths'
+    sides = [(p["masks"] if segm else None, d_at[i + 1] - d_at[i], segm) for i, p in enumerate(preds)]
+    sides += [(g.get("masks"), g_at[i + 1] - g_at[i], segm and g_at[i + 1] > g_at[i]) for i, g in enumerate(gts)]
+    lists: List[Any] = []
+    where: List[int] = []  # the list of each (image, side) in lists, or -1: no masks
+    for masks, n, needed in sides:
+        if masks is None:
+            if needed:
+                return None
+            where.append(-1)
+        elif type(masks) not in (list, tuple) or len(masks) != n:
+            return None
+        else:
+            where.append(len(lists))
+            lists.append(masks)
+    if not lists:
+        return [None] * len(where)
+    import_extra("pycocotools.mask", "COCODetection")  # masks need the coco extra, whoever decodes them
+    got = native.rle_lists_runs(lists)
+    if got is None:
+        return None
+    runs, offsets, areas, hw, starts = got
+    runs = np.frombuffer(runs, dtype=np.uint32)
+    offsets, areas, hw = np.frombuffer(offsets, np.int64), np.frombuffer(areas), np.frombuffer(hw, np.int64)
+    r_at = np.frombuffer(starts, dtype=np.int64).tolist()
+    m_at = np.r_[0, np.cumsum([len(x) for x in lists])].tolist()
+    parts: List[MaskRuns] = []
+    for j in range(len(lists)):
+        m0, m1 = m_at[j], m_at[j + 1]
+        parts.append((runs[r_at[j] : r_at[j + 1]], offsets[m0 + j : m1 + j + 1], areas[m0:m1], hw[m0:m1]))
+    return [parts[w] if w >= 0 else None for w in where]

@@ -83,7 +83,7 @@ def _match_images(
     # detection areas and outside flags
     masks = _native_masks(native, images) if native is not None and segm else None
     if masks is not None:
-        d_area = masks[2][kept]
+        d_area = masks[4][kept]
     elif segm:
         mask = import_extra("pycocotools.mask", "COCODetection")
         all_rles = [r for im in images for r in (im.det_rles or [])]
@@ -101,9 +101,10 @@ def _match_images(
         p_det = np.repeat(np.arange(kept.shape[0]), cnt)
         p_gt = g_sorted[np.repeat(lo, cnt) + np.arange(p_det.shape[0]) - np.repeat(np.cumsum(cnt) - cnt, cnt)]
         a, b = kept[p_det], int(n_det.sum()) + p_gt
-        if masks is not None and np.array_equal(masks[3][a], masks[3][b]):
+        if masks is not None and np.array_equal(masks[5][a], masks[5][b]):
             iou = np.empty(a.shape[0])
-            native.rle_iou(masks[0], masks[1], masks[2], a, b, g_crowd[p_gt].astype(np.uint8), iou)
+            parts, part, start, end, area, _ = masks
+            native.rle_iou_parts(parts, part, start, end, area, a, b, g_crowd[p_gt].astype(np.uint8), iou)
         else:
             iou = _mask_iou_pairs(images, kept, p_det, p_gt, n_det, n_gt)
     if native is not None:
@@ -185,40 +186,48 @@ def _native_words(
     return words
 
 
-def _native_masks(native: Any, images: List[_Image]) -> Optional[MaskRuns]:
-    """Every detection's then every ground truth's mask of ``images`` decoded by mmeval-coco-native: (runs,
-    each mask's first run and the end, areas as pycocotools' ``area``, (height, width)); None unless every
-    mask is a compressed RLE (then pycocotools' own calls do it)."""
+#: masks of many lists, their runs left in the lists' buffers: (those buffers (uint32 runs), each mask's buffer,
+#: first run and end there (int64), areas as pycocotools' ``area`` (float64), height * 2**32 + width (int64))
+PartsRuns = Tuple[List[np.ndarray], np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _native_masks(native: Any, images: List[_Image]) -> Optional[PartsRuns]:
+    """Every detection's then every ground truth's mask of ``images`` decoded by mmeval-coco-native
+    (:data:`PartsRuns`); None unless every mask is a compressed RLE (then pycocotools' own calls do it)."""
     pieces = [(im.det_rles, im.det_runs) for im in images] + [(im.gts.rles, im.gts.runs) for im in images]
-    if all(runs is not None or not rles for rles, runs in pieces):  # every mask decoded once already, at add()
-        return _joined_runs([runs for _, runs in pieces if runs is not None])
-    rles = [r for im in images for r in (im.det_rles or [])] + [r for im in images for r in (im.gts.rles or [])]
-    decoded = native.rle_decode_masks(rles)
-    if decoded is None:  # not every mask a compressed RLE
-        return None
-    runs, starts, area, hw = decoded
-    return (
-        np.frombuffer(runs, dtype=np.uint32),
-        np.frombuffer(starts, dtype=np.int64),
-        np.frombuffer(area, dtype=np.float64)[: len(rles)],
-        np.frombuffer(hw, dtype=np.int64)[: len(rles)],
-    )
+    parts: List[MaskRuns] = []
+    for rles, runs in pieces:
+        if runs is not None:  # decoded once already, at add()
+            parts.append(runs)
+        elif rles:  # (polygons, arrays or list-of-counts RLEs given: pycocotools made these dicts at add())
+            decoded = native.rle_decode_masks(list(rles))
+            if decoded is None:  # not every mask a compressed RLE
+                return None
+            r, starts, area, hw = decoded
+            n = len(rles)
+            parts.append(
+                (
+                    np.frombuffer(r, dtype=np.uint32),
+                    np.frombuffer(starts, dtype=np.int64),
+                    np.frombuffer(area, dtype=np.float64)[:n],
+                    np.frombuffer(hw, dtype=np.int64)[:n],
+                )
+            )
+    return _parts_runs(parts)
 
 
-def _joined_runs(parts: List[MaskRuns]) -> MaskRuns:
-    """Lists of decoded masks (:data:`MaskRuns`) as one, in their order: what ``rle_decode_masks`` of their
-    masks joined gives."""
+def _parts_runs(parts: List[MaskRuns]) -> PartsRuns:
+    """Lists of decoded masks (:data:`MaskRuns`) as one list of masks, in their order, their runs where they are
+    (no copy: a slice's runs are megabytes)."""
+    counts = [p[2].shape[0] for p in parts]
+    part = np.repeat(np.arange(len(parts), dtype=np.int64), counts)
     if not parts:
-        return np.zeros(0, np.uint32), np.zeros(1, np.int64), np.zeros(0), np.zeros(0, np.int64)
-    sizes = np.array([int(p[1][-1]) for p in parts], dtype=np.int64)
-    base = np.cumsum(sizes) - sizes
-    offsets = np.concatenate([p[1][:-1] + b for p, b in zip(parts, base.tolist())] + [sizes.sum(keepdims=True)])
-    return (
-        np.concatenate([p[0][:k] for p, k in zip(parts, sizes.tolist())]),
-        offsets,
-        np.concatenate([p[2] for p in parts]),
-        np.concatenate([p[3] for p in parts]),
-    )
+        return [], part, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)
+    start = np.concatenate([p[1][:-1] for p in parts])
+    end = np.concatenate([p[1][1:] for p in parts])
+    area = np.concatenate([p[2] for p in parts])
+    hw = np.concatenate([p[3] for p in parts])
+    return [np.ascontiguousarray(p[0], dtype=np.uint32) for p in parts], part, start, end, area, hw
 
 
 def _mask_iou_pairs(

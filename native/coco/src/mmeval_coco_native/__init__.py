@@ -17,6 +17,8 @@ from ._kernels import (
     rle_decode,
     rle_decode_masks,
     rle_iou,
+    rle_iou_parts,
+    rle_lists_runs,
     rle_masks,
     rle_masks_runs,
 )
@@ -29,10 +31,12 @@ __all__ = [
     "pack_rows",
     "pairwise_sum",
     "ranked",
+    "rle_lists_runs",
     "rle_masks",
     "rle_masks_runs",
     "rle_decode",
     "rle_decode_masks",
     "rle_iou",
+    "rle_iou_parts",
 ]
 __version__ = "0.1.0"

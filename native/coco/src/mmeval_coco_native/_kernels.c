@@ -540,33 +540,68 @@ static PyObject *py_ranked(PyObject *self, PyObject *args) {
     Py_ssize_t *hist = malloc(sizeof(Py_ssize_t) * 65536);
     if (!fill || !key || !idx || !hist) { PyErr_NoMemory(); goto done; }
     Py_BEGIN_ALLOW_THREADS
-    /* a stable LSD radix sort by the score key (16 bits a pass, passes where every key agrees skipped), then a
-     * stable counting sort by category: by category, -score, then place -- a stable sort's unique order */
-    uint64_t *k0 = key, *k1 = key + n;
-    int32_t *i0 = idx, *i1 = idx + n;
-    uint64_t all_or = 0, all_and = UINT64_MAX;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        k0[i] = ss == 4 ? neg_score_key32(((const float *)bs.buf)[i]) : neg_score_key(((const double *)bs.buf)[i]);
-        i0[i] = (int32_t)i;
-        all_or |= k0[i];
-        all_and &= k0[i];
-    }
-    for (int shift = 0; shift < 64; shift += 16) {
-        if ((((all_or ^ all_and) >> shift) & 0xFFFF) == 0) continue;  /* every key has this digit */
-        memset(hist, 0, sizeof(Py_ssize_t) * 65536);
-        for (Py_ssize_t i = 0; i < n; i++) hist[(k0[i] >> shift) & 0xFFFF]++;
-        Py_ssize_t sum = 0;
-        for (int d = 0; d < 65536; d++) { Py_ssize_t c = hist[d]; hist[d] = sum; sum += c; }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            Py_ssize_t to = hist[(k0[i] >> shift) & 0xFFFF]++;
-            k1[to] = k0[i];
-            i1[to] = i0[i];
+    if (ss == 4) {
+        /* float32 scores: a stable counting sort by category first, then within each category (a few thousand
+         * detections: in cache) a stable LSD radix sort by the 32-bit score key, 11 bits a pass (passes where
+         * the category's keys all agree skipped) -- the same unique order as below */
+        uint32_t *q0 = (uint32_t *)key, *q1 = q0 + n;
+        int32_t *i0 = idx, *i1 = idx + n;
+        for (Py_ssize_t k = 0; k < K; k++) fill[k] = bounds[k];
+        for (Py_ssize_t j = 0; j < n; j++) i0[fill[CAT(j)]++] = (int32_t)j;
+        for (Py_ssize_t k = 0; k < K; k++) {
+            Py_ssize_t lo = bounds[k], m = bounds[k + 1] - lo;
+            uint32_t *ka = q0 + lo, *kb = q1 + lo, all_or = 0, all_and = UINT32_MAX;
+            int32_t *ia = i0 + lo, *ib = i1 + lo;
+            for (Py_ssize_t j = 0; j < m; j++) {
+                ka[j] = (uint32_t)neg_score_key32(((const float *)bs.buf)[ia[j]]);
+                all_or |= ka[j];
+                all_and &= ka[j];
+            }
+            for (int shift = 0; shift < 32 && m > 1; shift += 11) {
+                if ((((all_or ^ all_and) >> shift) & 0x7FF) == 0) continue;
+                memset(hist, 0, sizeof(Py_ssize_t) * 2048);
+                for (Py_ssize_t j = 0; j < m; j++) hist[(ka[j] >> shift) & 0x7FF]++;
+                Py_ssize_t sum = 0;
+                for (int d = 0; d < 2048; d++) { Py_ssize_t c = hist[d]; hist[d] = sum; sum += c; }
+                for (Py_ssize_t j = 0; j < m; j++) {
+                    Py_ssize_t to = hist[(ka[j] >> shift) & 0x7FF]++;
+                    kb[to] = ka[j];
+                    ib[to] = ia[j];
+                }
+                uint32_t *kt = ka; ka = kb; kb = kt;
+                int32_t *it = ia; ia = ib; ib = it;
+            }
+            memcpy(order + lo, ia, sizeof(int32_t) * m);
         }
-        uint64_t *kt = k0; k0 = k1; k1 = kt;
-        int32_t *it = i0; i0 = i1; i1 = it;
+    } else {
+        /* a stable LSD radix sort by the score key (16 bits a pass, passes where every key agrees skipped), then a
+         * stable counting sort by category: by category, -score, then place -- a stable sort's unique order */
+        uint64_t *k0 = key, *k1 = key + n;
+        int32_t *i0 = idx, *i1 = idx + n;
+        uint64_t all_or = 0, all_and = UINT64_MAX;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            k0[i] = ss == 4 ? neg_score_key32(((const float *)bs.buf)[i]) : neg_score_key(((const double *)bs.buf)[i]);
+            i0[i] = (int32_t)i;
+            all_or |= k0[i];
+            all_and &= k0[i];
+        }
+        for (int shift = 0; shift < 64; shift += 16) {
+            if ((((all_or ^ all_and) >> shift) & 0xFFFF) == 0) continue;  /* every key has this digit */
+            memset(hist, 0, sizeof(Py_ssize_t) * 65536);
+            for (Py_ssize_t i = 0; i < n; i++) hist[(k0[i] >> shift) & 0xFFFF]++;
+            Py_ssize_t sum = 0;
+            for (int d = 0; d < 65536; d++) { Py_ssize_t c = hist[d]; hist[d] = sum; sum += c; }
+            for (Py_ssize_t i = 0; i < n; i++) {
+                Py_ssize_t to = hist[(k0[i] >> shift) & 0xFFFF]++;
+                k1[to] = k0[i];
+                i1[to] = i0[i];
+            }
+            uint64_t *kt = k0; k0 = k1; k1 = kt;
+            int32_t *it = i0; i0 = i1; i1 = it;
+        }
+        for (Py_ssize_t k = 0; k < K; k++) fill[k] = bounds[k];
+        for (Py_ssize_t j = 0; j < n; j++) order[fill[CAT(i0[j])]++] = i0[j];
     }
-    for (Py_ssize_t k = 0; k < K; k++) fill[k] = bounds[k];
-    for (Py_ssize_t j = 0; j < n; j++) order[fill[CAT(i0[j])]++] = i0[j];
     /* each detection's distance from its (image, category) run's first detection */
     Py_ssize_t i = 0;
     for (Py_ssize_t im = 0; im < n_img; im++) {
@@ -693,22 +728,29 @@ static int rle_ok(const unsigned char *str, Py_ssize_t end, int64_t hw, double *
     uint32_t a = 0;
     if (hw < 0 || hw >= ((int64_t)1 << 32)) return 0;
     while (p < end) {
-        int64_t x = 0;
-        int k = 0, more = 1, c = 0;
-        while (more) {
-            if (p >= end || k >= 6) return 0;
-            c = (int)str[p] - 48;
-            if (c < 0 || c > 63) return 0;
-            x |= (int64_t)(c & 0x1f) << (5 * k);
-            more = c & 0x20;
+        int c0 = (int)str[p] - 48;
+        int64_t x;
+        if ((unsigned)c0 < 32) {  /* one character (nearly every value): its five bits, the fifth the sign */
+            x = (int64_t)(c0 & 0x0f) - (int64_t)(c0 & 0x10);
             p++;
-            k++;
+        } else {
+            int k = 0, more = 1, c = 0;
+            x = 0;
+            while (more) {
+                if (p >= end || k >= 6) return 0;
+                c = (int)str[p] - 48;
+                if (c < 0 || c > 63) return 0;
+                x |= (int64_t)(c & 0x1f) << (5 * k);
+                more = c & 0x20;
+                p++;
+                k++;
+            }
+            if (c & 0x10) x -= (int64_t)1 << (5 * k);
         }
-        if (c & 0x10) x -= (int64_t)1 << (5 * k);
         if (m > 2) x += two_back;
-        if (x < 0 || x > hw - total) return 0;
+        if ((uint64_t)x > (uint64_t)(hw - total)) return 0;  /* x < 0, or past the h * w pixels */
         total += x;
-        if (m & 1) a += (uint32_t)x;
+        a += (uint32_t)x & (uint32_t)-(int32_t)(m & 1);  /* the odd runs */
         if (runs) runs[m] = (uint32_t)x;  /* rle_decode's very runs: x < 2**32, no 32-bit overflow below 7 chars */
         two_back = one_back;
         one_back = x;
@@ -822,9 +864,120 @@ static PyObject *py_rle_masks(PyObject *self, PyObject *args) { return rle_masks
  * else the three are None. */
 static PyObject *py_rle_masks_runs(PyObject *self, PyObject *args) { return rle_masks_impl(args, 1); }
 
+/* One mask of rle_lists_runs: its counts string and h * w where it is a dict (exactly) with bytes or ASCII str
+ * 'counts' and a 'size' list or tuple of two ints in [0, 2**31) -- what rle_masks takes --, else 0. */
+static int mask_fields(PyObject *m, const char **str, Py_ssize_t *len, int64_t *h, int64_t *w) {
+    if (!PyDict_CheckExact(m)) return 0;
+    PyObject *counts = PyDict_GetItem(m, KEY_COUNTS), *size = PyDict_GetItem(m, KEY_SIZE);
+    if (!counts || !size) return 0;
+    if (PyBytes_CheckExact(counts)) {
+        *str = PyBytes_AS_STRING(counts);
+        *len = PyBytes_GET_SIZE(counts);
+    } else if (PyUnicode_CheckExact(counts) && PyUnicode_IS_ASCII(counts)) {
+        *str = (const char *)PyUnicode_DATA(counts);
+        *len = PyUnicode_GET_LENGTH(counts);
+    } else {
+        return 0;
+    }
+    if (!(PyList_CheckExact(size) || PyTuple_CheckExact(size)) || PySequence_Fast_GET_SIZE(size) != 2) return 0;
+    PyObject *hv = PySequence_Fast_GET_ITEM(size, 0), *wv = PySequence_Fast_GET_ITEM(size, 1);
+    if (!PyLong_CheckExact(hv) || !PyLong_CheckExact(wv)) return 0;
+    int oh = 0, ow = 0;
+    long long hh = PyLong_AsLongLongAndOverflow(hv, &oh), ww = PyLong_AsLongLongAndOverflow(wv, &ow);
+    if (oh || ow || hh < 0 || ww < 0 || hh >= (1LL << 31) || ww >= (1LL << 31)) return 0;
+    *h = hh;
+    *w = ww;
+    return 1;
+}
+
+/* rle_lists_runs(lists) -> None or (runs u4 bytes, offsets i8 bytes, area f8 bytes, hw i8 bytes, run_starts i8 bytes)
+ * rle_masks_runs of many lists of masks (lists or tuples) in one call, without the dicts: where rle_masks takes
+ * every mask of every list, their runs (list l's at run_starts[l] .. run_starts[l + 1]), each list's run offsets
+ * from 0 (n_l + 1 of them, list l's from index l + its first mask's), areas and h * 2**32 + w (mask by mask,
+ * the lists one after another); None where some mask is not one rle_masks takes (the caller reads those). */
+typedef struct { const char *str; Py_ssize_t len; int64_t h, w; } MaskFields;
+
+static PyObject *py_rle_lists_runs(PyObject *self, PyObject *args) {
+    PyObject *lists;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &lists)) return NULL;
+    Py_ssize_t n_lists = PyList_GET_SIZE(lists), n = 0, total = 0;
+    for (Py_ssize_t l = 0; l < n_lists; l++) {
+        PyObject *seq = PyList_GET_ITEM(lists, l);
+        if (!PyList_CheckExact(seq) && !PyTuple_CheckExact(seq)) Py_RETURN_NONE;
+        n += PySequence_Fast_GET_SIZE(seq);
+    }
+    MaskFields *f = PyMem_Malloc(sizeof(MaskFields) * (n ? n : 1));
+    if (!f) return PyErr_NoMemory();
+    Py_ssize_t r = 0;
+    for (Py_ssize_t l = 0; l < n_lists; l++) {  /* every mask what rle_masks takes: room for the runs */
+        PyObject *seq = PyList_GET_ITEM(lists, l);
+        Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+        PyObject **items = PySequence_Fast_ITEMS(seq);
+        for (Py_ssize_t j = 0; j < k; j++, r++) {
+            if (!mask_fields(items[j], &f[r].str, &f[r].len, &f[r].h, &f[r].w)) { PyMem_Free(f); Py_RETURN_NONE; }
+            total += f[r].len;
+        }
+    }
+    PyObject *b_runs = PyBytes_FromStringAndSize(NULL, 4 * (total ? total : 1));
+    PyObject *b_off = PyBytes_FromStringAndSize(NULL, 8 * (n + n_lists ? n + n_lists : 1));
+    PyObject *b_area = PyBytes_FromStringAndSize(NULL, 8 * (n ? n : 1));
+    PyObject *b_hw = PyBytes_FromStringAndSize(NULL, 8 * (n ? n : 1));
+    PyObject *b_starts = PyBytes_FromStringAndSize(NULL, 8 * (n_lists + 1));
+    if (!b_runs || !b_off || !b_area || !b_hw || !b_starts) goto fail;
+    uint32_t *runs = (uint32_t *)PyBytes_AS_STRING(b_runs);
+    int64_t *off = (int64_t *)PyBytes_AS_STRING(b_off), *hws = (int64_t *)PyBytes_AS_STRING(b_hw);
+    int64_t *starts = (int64_t *)PyBytes_AS_STRING(b_starts);
+    double *area = (double *)PyBytes_AS_STRING(b_area);
+    Py_ssize_t m_all = 0, o = 0;
+    r = 0;
+    for (Py_ssize_t l = 0; l < n_lists; l++) {
+        Py_ssize_t k = PySequence_Fast_GET_SIZE(PyList_GET_ITEM(lists, l));
+        starts[l] = m_all;
+        for (Py_ssize_t j = 0; j < k; j++, r++) {
+            Py_ssize_t m_one = 0;
+            off[o++] = m_all - starts[l];
+            if (!rle_ok((const unsigned char *)f[r].str, f[r].len, f[r].h * f[r].w, &area[r], runs + m_all, &m_one)) {
+                PyMem_Free(f);
+                Py_DECREF(b_runs); Py_DECREF(b_off); Py_DECREF(b_area); Py_DECREF(b_hw); Py_DECREF(b_starts);
+                Py_RETURN_NONE;
+            }
+            m_all += m_one;
+            hws[r] = f[r].h * ((int64_t)1 << 32) + f[r].w;
+        }
+        off[o++] = m_all - starts[l];
+    }
+    starts[n_lists] = m_all;
+    PyMem_Free(f);
+    f = NULL;
+    if (_PyBytes_Resize(&b_runs, 4 * m_all) < 0) { b_runs = NULL; goto fail; }
+    return Py_BuildValue("(NNNNN)", b_runs, b_off, b_area, b_hw, b_starts);
+fail:
+    PyMem_Free(f);
+    Py_XDECREF(b_runs); Py_XDECREF(b_off); Py_XDECREF(b_area); Py_XDECREF(b_hw); Py_XDECREF(b_starts);
+    return NULL;
+}
+
 /* rle_iou(runs u4, run_offsets i8, area f8, a i8[pairs], b i8[pairs], crowd u1[pairs], out f8[pairs])
  * pycocotools' rleIou of masks a (detection) and b (ground truth) of the same size: intersection over
  * union, or over a's area for a crowd b; 0 without intersection. */
+/* pycocotools' rleIou of one pair: A (ka runs, area_a) against B (kb runs), crowd: over A's area. */
+static double rle_iou_one(const uint32_t *A, Py_ssize_t ka, const uint32_t *B, Py_ssize_t kb, double area_a, int crowd) {
+    if (ka == 0 || kb == 0) return 0.0;
+    uint32_t ca = A[0], cb = B[0], c, i = 0, u = 0, ct = 1;
+    Py_ssize_t a = 1, b = 1;
+    int va = 0, vb = 0;
+    while (ct > 0) {
+        c = ca < cb ? ca : cb;
+        if (va || vb) { u += c; if (va && vb) i += c; }
+        ct = 0;
+        ca -= c; if (!ca && a < ka) { ca = A[a++]; va = !va; } ct += ca;
+        cb -= c; if (!cb && b < kb) { cb = B[b++]; vb = !vb; } ct += cb;
+    }
+    if (i == 0) u = 1;
+    else if (crowd) u = (uint32_t)area_a;
+    return (double)i / (double)u;
+}
+
 static PyObject *py_rle_iou(PyObject *self, PyObject *args) {
     Py_buffer br, bro, bar, ba, bb, bc, bout;
     if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*", &br, &bro, &bar, &ba, &bb, &bc, &bout)) return NULL;
@@ -835,28 +988,58 @@ static PyObject *py_rle_iou(PyObject *self, PyObject *args) {
     double *out = bout.buf;
     Py_ssize_t n = ba.len / 8;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t q = 0; q < n; q++) {
-        const uint32_t *A = runs + roff[pa[q]], *B = runs + roff[pb[q]];
-        Py_ssize_t ka = roff[pa[q] + 1] - roff[pa[q]], kb = roff[pb[q] + 1] - roff[pb[q]];
-        if (ka == 0 || kb == 0) { out[q] = 0.0; continue; }
-        uint32_t ca = A[0], cb = B[0], c, i = 0, u = 0, ct = 1;
-        Py_ssize_t a = 1, b = 1;
-        int va = 0, vb = 0;
-        while (ct > 0) {
-            c = ca < cb ? ca : cb;
-            if (va || vb) { u += c; if (va && vb) i += c; }
-            ct = 0;
-            ca -= c; if (!ca && a < ka) { ca = A[a++]; va = !va; } ct += ca;
-            cb -= c; if (!cb && b < kb) { cb = B[b++]; vb = !vb; } ct += cb;
-        }
-        if (i == 0) u = 1;
-        else if (crowd[q]) u = (uint32_t)area[pa[q]];
-        out[q] = (double)i / (double)u;
-    }
+    for (Py_ssize_t q = 0; q < n; q++)
+        out[q] = rle_iou_one(runs + roff[pa[q]], roff[pa[q] + 1] - roff[pa[q]], runs + roff[pb[q]],
+                             roff[pb[q] + 1] - roff[pb[q]], area[pa[q]], crowd[q]);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&br); PyBuffer_Release(&bro); PyBuffer_Release(&bar); PyBuffer_Release(&ba);
     PyBuffer_Release(&bb); PyBuffer_Release(&bc); PyBuffer_Release(&bout);
     Py_RETURN_NONE;
+}
+
+/* rle_iou_parts(parts list of u4 buffers, part i8[masks], start i8[masks], end i8[masks], area f8[masks], a, b,
+ * crowd, out): rle_iou where the runs lie in several buffers, mask q's at parts[part[q]][start[q]:end[q]]
+ * (the masks' lists read at add() are not joined into one buffer first). */
+static PyObject *py_rle_iou_parts(PyObject *self, PyObject *args) {
+    PyObject *parts;
+    Py_buffer bp, bs, be, bar, ba, bb, bc, bout;
+    if (!PyArg_ParseTuple(args, "O!y*y*y*y*y*y*y*w*", &PyList_Type, &parts, &bp, &bs, &be, &bar, &ba, &bb, &bc, &bout))
+        return NULL;
+    Py_ssize_t n_parts = PyList_GET_SIZE(parts), got = 0, n_masks = bp.len / 8;
+    Py_buffer *pb = PyMem_Calloc(n_parts ? n_parts : 1, sizeof(Py_buffer));
+    const uint32_t **base = PyMem_Calloc(n_parts ? n_parts : 1, sizeof(uint32_t *));
+    PyObject *res = NULL;
+    if (!pb || !base) { PyErr_NoMemory(); goto done; }
+    for (; got < n_parts; got++) {
+        if (PyObject_GetBuffer(PyList_GET_ITEM(parts, got), &pb[got], PyBUF_C_CONTIGUOUS) < 0) goto done;
+        base[got] = pb[got].buf;
+    }
+    const int64_t *part = bp.buf, *st = bs.buf, *en = be.buf, *pa = ba.buf, *pq = bb.buf;
+    const double *area = bar.buf;
+    const uint8_t *crowd = bc.buf;
+    double *out = bout.buf;
+    Py_ssize_t n = ba.len / 8;
+    for (Py_ssize_t m = 0; m < n_masks; m++) {  /* every mask inside its buffer */
+        if (part[m] < 0 || part[m] >= n_parts || st[m] < 0 || en[m] < st[m] || en[m] * 4 > pb[part[m]].len) {
+            PyErr_SetString(PyExc_ValueError, "mmeval_coco_native.rle_iou_parts: a mask's runs fall outside its part");
+            goto done;
+        }
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t q = 0; q < n; q++) {
+        int64_t x = pa[q], y = pq[q];
+        out[q] = rle_iou_one(base[part[x]] + st[x], en[x] - st[x], base[part[y]] + st[y], en[y] - st[y], area[x], crowd[q]);
+    }
+    Py_END_ALLOW_THREADS
+    res = Py_None;
+    Py_INCREF(res);
+done:
+    for (Py_ssize_t j = 0; j < got; j++) PyBuffer_Release(&pb[j]);
+    PyMem_Free(pb);
+    PyMem_Free(base);
+    PyBuffer_Release(&bp); PyBuffer_Release(&bs); PyBuffer_Release(&be); PyBuffer_Release(&bar);
+    PyBuffer_Release(&ba); PyBuffer_Release(&bb); PyBuffer_Release(&bc); PyBuffer_Release(&bout);
+    return res;
 }
 
 static PyObject *py_pairwise_sum(PyObject *self, PyObject *args) {
@@ -973,8 +1156,10 @@ static PyMethodDef methods[] = {
     {"kept", py_kept, METH_VARARGS, "Detections by (group, score), the first max_det of each group."},
     {"rle_masks", py_rle_masks, METH_VARARGS, "The compressed RLE dicts that surely pass mmeval's check, with areas."},
     {"rle_masks_runs", py_rle_masks_runs, METH_VARARGS, "rle_masks, with the runs of the masks it passed."},
+    {"rle_lists_runs", py_rle_lists_runs, METH_VARARGS, "rle_masks_runs of many lists of masks, without the dicts."},
     {"rle_decode_masks", py_rle_decode_masks, METH_VARARGS, "rle_decode of a list of RLE dicts, in one call."},
     {"rle_iou", py_rle_iou, METH_VARARGS, "pycocotools' RLE IoU of (detection, ground truth) pairs."},
+    {"rle_iou_parts", py_rle_iou_parts, METH_VARARGS, "rle_iou of masks whose runs lie in several buffers."},
     {"pack_rows", py_pack_rows, METH_VARARGS, "Many packed summaries' rows at once (pack_many's bytes)."},
     {"gather", py_gather, METH_VARARGS, "One column of many packed summaries' bytes, joined."},
     {"pairwise_sum", py_pairwise_sum, METH_VARARGS, "numpy's pairwise sum of a float64 buffer (for tests)."},
