@@ -35,7 +35,7 @@ def thresholds(value: Any, name: str, one_allowed: bool) -> Tuple[float, ...]:
     return tuple(float(t) for t in thrs)
 
 
-def scale_range_pairs(scale_ranges: Optional[Sequence[Any]]) -> Tuple[ScaleRange, ...]:
+def scale_range_pairs(scale_ranges: Optional[Sequence[ScaleRange]]) -> Tuple[ScaleRange, ...]:
     """The ``(min_scale, max_scale)`` pairs (non-negative numbers or ``None``), ``(None, None)`` appended when absent."""
     ranges: List[ScaleRange] = []
     for r in scale_ranges if scale_ranges is not None else []:
