@@ -20,40 +20,44 @@ NEITHER, TP, FP = 0, 1, 2
 
 
 def match_detections(
-    iou: np.ndarray, scores: np.ndarray, pred_in: np.ndarray, gt_out: np.ndarray, thrs: Sequence[float]
+    iou: np.ndarray,
+    scores: np.ndarray,
+    pred_in: Sequence[np.ndarray],
+    gt_out: Sequence[np.ndarray],
+    thrs: Sequence[float],
 ) -> Tuple[np.ndarray, np.ndarray]:
     """True / false positive flags, ``(thrs, ranges, K)``, of one image's detections of one class (the VOC rule).
 
     ``iou``: ``(K, G)``, the detections' overlaps with the image's objects of the class (ignored ones
-    included). ``pred_in``: ``(ranges, K)``, a detection's own box in the scale range. ``gt_out``:
-    ``(ranges, G)``, an object not counted there (ignored, or outside the range). Detections are taken by
+    included). ``pred_in``: per scale range, ``(K,)``: a detection's own box in the range. ``gt_out``:
+    per scale range, ``(G,)``: an object not counted there (ignored, or outside the range). Detections are taken by
     descending score (ties: the earlier first); each is matched to the object it overlaps most; with IoU
     >= the threshold it is a true positive if that object is counted and not yet matched, a false positive
     if already matched, and neither if the object is not counted; below the threshold it is a false
     positive when its own box lies in the scale range.
     """
     k, g = iou.shape
-    shape = (len(thrs), pred_in.shape[0], k)
+    shape = (len(thrs), len(pred_in), k)
     tp, fp = np.zeros(shape), np.zeros(shape)
     if g:
         best, best_iou = iou.argmax(axis=1), iou.max(axis=1)
     else:
         best, best_iou = np.zeros(k, dtype=np.int64), np.zeros(k)
     order = np.argsort(-scores, kind="stable")
-    for j in range(pred_in.shape[0]):
+    for j, (own_in, out) in enumerate(zip(pred_in, gt_out)):
         for i, thr in enumerate(thrs):
             covered = np.zeros(g, dtype=bool)
             for d in order:
                 if best_iou[d] >= thr:
                     m = best[d]
-                    if gt_out[j, m]:
+                    if out[m]:
                         continue
                     if covered[m]:
                         fp[i, j, d] = 1
                     else:
                         tp[i, j, d] = 1
                         covered[m] = True
-                elif pred_in[j, d]:
+                elif own_in[d]:
                     fp[i, j, d] = 1
     return tp, fp
 
@@ -63,13 +67,13 @@ def match_group_of(
     fp: np.ndarray,
     iof: np.ndarray,
     scores: np.ndarray,
-    group_out: np.ndarray,
+    group_out: Sequence[np.ndarray],
     iof_thrs: Sequence[float],
 ) -> Tuple[np.ndarray, np.ndarray]:
     """``tp`` / ``fp`` (``(thrs, ranges, K)``, changed in place and returned) with Open Images' group-of boxes taken in.
 
     ``iof``: ``(K, G)``, a detection's intersection with each group-of box over its own area;
-    ``group_out``: ``(ranges, G)``, a group-of box outside the scale range. By descending score, each
+    ``group_out``: per scale range, ``(G,)``: a group-of box outside the range. By descending score, each
     detection that is not a true positive and whose largest IoF is at least the threshold is taken by
     that box (if in the range): the highest-scored detection a box takes is one true positive, the
     others count for nothing.
@@ -77,10 +81,10 @@ def match_group_of(
     best, best_iof = iof.argmax(axis=1), iof.max(axis=1)
     order = np.argsort(-scores, kind="stable")
     for i, thr in enumerate(iof_thrs):
-        for j in range(group_out.shape[0]):
+        for j, out in enumerate(group_out):
             taken = np.zeros(iof.shape[1], dtype=bool)
             for d in order:
-                if tp[i, j, d] or best_iof[d] < thr or group_out[j, best[d]]:
+                if tp[i, j, d] or best_iof[d] < thr or out[best[d]]:
                     continue
                 fp[i, j, d] = 0
                 if not taken[best[d]]:  # the group's highest-scored detection: its one true positive

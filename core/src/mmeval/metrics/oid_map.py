@@ -285,7 +285,7 @@ class OIDMeanAP(VOCMeanAP):
         tp, fp = super()._image_tpfp(boxes, scores, ordinary, np.zeros((0, 4)), areas)
         if not group.shape[0]:
             return tp, fp
-        group_out = np.stack([~self._in_range(group, lo, hi) for lo, hi in areas])
+        group_out = [~self._in_range(group, lo, hi) for lo, hi in areas]
         return match_group_of(tp, fp, self._iof(boxes, group), scores, group_out, self.iof_thrs)
 
     def _iof(self, boxes: np.ndarray, group: np.ndarray) -> np.ndarray:

@@ -266,8 +266,8 @@ class VOCMeanAP(CurveMixin, BaseMetric):
         all_gts = np.concatenate([gts, ignored])
         iou = self._iou(boxes, all_gts) if all_gts.shape[0] else np.zeros((boxes.shape[0], 0))
         is_ignored = np.arange(all_gts.shape[0]) >= gts.shape[0]
-        pred_in = np.stack([self._in_range(boxes, lo, hi) for lo, hi in areas])
-        gt_out = np.stack([~self._in_range(all_gts, lo, hi) | is_ignored for lo, hi in areas])
+        pred_in = [self._in_range(boxes, lo, hi) for lo, hi in areas]
+        gt_out = [~self._in_range(all_gts, lo, hi) | is_ignored for lo, hi in areas]
         return match_detections(iou, scores, pred_in, gt_out, self.iou_thrs)
 
     def _iou(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
