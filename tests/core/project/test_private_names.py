@@ -1,11 +1,14 @@
-"""No module reads another's private names: the core imports no underscore name of another module, and the code
-that syncs metrics reads a metric's underscore members only where a protocol of ``core/sync/protocols.py``
-declares them (the extension points a metric overrides).
+"""No module reads another's private names: no module of the package imports an underscore name of another, and
+no module reads an underscore member of another object but where a protocol declares it (the extension points
+a metric or a backend overrides).
 
-Checked on the sources' syntax trees. The readers of metrics are ``collection.py``, ``integrations/``,
-``core/sync/``, ``core/base_metric.py`` and ``core/results.py``; an underscore attribute of anything but ``self``
-/ ``cls`` / ``super()`` counts, unless the module assigns it itself (a marker it sets) or it is a member of a class
-the module defines (``base_metric.py`` reads ``BaseMetric``'s own members through its helper functions).
+Checked on the sources' syntax trees, over every module of ``core/src/mmeval``. An underscore attribute of
+anything but ``self`` / ``cls`` / ``super()`` counts, unless the module assigns it itself (a marker it sets), it
+is a member of a class the module defines (``base_metric.py`` reads ``BaseMetric``'s own members through its
+helper functions), or a protocol declares it: one of ``core/sync/protocols.py`` (what the code that syncs
+metrics reads of a metric) or one the module itself defines for what it reads (``reduction.py``'s
+``FramedReducer``, which mypy holds ``FramedDistBackend`` to). The standard library's documented
+underscore functions (``sys._getframe``, ``os._exit``) are public API.
 """
 
 from __future__ import annotations
@@ -13,18 +16,29 @@ from __future__ import annotations
 import ast
 import importlib
 from pathlib import Path
-from typing import List, Sequence, Set
+from typing import List, Optional, Sequence, Set
 
 SRC = Path(__file__).resolve().parents[3] / "core" / "src"
 PACKAGE = SRC / "mmeval"
 PROTOCOLS = PACKAGE / "core" / "sync" / "protocols.py"
-METRIC_READERS = [
-    PACKAGE / "collection.py",
-    *sorted((PACKAGE / "integrations").glob("*.py")),
-    *sorted((PACKAGE / "core" / "sync").glob("*.py")),
-    PACKAGE / "core" / "base_metric.py",
-    PACKAGE / "core" / "results.py",
-]
+MODULES = sorted(PACKAGE.rglob("*.py"))
+#: the standard library's underscore names that are its public API: (module, attribute)
+STDLIB_PUBLIC = {("sys", "_getframe"), ("os", "_exit")}
+#: reads left in modules another change owns, each to become a declared protocol member there
+NOT_YET_DECLARED = {
+    # the group guard asks its backend for the key of its communicator (the hook a transport overrides);
+    # guard.py is being changed elsewhere (h33c): the read moves into a protocol of its own there
+    "mmeval/core/dist_backends/guard.py": {"_sequence_key"},
+}
+#: underscore names COCODetection's modules share among themselves, from its split; coco_* is being changed
+#: elsewhere (h34): these become public names of coco_inputs / coco_matching there
+COCO_SHARED = {
+    "coco_inputs": {
+        "_Annotations", "_Categories", "_GroundTruths", "_Image", "_ignore_bits", "_mask_areas", "_masks",
+        "_masks_and_areas", "_outside", "_records", "_xywh",
+    },
+    "coco_matching": {"_match_images"},
+}  # fmt: skip
 
 
 def _private(name: str) -> bool:
@@ -36,12 +50,19 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def declared_by_protocols() -> Set[str]:
-    """The underscore members the protocols of ``core/sync/protocols.py`` declare."""
+def declared_by_protocols(source: Optional[str] = None) -> Set[str]:
+    """The underscore members (methods and annotated attributes) the protocols of ``source`` declare.
+
+    ``None``: those of ``core/sync/protocols.py``.
+    """
     names: Set[str] = set()
-    for node in ast.parse(PROTOCOLS.read_text()).body:
+    for node in ast.parse(PROTOCOLS.read_text() if source is None else source).body:
         if isinstance(node, ast.ClassDef) and any("Protocol" in ast.unparse(b) for b in node.bases):
-            names |= {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            for member in node.body:
+                if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(member.name)
+                elif isinstance(member, ast.AnnAssign) and isinstance(member.target, ast.Name):
+                    names.add(member.target.id)
     return {n for n in names if _private(n)}
 
 
@@ -76,6 +97,8 @@ def private_reads(source: str, allowed: Set[str], own_classes: Sequence[type] = 
             continue
         if node.attr in allowed or node.attr in assigned or node.attr in own:
             continue
+        if isinstance(owner, ast.Name) and (owner.id, node.attr) in STDLIB_PUBLIC:
+            continue
         found.append(f"{node.lineno}: {ast.unparse(owner)}.{node.attr}")
     return found
 
@@ -86,24 +109,51 @@ def test_the_check_sees_a_private_read() -> None:
     assert private_reads(code, declared_by_protocols()) == ["3: metric._kept"]
 
 
-def test_the_readers_of_metrics_read_no_private_member_but_the_protocols() -> None:
-    allowed = declared_by_protocols()
-    assert "_state_of_rows" in allowed and "_question" in allowed
+def test_the_check_takes_a_protocol_the_module_declares() -> None:
+    """A module's own protocol declares what it reads (an attribute too); the standard library's names pass."""
+    code = (
+        "class Host(Protocol):\n    _guard: int\n    def _step(self) -> None: ...\n"
+        "def f(host, other):\n    host._step(); sys._getframe(); other._exit()\n    return host._guard + host._x\n"
+    )
+    assert private_reads(code, declared_by_protocols() | declared_by_protocols(code)) == [
+        "5: other._exit",
+        "6: host._x",
+    ]
+
+
+def test_no_module_reads_a_private_member_but_the_protocols() -> None:
+    common = declared_by_protocols()
+    assert "_state_of_rows" in common and "_question" in common
     offenders = []
-    for path in METRIC_READERS:
+    for path in MODULES:
+        name = str(path.relative_to(SRC))
         source = path.read_text()
+        allowed = common | declared_by_protocols(source) | NOT_YET_DECLARED.get(name, set())
         found = private_reads(source, allowed)
         if found:  # a class the module defines may hold them (imported only then: integrations import frameworks)
             module = importlib.import_module(_module_name(path))
             own = [getattr(module, n.name) for n in ast.parse(source).body if isinstance(n, ast.ClassDef)]
             found = private_reads(source, allowed, own)
-        offenders += [f"{path.relative_to(SRC)}:{r}" for r in found]
+        offenders += [f"{name}:{r}" for r in found]
     assert not offenders, "reads of another object's private members:\n" + "\n".join(offenders)
 
 
-def test_the_core_imports_no_private_name_of_another_module() -> None:
+def test_every_module_is_checked() -> None:
+    """The COCO modules, the backends, the metrics and the tools are all read (not a chosen list)."""
+    names = {str(p.relative_to(SRC)) for p in MODULES}
+    assert {
+        "mmeval/core/dist_backends/reduction.py",
+        "mmeval/metrics/coco_results.py",
+        "mmeval/metrics/voc_map.py",
+        "mmeval/testing/ranks.py",
+        "mmeval/collection.py",
+    } <= names
+    assert set(NOT_YET_DECLARED) <= names
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
     offenders = []
-    for path in sorted([*(PACKAGE / "core").rglob("*.py"), PACKAGE / "collection.py"]):
+    for path in MODULES:
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.ImportFrom):
                 continue
@@ -113,6 +163,8 @@ def test_the_core_imports_no_private_name_of_another_module() -> None:
             folder = (base if node.level else SRC).joinpath(*(node.module or "").split("."))
             for alias in node.names:
                 is_module = (folder / f"{alias.name}.py").exists() or (folder / alias.name).is_dir()
+                if alias.name in COCO_SHARED.get(node.module or "", set()) and path.name.startswith("coco_"):
+                    continue
                 if _private(alias.name) and not is_module:
                     offenders.append(f"{path.relative_to(SRC)}:{node.lineno} imports {alias.name} from {node.module}")
     assert not offenders, "\n".join(offenders)

@@ -31,7 +31,7 @@ from .sync.protocols import Participant
 from .sync.refusals import check_arguments, refusal_at_compute, refuse
 from .sync.state_path import compute_state
 
-__all__ = ["BaseMetric", "ArrayResults", "MetricState", "RemoteMetricError", "ShardingWarning"]
+__all__ = ["BaseMetric", "ArrayResults", "MetricState", "RemoteMetricError", "ShardingWarning", "taking_part"]
 
 
 class BaseMetric(KeepsResults, KeepsSummaries, ComputesInParts, metaclass=ABCMeta):

@@ -6,23 +6,23 @@ the default, auto-selection, conflicts) are described in :mod:`mmeval.core.dist`
 
 A plugin import raising anything but ``KeyboardInterrupt`` (``SystemExit`` included) is a
 broken plugin (:class:`~mmeval.core.errors.BackendLoadError`); a plugin is never imported
-while the registry's lock is held. Auto-selection, bounded in time, is in :mod:`.auto_select`.
+while the registry's lock is held. Auto-selection, bounded in time, is in :mod:`.auto_select`; the
+default backend (the name set, the environment's, ``'auto'`` resolved) in :mod:`.default_backend`.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import threading
 from typing import Any, Dict, List, Optional, Tuple, Type
 
 from . import _metadata
 from .auto_select import AutoSelector
+from .default_backend import DefaultChoice
 from .dist_backends.base_backend import BaseDistBackend
 from .entry_points import (
     AUTO,
     BUILTINS,
-    DEFAULT_ENV,
     DISABLE_ENV,
     ENTRY_POINT_GROUP,
     NAME_RE,
@@ -92,8 +92,7 @@ class BackendRegistry:
         self._classes: Dict[str, Type[BaseDistBackend]] = {}
         self._instances: Dict[str, BaseDistBackend] = {}
         self._load_errors: Dict[str, BaseException] = {}
-        self._default: Optional[str] = None
-        self._env_checked: Optional[str] = None
+        self.default_choice = DefaultChoice()
         self.auto = AutoSelector()
         self.launch_warned = False
 
@@ -111,7 +110,7 @@ class BackendRegistry:
         importlib.invalidate_caches()
         with self._lock:
             self._scan = None
-            self._env_checked = None
+            self.default_choice.refresh()
             self._load_errors.clear()
 
     def live_entry_points(self, name: str) -> Tuple[List[Any], List[Any]]:
@@ -190,8 +189,7 @@ class BackendRegistry:
             del self._registered[name]
             self._classes.pop(name, None)
             self._instances.pop(name, None)
-            if self._default == name:
-                self._default = None
+            self.default_choice.forget(name)
 
     def get_class(self, name: str) -> Type[BaseDistBackend]:
         """Load (once) the class of backend ``name``; the import runs outside the lock.
@@ -296,47 +294,24 @@ class BackendRegistry:
                 self._instances[resolved] = inst
             return inst
 
-    # -- the default and auto-selection ---------------------------------------------------------------
+    # -- the default and auto-selection (:mod:`.default_backend`) -----------------------------------
 
     def set_default(self, name: str) -> None:
-        if name != AUTO:
-            self.validate(name)
-        with self._lock:
-            self._default = name
+        """See :func:`mmeval.core.dist.set_default_dist_backend`."""
+        self.default_choice.set(self, name)
 
     @property
     def explicit_default(self) -> Optional[str]:
         """The name given to :meth:`set_default`, if any."""
-        return self._default
+        return self.default_choice.explicit
 
     def default(self) -> str:
         """See :func:`mmeval.core.dist.get_default_dist_backend`."""
-        if self._default is not None:
-            return self._default
-        env = os.environ.get(DEFAULT_ENV, "").strip()
-        if not env or env == AUTO:
-            return AUTO
-        if env != self._env_checked:
-            try:
-                self.validate(env)
-            except (BackendNotFoundError, BackendConflictError, InvalidBackendNameError) as exc:
-                raise type(exc)(
-                    f"the environment variable {DEFAULT_ENV}={env!r} names no usable dist backend: {exc} "
-                    f"Set {DEFAULT_ENV} to one of the installed backends, or unset it for auto-selection."
-                ) from None
-            self._env_checked = env
-        return env
+        return self.default_choice.name(self)
 
     def resolve(self, name: Optional[str] = None) -> str:
         """``None`` / ``'auto'`` as a concrete backend name (see :mod:`mmeval.core.dist`)."""
-        if name is None:
-            name = self.default()
-        if name != AUTO:
-            return name
-        chosen = self.auto.active(self, first_only=True)
-        pick = chosen[0] if chosen else "non_dist"
-        self.auto.note("auto:" + pick, "info", "mmeval: auto-selected dist backend %r", pick)
-        return pick
+        return self.default_choice.resolve(self, name)
 
     def loaded_class(self, name: str) -> Optional[Type[BaseDistBackend]]:
         """The class of ``name`` if it needs no import (loaded, registered or built in), else None."""

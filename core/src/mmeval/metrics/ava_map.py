@@ -20,8 +20,8 @@ from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError
 from ..core.inputs import to_numpy
 from ..core.packed import pack_arrays, unpack_arrays
+from .detection_ap import average_precision
 from .proposal_recall import box_iou
-from .voc_map import _average_precision
 
 __all__ = ["AVAMeanAP"]
 
@@ -355,7 +355,7 @@ class AVAMeanAP(BaseMetric):
             cum_tp = np.cumsum(ranked)
             precision = cum_tp / np.arange(1, ranked.size + 1, dtype=np.float64)
             recall = cum_tp / float(num_gt)
-            aps[k] = _average_precision(recall, precision, "area")
+            aps[k] = average_precision(recall, precision, "area")
         with np.errstate(invalid="ignore"):
             mean = float(np.nanmean(aps)) if not np.isnan(aps).all() else float("nan")
         result = {"mAP@0.5IOU": mean}

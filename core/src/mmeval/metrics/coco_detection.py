@@ -273,7 +273,7 @@ class COCODetection(BaseMetric):
 
         See :func:`mmeval.metrics.coco_results.add_results`.
         """
-        return add_results(self, results)
+        return add_results(self, results, self._ann, self._categories)
 
     def _summarize_pending(self) -> None:
         super()._summarize_pending()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -64,10 +64,11 @@ def read_results(results: ResultsLike) -> List[Dict[str, Any]]:
     return list(results)
 
 
-def _predictions(metric: "COCODetection", dets: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def _predictions(
+    metric: "COCODetection", dets: List[Dict[str, Any]], ann: Any, categories: Callable[[], Any]
+) -> List[Dict[str, Any]]:
     """One ``add_predictions()`` dict per image of ``dets`` (the order each image first appears in)."""
-    ann = metric._ann
-    cats = metric._categories()
+    cats = categories()
     known = {c["id"] for c in ann.categories} if ann is not None else set()
     segm = "segm" in metric.metrics
     by_image: Dict[int, List[Dict[str, Any]]] = {}
@@ -112,8 +113,11 @@ def _rle(segm: Any) -> Any:
     return segm
 
 
-def add_results(metric: "COCODetection", results: ResultsLike) -> int:
+def add_results(metric: "COCODetection", results: ResultsLike, ann: Any, categories: Callable[[], Any]) -> int:
     """Add the detections of a COCO results json (path) or list to ``metric`` (built with ``ann_file``).
+
+    ``ann``: the metric's annotations read from ``ann_file`` (``None``: none); ``categories``: gives
+    its categories (called once ``ann`` is known to be there) -- the metric hands them over.
 
     Every detection's ``image_id`` must be an image of the ``ann_file`` and its
     ``category_id`` a category of it; detections of a category outside
@@ -124,12 +128,12 @@ def add_results(metric: "COCODetection", results: ResultsLike) -> int:
     Under several ranks, give each rank a share of the images (one rank may
     add them all): every detection added counts once.
     """
-    if metric._ann is None:
+    if ann is None:
         raise MetricArgumentError(
             "COCODetection.add_results() needs ann_file: a results json names images and categories by their "
             "ids in the annotation file; build COCODetection(ann_file=...)"
         )
-    preds = _predictions(metric, read_results(results))
+    preds = _predictions(metric, read_results(results), ann, categories)
     for lo in range(0, len(preds), BATCH_IMAGES):
         metric.add_predictions(preds[lo : lo + BATCH_IMAGES])
     return len(preds)

@@ -8,8 +8,9 @@ import numpy as np
 
 from ..core.errors import MetricArgumentError
 from ..core.inputs import to_numpy
+from .detection_inputs import detection_fields
 from .utils.bbox_overlaps_rotated import calculate_bboxes_area_rotated, calculate_overlaps_rotated, qbox_to_rbox
-from .voc_map import VOCMeanAP, _fields
+from .voc_map import VOCMeanAP
 
 __all__ = ["DOTAMeanAP"]
 
@@ -110,7 +111,7 @@ def _rotated_fields(
 ) -> Dict[str, np.ndarray]:
     """One image's dict checked like :class:`VOCMeanAP`'s, its boxes rotated: float64 ``(n, 5)``."""
     if not isinstance(item, dict):
-        return _fields(item, what, required, optional, num_classes)  # refuses it, naming the keys
+        return detection_fields(item, what, required, optional, num_classes)  # refuses it, naming the keys
     boxes: Dict[str, np.ndarray] = {}
     stand_in = dict(item)
     for key in ("bboxes", "bboxes_ignore"):
@@ -130,7 +131,7 @@ def _rotated_fields(
             raise MetricArgumentError(f"{what}[{key!r}] holds NaN or infinite values")
         boxes[key] = qbox_to_rbox(values) if values.shape[1] == 8 else values
         stand_in[key] = np.zeros((values.shape[0], 4))  # the other fields are checked as VOCMeanAP checks them
-    out = _fields(stand_in, what, required, optional, num_classes)
+    out = detection_fields(stand_in, what, required, optional, num_classes)
     for key, value in boxes.items():
         out[key] = value
     if "bboxes_ignore" not in boxes:

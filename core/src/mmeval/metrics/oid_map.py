@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import numbers
 import os
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
@@ -18,8 +17,10 @@ import numpy as np
 
 from ..core.errors import MetricArgumentError, MetricArgumentMissingError
 from ..core.inputs import to_numpy
+from .detection_inputs import check_flags, detection_fields, thresholds
+from .detection_matching import match_group_of
 from .dota_map import check_image_lists
-from .voc_map import VOCMeanAP, _fields
+from .voc_map import VOCMeanAP
 
 __all__ = ["OIDMeanAP", "get_relation_matrix"]
 
@@ -142,26 +143,14 @@ class OIDMeanAP(VOCMeanAP):
         #: the files the hierarchy was read from (None: not from files); the question carries their content
         self.hierarchy_file = hierarchy_file
         self.label_file = label_file
-        thrs: Tuple[Any, ...] = (iof_thrs,) if isinstance(iof_thrs, numbers.Real) else tuple(iof_thrs)  # type: ignore[arg-type]
-        if not thrs or not all(
-            isinstance(t, numbers.Real) and not isinstance(t, bool) and 0 < float(t) <= 1 for t in thrs
-        ):
-            raise MetricArgumentError(
-                f"iof_thrs must be a number in (0, 1] or a non-empty sequence of them, got {iof_thrs!r}"
-            )
+        thrs = thresholds(iof_thrs, "iof_thrs", one_allowed=True)
         if len(thrs) != len(self.iou_thrs):
             raise MetricArgumentError(
                 f"iof_thrs must give one threshold per IoU threshold: iou_thrs has "
                 f"{len(self.iou_thrs)} ({list(self.iou_thrs)}), iof_thrs {len(thrs)} ({iof_thrs!r})"
             )
-        for name, flag in (
-            ("use_group_of", use_group_of),
-            ("get_supercategory", get_supercategory),
-            ("filter_labels", filter_labels),
-        ):
-            if not isinstance(flag, (bool, np.bool_)):
-                raise MetricArgumentError(f"{name} must be True or False, got {flag!r}")
-        self.iof_thrs: Tuple[float, ...] = tuple(float(t) for t in thrs)
+        check_flags(use_group_of=use_group_of, get_supercategory=get_supercategory, filter_labels=filter_labels)
+        self.iof_thrs: Tuple[float, ...] = thrs
         self.use_group_of = bool(use_group_of)
         self.get_supercategory = bool(get_supercategory)
         self.filter_labels = bool(filter_labels)
@@ -218,7 +207,7 @@ class OIDMeanAP(VOCMeanAP):
         ancestors = self._ancestors(c)
         preds, gts = [], []
         for i, (pred, gt) in enumerate(zip(predictions, groundtruths)):
-            p = _fields(pred, f"predictions[{i}]", ("bboxes", "scores", "labels"), (), c)
+            p = detection_fields(pred, f"predictions[{i}]", ("bboxes", "scores", "labels"), (), c)
             boxes, labels, group, image_labels = _instances(gt, f"groundtruths[{i}]", c)
             if self.get_supercategory:
                 extra = [(k, a) for k, lab in enumerate(labels) for a in ancestors[lab]]
@@ -288,28 +277,16 @@ class OIDMeanAP(VOCMeanAP):
     ) -> Tuple[np.ndarray, np.ndarray]:
         """True / false positive flags (thrs, ranges, K) of one image's detections of one class.
 
-        ``gts`` ends with the group-of boxes, which ``ignored`` holds again (see :meth:`add`).
+        ``gts`` ends with the group-of boxes, which ``ignored`` holds again (see :meth:`add`). The rule:
+        :func:`~mmeval.metrics.detection_matching.match_group_of` over ``VOCMeanAP``'s matching of the others.
         """
         group = ignored
         ordinary = gts[: gts.shape[0] - group.shape[0]]
         tp, fp = super()._image_tpfp(boxes, scores, ordinary, np.zeros((0, 4)), areas)
         if not group.shape[0]:
             return tp, fp
-        iof = self._iof(boxes, group)
-        best, best_iof = iof.argmax(axis=1), iof.max(axis=1)
-        order = np.argsort(-scores, kind="stable")
-        for i, thr in enumerate(self.iof_thrs):
-            for j, (lo, hi) in enumerate(areas):
-                group_out = ~self._in_range(group, lo, hi)
-                taken = np.zeros(group.shape[0], dtype=bool)
-                for d in order:
-                    if tp[i, j, d] or best_iof[d] < thr or group_out[best[d]]:
-                        continue
-                    fp[i, j, d] = 0
-                    if not taken[best[d]]:  # the group's highest-scored detection: its one true positive
-                        tp[i, j, d] = 1
-                        taken[best[d]] = True
-        return tp, fp
+        group_out = [~self._in_range(group, lo, hi) for lo, hi in areas]
+        return match_group_of(tp, fp, self._iof(boxes, group), scores, group_out, self.iof_thrs)
 
     def _iof(self, boxes: np.ndarray, group: np.ndarray) -> np.ndarray:
         """Intersection over the detection's own area (K, G)."""

@@ -8,14 +8,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..core.base_metric import BaseMetric
-from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentMissingError
-from ..core.inputs import to_numpy
+from ..core.errors import MetricArgumentError, MetricArgumentMissingError
 from ..core.packed import pack_arrays, summary_digests, trits_to_words, unpack_arrays, words_to_trits
-from .curves import CurveMixin, PRCurves, thin
+from .curves import CurveMixin, PRCurves
+from .detection_ap import class_average_precisions, mean_ap_results
+from .detection_inputs import ScaleRange, check_flags, detection_fields, scale_range_pairs, thresholds
+from .detection_matching import FP, NEITHER, TP, match_detections
 
 __all__ = ["VOCMeanAP"]
 
-_Range = Tuple[Optional[float], Optional[float]]
 _EVAL_MODES = ("area", "11points")
 
 
@@ -104,27 +105,9 @@ class VOCMeanAP(CurveMixin, BaseMetric):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        thrs: Tuple[Any, ...] = (iou_thrs,) if isinstance(iou_thrs, numbers.Real) else tuple(iou_thrs)  # type: ignore[arg-type]
-        if not thrs or not all(
-            isinstance(t, numbers.Real) and not isinstance(t, bool) and 0 < float(t) < 1 for t in thrs
-        ):
-            # 1 is refused as MMEval 0.2.1 refused it: an IoU of 1 matches only bit-identical boxes
-            raise MetricArgumentError(
-                f"iou_thrs must be a number in (0, 1) or a non-empty sequence of them, got {iou_thrs!r}"
-            )
-        ranges: List[_Range] = []
-        for r in scale_ranges if scale_ranges is not None else []:
-            if not (
-                isinstance(r, (tuple, list))
-                and len(r) == 2
-                and all(v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and v >= 0) for v in r)
-            ):
-                raise MetricArgumentError(
-                    f"scale_ranges must be (min_scale, max_scale) pairs of non-negative numbers or None, got {r!r}"
-                )
-            ranges.append((r[0], r[1]))
-        if (None, None) not in ranges:
-            ranges.append((None, None))
+        # 1 is refused as MMEval 0.2.1 refused it: an IoU of 1 matches only bit-identical boxes
+        self.iou_thrs: Tuple[float, ...] = thresholds(iou_thrs, "iou_thrs", one_allowed=False)
+        self.scale_ranges: Tuple[ScaleRange, ...] = scale_range_pairs(scale_ranges)
         if num_classes is not None and not (_is_int(num_classes) and int(num_classes) >= 1):
             raise MetricArgumentError(
                 f"num_classes must be a positive int or None (from dataset_meta), got {num_classes!r}"
@@ -133,15 +116,7 @@ class VOCMeanAP(CurveMixin, BaseMetric):
             raise MetricArgumentError(f"eval_mode must be one of {list(_EVAL_MODES)}, got {eval_mode!r}")
         if not _is_int(nproc):
             raise MetricArgumentError(f"VOCMeanAP: nproc must be an int (<= 1 or -1: no worker pool), got {nproc!r}")
-        for name, flag in (
-            ("use_legacy_coordinate", use_legacy_coordinate),
-            ("drop_class_ap", drop_class_ap),
-            ("classwise", classwise),
-        ):
-            if not isinstance(flag, (bool, np.bool_)):
-                raise MetricArgumentError(f"{name} must be True or False, got {flag!r}")
-        self.iou_thrs: Tuple[float, ...] = tuple(float(t) for t in thrs)
-        self.scale_ranges: Tuple[_Range, ...] = tuple(ranges)
+        check_flags(use_legacy_coordinate=use_legacy_coordinate, drop_class_ap=drop_class_ap, classwise=classwise)
         self._num_classes: Optional[int] = None if num_classes is None else int(num_classes)
         self.eval_mode: str = eval_mode
         self.use_legacy_coordinate: bool = bool(use_legacy_coordinate)
@@ -178,8 +153,8 @@ class VOCMeanAP(CurveMixin, BaseMetric):
         c = self.num_classes
         checked = []
         for i, (pred, gt) in enumerate(zip(predictions, groundtruths)):
-            p = _fields(pred, f"predictions[{i}]", ("bboxes", "scores", "labels"), (), c)
-            g = _fields(gt, f"groundtruths[{i}]", ("bboxes", "labels"), ("bboxes_ignore", "labels_ignore"), c)
+            p = detection_fields(pred, f"predictions[{i}]", ("bboxes", "scores", "labels"), (), c)
+            g = detection_fields(gt, f"groundtruths[{i}]", ("bboxes", "labels"), ("bboxes_ignore", "labels_ignore"), c)
             checked.append((p, g))
         self._keep_to_summarize(checked)
 
@@ -213,7 +188,7 @@ class VOCMeanAP(CurveMixin, BaseMetric):
                     continue
                 tp, fp = self._image_tpfp(pred["bboxes"][pk], pred["scores"][pk], gts, ign, areas)
                 tp, fp = np.asarray(tp) != 0, np.asarray(fp) != 0  # (thrs, ranges, K): 0 / 1 flags
-                state[pk] = np.where(tp, _TP, np.where(fp, _FP, _NEITHER)).transpose(2, 1, 0)
+                state[pk] = np.where(tp, TP, np.where(fp, FP, NEITHER)).transpose(2, 1, 0)
             scores = pred["scores"]
             if np.array_equal(scores.astype(np.float32).astype(np.float64), scores):
                 scores = scores.astype(np.float32)  # exact: 4 bytes a detection
@@ -251,50 +226,16 @@ class VOCMeanAP(CurveMixin, BaseMetric):
         # per class, detections ranked by score, ties by what the image is (its summary's digest), then by
         # place in the image: the same order whichever rank held an image and in whatever order it came
         keys = np.repeat(summary_digests(blobs), lengths[:, 0])
-        order = np.lexsort((np.arange(n), keys, -scores, labels))
-        bounds = np.searchsorted(labels[order], np.arange(self.num_classes + 1))
-        per_class = []
-        eps = float(np.finfo(np.float32).eps)
         full = self.scale_ranges.index((None, None))
-        kept: List[Tuple[np.ndarray, np.ndarray]] = []  # keep_curves: each class's curve at the first IoU threshold
-        for cls in range(self.num_classes):
-            num_gts = np.broadcast_to(num_gts_all[cls], (n_thr, n_rng))
-            seg = order[bounds[cls] : bounds[cls + 1]]
-            ap = np.zeros((n_thr, n_rng))
-            if seg.size:
-                st = states[seg].transpose(2, 1, 0)  # (thrs, ranges, K)
-                tp_c = np.cumsum(st == _TP, axis=2).astype(np.float64)
-                fp_c = np.cumsum(st == _FP, axis=2).astype(np.float64)
-                precision = tp_c / np.maximum(tp_c + fp_c, eps)
-                recall = tp_c / np.maximum(num_gts[..., None], eps)
-                for i in range(n_thr):
-                    for j in range(n_rng):
-                        ap[i, j] = _average_precision(recall[i, j], precision[i, j], self.eval_mode)
-                if self.keep_curves:
-                    kept.append(thin(recall[0, full], precision[0, full]))
-            elif self.keep_curves:
-                kept.append((np.zeros(0), np.zeros(0)))
-            per_class.append((np.array(num_gts), int(seg.size), ap))
-        if self.keep_curves:
+        per_class, kept = class_average_precisions(
+            states, scores, labels, keys, num_gts_all, self.eval_mode, full if self.keep_curves else None
+        )
+        if self.keep_curves:  # each class's curve at the first IoU threshold
             names = [str(c) for c in (self.dataset_meta or {}).get("classes", range(self.num_classes))]
             title = f"{type(self).__name__}, IoU {self.iou_thrs[0]:g}"
             aps = [float(ap[0, full]) for _, _, ap in per_class]
             self._keep(PRCurves(title, names, [r for r, _ in kept], [p for _, p in kept], list(aps)))
-        out: Dict[str, Any] = {}
-        means = np.full((n_thr, n_rng), np.nan)
-        for i in range(n_thr):
-            for j in range(n_rng):
-                aps = [ap[i, j] for g, _, ap in per_class if g[i, j] > 0 or not self.drop_class_ap]
-                means[i, j] = float(np.mean(aps)) if aps else float("nan")
-        for i, thr in enumerate(self.iou_thrs):
-            out[f"AP{round(thr * 100)}"] = float(means[i, full])
-        for j, rng in enumerate(self.scale_ranges):
-            out["mAP" if rng == (None, None) else f"mAP@{rng}"] = float(np.mean(means[:, j]))
-        if self.classwise:
-            out["classwise_result"] = [
-                {"num_gts": g.tolist(), "num_dets": d, "ap": ap.tolist()} for g, d, ap in per_class
-            ]
-        return out
+        return mean_ap_results(per_class, self.iou_thrs, self.scale_ranges, self.drop_class_ap, self.classwise)
 
     def _area(self, boxes: np.ndarray) -> np.ndarray:
         e = 1.0 if self.use_legacy_coordinate else 0.0
@@ -317,36 +258,17 @@ class VOCMeanAP(CurveMixin, BaseMetric):
         ignored: np.ndarray,
         areas: Sequence[Tuple[Optional[float], Optional[float]]],
     ) -> Tuple[np.ndarray, np.ndarray]:
-        """True / false positive flags, (thrs, ranges, K), of one image's detections of one class."""
-        k = boxes.shape[0]
-        shape = (len(self.iou_thrs), len(areas), k)
-        tp, fp = np.zeros(shape), np.zeros(shape)
+        """True / false positive flags, (thrs, ranges, K), of one image's detections of one class.
+
+        ``ignored``: the image's ignored objects of the class (VOC's *difficult* ones); ``areas``: the
+        scale ranges as area bounds. The rule: :func:`~mmeval.metrics.detection_matching.match_detections`.
+        """
         all_gts = np.concatenate([gts, ignored])
+        iou = self._iou(boxes, all_gts) if all_gts.shape[0] else np.zeros((boxes.shape[0], 0))
         is_ignored = np.arange(all_gts.shape[0]) >= gts.shape[0]
-        if all_gts.shape[0]:
-            iou = self._iou(boxes, all_gts)
-            best, best_iou = iou.argmax(axis=1), iou.max(axis=1)
-        else:
-            best, best_iou = np.zeros(k, dtype=np.int64), np.zeros(k)
-        order = np.argsort(-scores, kind="stable")
-        for j, (lo, hi) in enumerate(areas):
-            pred_in = self._in_range(boxes, lo, hi)
-            gt_out = ~self._in_range(all_gts, lo, hi) | is_ignored
-            for i, thr in enumerate(self.iou_thrs):
-                covered = np.zeros(all_gts.shape[0], dtype=bool)
-                for d in order:
-                    if best_iou[d] >= thr:
-                        g = best[d]
-                        if gt_out[g]:
-                            continue
-                        if covered[g]:
-                            fp[i, j, d] = 1
-                        else:
-                            tp[i, j, d] = 1
-                            covered[g] = True
-                    elif pred_in[d]:
-                        fp[i, j, d] = 1
-        return tp, fp
+        pred_in = [self._in_range(boxes, lo, hi) for lo, hi in areas]
+        gt_out = [~self._in_range(all_gts, lo, hi) | is_ignored for lo, hi in areas]
+        return match_detections(iou, scores, pred_in, gt_out, self.iou_thrs)
 
     def _iou(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         e = 1.0 if self.use_legacy_coordinate else 0.0
@@ -357,71 +279,5 @@ class VOCMeanAP(CurveMixin, BaseMetric):
         return inter / np.maximum(union, 1e-6)  # type: ignore[no-any-return]
 
 
-def _average_precision(recall: np.ndarray, precision: np.ndarray, mode: str) -> float:
-    """AP of one ranked list: the area under the interpolated curve, or the VOC2007 11-point mean."""
-    if mode == "area":
-        rec = np.concatenate([[0.0], recall, [1.0]])
-        pre = np.concatenate([[0.0], precision, [0.0]])
-        pre = np.maximum.accumulate(pre[::-1])[::-1]  # the precision envelope: best precision at recall >= r
-        step = np.flatnonzero(rec[1:] != rec[:-1])
-        return float(np.sum((rec[step + 1] - rec[step]) * pre[step + 1]))
-    total = 0.0
-    for r in np.arange(0, 1 + 1e-3, 0.1):
-        reached = precision[recall >= r]
-        total += float(reached.max()) if reached.size else 0.0
-    return total / 11.0
-
-
-_NEITHER, _TP, _FP = 0, 1, 2
-
-
 def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _fields(
-    item: Any, what: str, required: Tuple[str, ...], optional: Tuple[str, ...], num_classes: int
-) -> Dict[str, np.ndarray]:
-    """One image's dict checked and converted: boxes float64 (n, 4), scores float64 (n,), labels int64 (n,)."""
-    if not isinstance(item, dict):
-        raise MetricArgumentError(
-            f"{what} must be a dict with keys {list(required + optional)}, got {type(item).__name__}"
-        )
-    missing = [k for k in required if k not in item]
-    if missing:
-        raise MetricArgumentKeyError(
-            f"{what} has no {missing}: it needs {list(required)}"
-            + (f" (and optionally {list(optional)})" if optional else "")
-        )
-    out: Dict[str, np.ndarray] = {}
-    for key in required + optional:
-        if key not in item:  # an optional field: no ignored objects
-            out[key] = np.zeros(
-                (0, 4) if key.startswith("bboxes") else (0,), dtype=np.float64 if key.startswith("bboxes") else np.int64
-            )
-            continue
-        arr = to_numpy(item[key], f"{what}[{key!r}]")
-        if key.startswith("bboxes"):
-            arr = arr.reshape(0, 4) if arr.size == 0 else arr
-            if arr.ndim != 2 or arr.shape[1] != 4:
-                raise MetricArgumentError(f"{what}[{key!r}] must have shape (n, 4) (x1, y1, x2, y2), got {arr.shape}")
-        elif arr.ndim != 1:
-            raise MetricArgumentError(f"{what}[{key!r}] must have shape (n,), got {arr.shape}")
-        if arr.dtype.kind not in "iuf" and not (arr.size == 0):
-            raise MetricArgumentError(f"{what}[{key!r}] must hold numbers, got dtype {arr.dtype}")
-        values = arr.astype(np.float64)
-        if not np.isfinite(values).all():
-            raise MetricArgumentError(f"{what}[{key!r}] holds NaN or infinite values")
-        if key.startswith("labels"):
-            if ((values != np.floor(values)) | (values < 0) | (values >= num_classes)).any():
-                bad = values[(values != np.floor(values)) | (values < 0) | (values >= num_classes)][0]
-                raise MetricArgumentError(
-                    f"{what}[{key!r}]: got label {bad:g}; labels must be integers in [0, {num_classes - 1}]"
-                )
-            out[key] = values.astype(np.int64)
-        else:
-            out[key] = values
-    for boxes, labels in (("bboxes", "labels"), ("bboxes_ignore", "labels_ignore"), ("bboxes", "scores")):
-        if boxes in out and labels in out and out[boxes].shape[0] != out[labels].shape[0]:
-            raise MetricArgumentError(f"{what}: {out[boxes].shape[0]} {boxes} but {out[labels].shape[0]} {labels}")
-    return out

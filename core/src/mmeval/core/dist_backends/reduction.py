@@ -29,12 +29,14 @@ from typing import (
     AbstractSet,
     Any,
     Callable,
+    ClassVar,
     Dict,
     FrozenSet,
     Iterable,
     List,
     NamedTuple,
     Optional,
+    Protocol,
     Sequence,
     Tuple,
 )
@@ -45,7 +47,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from ..wire import SlotHeader
-    from .framed_backend import FramedDistBackend
+    from ..wire.codecs import Codec
+    from .guard import GroupGuard
     from .transport import Call
 
 __all__ = [
@@ -56,10 +59,42 @@ __all__ = [
     "check_reduce_headers",
     "reduce_in_rank_order",
     "local_result",
+    "FramedReducer",
     "framed_reduction",
     "native_dtype",
     "gathered_reduction",
 ]
+
+
+class FramedReducer(Protocol):
+    """What :func:`framed_reduction` reads of its backend (a ``FramedDistBackend``): the extension points it runs.
+
+    The header exchange and the four primitives are the framed backend's members a transport
+    overrides (see :mod:`.framed_backend`); the guard holds its group's guarantees.
+    """
+
+    name: ClassVar[str]
+    native_reductions: ClassVar[AbstractSet[Tuple[str, str]]]
+    _guard: "GroupGuard"
+
+    @property
+    def world_size(self) -> int: ...
+
+    @property
+    def wire_codec(self) -> "Codec": ...
+
+    def _exchange_headers(self, call: "Call", slot: memoryview, counters: List[int]) -> "List[SlotHeader]": ...
+
+    def _serialize_hint(self) -> str: ...
+
+    def _all_gather_bytes(self, call: "Call") -> Sequence[memoryview]: ...
+
+    def _gather_bytes(self, call: "Call") -> Optional[Sequence[memoryview]]: ...
+
+    def _all_reduce_array(self, call: "Call", array: "np.ndarray", op: str) -> "np.ndarray": ...
+
+    def _reduce_array(self, call: "Call", array: "np.ndarray", op: str) -> "Optional[np.ndarray]": ...
+
 
 #: The reduction operations every backend supports, by the name ``all_reduce`` / ``reduce`` take.
 REDUCE_OPS: Tuple[str, ...] = ("sum", "min", "max")
@@ -243,7 +278,7 @@ def gathered_reduction(blocks: Optional[Sequence[memoryview]], array: "np.ndarra
     return reduce_in_rank_order([np.frombuffer(b, array.dtype) for b in blocks], op, array.dtype, array.shape)
 
 
-def framed_reduction(backend: "FramedDistBackend", code: int, array: Any, op: Any, dst: int) -> Any:
+def framed_reduction(backend: FramedReducer, code: int, array: Any, op: Any, dst: int) -> Any:
     """``all_reduce`` (``code`` ``Op.ALL_REDUCE``) or ``reduce`` of a framed backend, with every group guarantee."""
     from ..wire import Op
 
@@ -270,7 +305,7 @@ def _parse(h: "SlotHeader") -> Tuple[ReduceHeader, Optional[memoryview]]:
 
 
 def _reduce(
-    backend: "FramedDistBackend",
+    backend: FramedReducer,
     call: "Call",
     code: int,
     header: ReduceHeader,
