@@ -24,12 +24,6 @@ PROTOCOLS = PACKAGE / "core" / "sync" / "protocols.py"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 #: the standard library's underscore names that are its public API: (module, attribute)
 STDLIB_PUBLIC = {("sys", "_getframe"), ("os", "_exit")}
-#: reads left in modules another change owns, each to become a declared protocol member there
-NOT_YET_DECLARED = {
-    # the group guard asks its backend for the key of its communicator (the hook a transport overrides);
-    # guard.py is being changed elsewhere (h33c): the read moves into a protocol of its own there
-    "mmeval/core/dist_backends/guard.py": {"_sequence_key"},
-}
 #: underscore names COCODetection's modules share among themselves, from its split; coco_* is being changed
 #: elsewhere (h34): these become public names of coco_inputs / coco_matching there
 COCO_SHARED = {
@@ -128,7 +122,7 @@ def test_no_module_reads_a_private_member_but_the_protocols() -> None:
     for path in MODULES:
         name = str(path.relative_to(SRC))
         source = path.read_text()
-        allowed = common | declared_by_protocols(source) | NOT_YET_DECLARED.get(name, set())
+        allowed = common | declared_by_protocols(source)
         found = private_reads(source, allowed)
         if found:  # a class the module defines may hold them (imported only then: integrations import frameworks)
             module = importlib.import_module(_module_name(path))
@@ -148,7 +142,6 @@ def test_every_module_is_checked() -> None:
         "mmeval/testing/ranks.py",
         "mmeval/collection.py",
     } <= names
-    assert set(NOT_YET_DECLARED) <= names
 
 
 def test_no_module_imports_a_private_name_of_another() -> None:

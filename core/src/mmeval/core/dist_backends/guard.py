@@ -15,7 +15,7 @@ import math
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ClassVar, Dict, Hashable, List, Optional, Protocol, Sequence, Tuple
 
 from ..errors import (
     CollectiveFailedError,
@@ -28,10 +28,28 @@ from ..hook_specs import CollectiveEvent
 from ..wire import DEADLINE_SKEW, Op, SlotHeader
 from .transport import Call, PeerLost
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .framed_backend import FramedDistBackend
+__all__ = ["GroupGuard", "GuardedBackend", "GroupState", "group_state", "late_ranks"]
 
-__all__ = ["GroupGuard", "GroupState", "group_state", "late_ranks"]
+
+class GuardedBackend(Protocol):
+    """What a :class:`GroupGuard` reads of its backend (a ``FramedDistBackend``).
+
+    ``_sequence_key()`` is the extension point a transport overrides to say which
+    communicator its collectives run on: backend objects over one communicator
+    share one :class:`GroupState` (sequence numbers, poisoning).
+    """
+
+    name: ClassVar[str]
+    new_group_hint: ClassVar[str]
+    timeout: float
+
+    @property
+    def rank(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+    def _sequence_key(self) -> Hashable: ...
 
 
 class GroupState:
@@ -103,7 +121,7 @@ def _lost_peer(exc: BaseException) -> bool:
 class GroupGuard:
     """Runs a backend's collectives with every group guarantee (one guard per backend object)."""
 
-    def __init__(self, backend: "FramedDistBackend") -> None:
+    def __init__(self, backend: GuardedBackend) -> None:
         self.backend = backend
 
     @property
