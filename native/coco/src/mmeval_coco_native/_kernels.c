@@ -24,10 +24,13 @@ static uint8_t TP5[243], FP5[243];  /* which of those five digits are ST_TP, and
 #include <intrin.h>
 static inline int ctz64(uint64_t x) { unsigned long i; _BitScanForward64(&i, x); return (int)i; }
 static inline int64_t popcount64(uint64_t x) { return (int64_t)__popcnt64(x); }
+#define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #else
 static inline int ctz64(uint64_t x) { return __builtin_ctzll(x); }
 static inline int64_t popcount64(uint64_t x) { return (int64_t)__builtin_popcountll(x); }
+#define PREFETCH(p) __builtin_prefetch(p)
 #endif
+#define AHEAD 16  /* detections ahead whose ranked state words and places are prefetched */
 
 /* a 64 x 64 bit matrix transposed in place: bit r of a[i] becomes bit i of a[r] (blocks swapped, halving) */
 static void transpose64(uint64_t *a) {
@@ -337,6 +340,11 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
                 for (Py_ssize_t m = 0; m < M; m++) lb[m] = 0;
                 for (Py_ssize_t j = j0; j < j1; j++) {
                     Py_ssize_t d = order[lo + j];
+                    if (j + AHEAD < nk) {  /* the ranked order reads them from all over: fetched ahead */
+                        Py_ssize_t da = order[lo + j + AHEAD];
+                        PREFETCH(words + da * W);
+                        PREFETCH(within + da);
+                    }
                     const uint64_t *w = words + d * W;
                     int32_t w0 = within[d];
                     uint8_t mm = 0;
@@ -374,6 +382,11 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
         /* decode the category's states row by row: st[r * nk + j] (3**20 < 2**32: two 32-bit halves) */
         for (Py_ssize_t j = 0; j < nk; j++) {
             Py_ssize_t d = order[lo + j];
+            if (j + AHEAD < nk) {
+                Py_ssize_t da = order[lo + j + AHEAD];
+                PREFETCH(words + da * W);
+                PREFETCH(within + da);
+            }
             const uint64_t *w = words + d * W;
             int32_t w0 = within[d];
             uint8_t mm = 0;
