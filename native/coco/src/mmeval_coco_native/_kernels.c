@@ -27,20 +27,32 @@ static inline int64_t popcount64(uint64_t x) { return (int64_t)__popcnt64(x); }
 #define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #else
 static inline int ctz64(uint64_t x) { return __builtin_ctzll(x); }
+#if defined(__POPCNT__) || defined(__aarch64__)
 static inline int64_t popcount64(uint64_t x) { return (int64_t)__builtin_popcountll(x); }
+#else
+/* without the popcnt instruction in the target (x86-64's baseline) __builtin_popcountll is a libgcc call:
+ * the bit-parallel count inline is faster */
+static inline int64_t popcount64(uint64_t x) {
+    x = x - ((x >> 1) & 0x5555555555555555ULL);
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+    return (int64_t)((x * 0x0101010101010101ULL) >> 56);
+}
+#endif
 #define PREFETCH(p) __builtin_prefetch(p)
 #endif
 #define AHEAD 16  /* detections ahead whose ranked state words and places are prefetched */
 
 /* a 64 x 64 bit matrix transposed in place: bit r of a[i] becomes bit i of a[r] (blocks swapped, halving) */
-static void transpose64(uint64_t *a) {
+static inline void transpose64(uint64_t *a) {
     uint64_t m = 0x00000000FFFFFFFFULL;
     for (int j = 32; j; j >>= 1, m ^= m << j)
-        for (int k = 0; k < 64; k = ((k | j) + 1) & ~j) {
-            uint64_t t = ((a[k] >> j) ^ a[k | j]) & m;
-            a[k] ^= t << j;
-            a[k | j] ^= t;
-        }
+        for (int base = 0; base < 64; base += 2 * j)
+            for (int k = base; k < base + j; k++) {  /* runs of j independent pairs: the compiler's vectors */
+                uint64_t t = ((a[k] >> j) ^ a[k + j]) & m;
+                a[k] ^= t << j;
+                a[k + j] ^= t;
+            }
 }
 
 /* numpy's pairwise sum of n contiguous doubles (DOUBLE_pairwise_sum): what ndarray.sum(axis=-1) gives */
