@@ -18,7 +18,9 @@ enum { ST_IGNORED = 0, ST_TP = 1, ST_FP = 2 };
 
 static uint64_t POW3[TRITS];
 static uint8_t TRITS5[243][5];  /* the five base-3 digits of 0 .. 242, lowest first */
-static uint8_t TP5[243], FP5[243];  /* which of those five digits are ST_TP, and which ST_FP: a bit each */
+/* which of eight base-3 digits (0 .. 6560, lowest first) are ST_TP (the low byte's bits) and which ST_FP (the high
+ * byte's) */
+static uint16_t TF8[6561];
 
 #if defined(_MSC_VER)
 #include <intrin.h>
@@ -343,7 +345,7 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
         Py_ssize_t lo = bounds[k], nk = bounds[k + 1] - lo;
         Py_ssize_t nwk = (nk + 63) / 64;
         if (bits) {
-            /* each detection's states as two masks of its rows (five trits a look-up), 64 detections
+            /* each detection's states as two masks of its rows (eight trits a look-up), 64 detections
              * transposed at a time into the rows' bits: tpb[r * nwk + block], bit j % 64 */
             uint64_t tb[64], fb[64], lb[256];
             uint64_t row_mask = rows == 64 ? UINT64_MAX : ((1ULL << rows) - 1);
@@ -367,13 +369,13 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
                             uint64_t acc = w[ww];
                             uint32_t half[2] = {(uint32_t)(acc % 3486784401ULL), (uint32_t)(acc / 3486784401ULL)};
                             for (int hh = 0; hh < 2; hh++) {
-                                uint32_t v = half[hh];
-                                int sh = (int)(ww * TRITS) + hh * 20;
-                                for (int f = 0; f < 4 && sh < 64; f++, sh += 5) {
-                                    tm |= (uint64_t)TP5[v % 243] << sh;
-                                    fm |= (uint64_t)FP5[v % 243] << sh;
-                                    v /= 243;
-                                }
+                                /* 20 trits as 8 + 8 + 4, a look-up each: both masks' bits at once */
+                                uint32_t v = half[hh], v1 = v / 6561;
+                                int sh = (int)(ww * TRITS) + hh * 20;  /* 0, 20, 40 or 60: rows <= 64 */
+                                uint32_t a0 = TF8[v - v1 * 6561], a1 = TF8[v1 % 6561], a2 = TF8[v1 / 6561];
+                                uint64_t t = (a0 & 0xFF) | (a1 & 0xFF) << 8 | (a2 & 0xFF) << 16;
+                                uint64_t f = a0 >> 8 | (a1 >> 8) << 8 | (a2 >> 8) << 16;
+                                if (sh < 64) { tm |= t << sh; fm |= f << sh; }
                             }
                         }
                         for (Py_ssize_t m = mm; m < M; m++) lb[m] |= 1ULL << (j - j0);
@@ -1198,10 +1200,12 @@ PyMODINIT_FUNC PyInit__kernels(void) {
     for (int i = 1; i < TRITS; i++) POW3[i] = POW3[i - 1] * 3;
     for (int v = 0; v < 243; v++) {
         for (int i = 0, x = v; i < 5; i++, x /= 3) TRITS5[v][i] = (uint8_t)(x % 3);
-        TP5[v] = FP5[v] = 0;
-        for (int i = 0; i < 5; i++) {
-            TP5[v] |= (uint8_t)((TRITS5[v][i] == ST_TP) << i);
-            FP5[v] |= (uint8_t)((TRITS5[v][i] == ST_FP) << i);
+    }
+    for (int v = 0; v < 6561; v++) {
+        TF8[v] = 0;
+        for (int i = 0, x = v; i < 8; i++, x /= 3) {
+            if (x % 3 == ST_TP) TF8[v] |= (uint16_t)(1u << i);
+            if (x % 3 == ST_FP) TF8[v] |= (uint16_t)(1u << (8 + i));
         }
     }
     KEY_COUNTS = PyUnicode_InternFromString("counts");
