@@ -26,7 +26,11 @@ static uint16_t TF8[6561];
 #include <intrin.h>
 static inline int ctz64(uint64_t x) { unsigned long i; _BitScanForward64(&i, x); return (int)i; }
 static inline int64_t popcount64(uint64_t x) { return (int64_t)__popcnt64(x); }
+#if defined(_M_X64) || defined(_M_IX86)
 #define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+#else
+#define PREFETCH(p) ((void)(p))  /* MSVC on ARM: no prefetch (the same results, only slower) */
+#endif
 #else
 static inline int ctz64(uint64_t x) { return __builtin_ctzll(x); }
 #if defined(__POPCNT__) || defined(__aarch64__)
