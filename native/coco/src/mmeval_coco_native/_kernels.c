@@ -18,26 +18,47 @@ enum { ST_IGNORED = 0, ST_TP = 1, ST_FP = 2 };
 
 static uint64_t POW3[TRITS];
 static uint8_t TRITS5[243][5];  /* the five base-3 digits of 0 .. 242, lowest first */
-static uint8_t TP5[243], FP5[243];  /* which of those five digits are ST_TP, and which ST_FP: a bit each */
+/* which of eight base-3 digits (0 .. 6560, lowest first) are ST_TP (the low byte's bits) and which ST_FP (the high
+ * byte's) */
+static uint16_t TF8[6561];
 
 #if defined(_MSC_VER)
 #include <intrin.h>
 static inline int ctz64(uint64_t x) { unsigned long i; _BitScanForward64(&i, x); return (int)i; }
 static inline int64_t popcount64(uint64_t x) { return (int64_t)__popcnt64(x); }
+#if defined(_M_X64) || defined(_M_IX86)
+#define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+#else
+#define PREFETCH(p) ((void)(p))  /* MSVC on ARM: no prefetch (the same results, only slower) */
+#endif
 #else
 static inline int ctz64(uint64_t x) { return __builtin_ctzll(x); }
+#if defined(__POPCNT__) || defined(__aarch64__)
 static inline int64_t popcount64(uint64_t x) { return (int64_t)__builtin_popcountll(x); }
+#else
+/* without the popcnt instruction in the target (x86-64's baseline) __builtin_popcountll is a libgcc call:
+ * the bit-parallel count inline is faster */
+static inline int64_t popcount64(uint64_t x) {
+    x = x - ((x >> 1) & 0x5555555555555555ULL);
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+    return (int64_t)((x * 0x0101010101010101ULL) >> 56);
+}
 #endif
+#define PREFETCH(p) __builtin_prefetch(p)
+#endif
+#define AHEAD 16  /* detections ahead whose ranked state words and places are prefetched */
 
 /* a 64 x 64 bit matrix transposed in place: bit r of a[i] becomes bit i of a[r] (blocks swapped, halving) */
-static void transpose64(uint64_t *a) {
+static inline void transpose64(uint64_t *a) {
     uint64_t m = 0x00000000FFFFFFFFULL;
     for (int j = 32; j; j >>= 1, m ^= m << j)
-        for (int k = 0; k < 64; k = ((k | j) + 1) & ~j) {
-            uint64_t t = ((a[k] >> j) ^ a[k | j]) & m;
-            a[k] ^= t << j;
-            a[k | j] ^= t;
-        }
+        for (int base = 0; base < 64; base += 2 * j)
+            for (int k = base; k < base + j; k++) {  /* runs of j independent pairs: the compiler's vectors */
+                uint64_t t = ((a[k] >> j) ^ a[k + j]) & m;
+                a[k] ^= t << j;
+                a[k + j] ^= t;
+            }
 }
 
 /* numpy's pairwise sum of n contiguous doubles (DOUBLE_pairwise_sum): what ndarray.sum(axis=-1) gives */
@@ -328,7 +349,7 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
         Py_ssize_t lo = bounds[k], nk = bounds[k + 1] - lo;
         Py_ssize_t nwk = (nk + 63) / 64;
         if (bits) {
-            /* each detection's states as two masks of its rows (five trits a look-up), 64 detections
+            /* each detection's states as two masks of its rows (eight trits a look-up), 64 detections
              * transposed at a time into the rows' bits: tpb[r * nwk + block], bit j % 64 */
             uint64_t tb[64], fb[64], lb[256];
             uint64_t row_mask = rows == 64 ? UINT64_MAX : ((1ULL << rows) - 1);
@@ -337,6 +358,11 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
                 for (Py_ssize_t m = 0; m < M; m++) lb[m] = 0;
                 for (Py_ssize_t j = j0; j < j1; j++) {
                     Py_ssize_t d = order[lo + j];
+                    if (j + AHEAD < nk) {  /* the ranked order reads them from all over: fetched ahead */
+                        Py_ssize_t da = order[lo + j + AHEAD];
+                        PREFETCH(words + da * W);
+                        PREFETCH(within + da);
+                    }
                     const uint64_t *w = words + d * W;
                     int32_t w0 = within[d];
                     uint8_t mm = 0;
@@ -347,13 +373,13 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
                             uint64_t acc = w[ww];
                             uint32_t half[2] = {(uint32_t)(acc % 3486784401ULL), (uint32_t)(acc / 3486784401ULL)};
                             for (int hh = 0; hh < 2; hh++) {
-                                uint32_t v = half[hh];
-                                int sh = (int)(ww * TRITS) + hh * 20;
-                                for (int f = 0; f < 4 && sh < 64; f++, sh += 5) {
-                                    tm |= (uint64_t)TP5[v % 243] << sh;
-                                    fm |= (uint64_t)FP5[v % 243] << sh;
-                                    v /= 243;
-                                }
+                                /* 20 trits as 8 + 8 + 4, a look-up each: both masks' bits at once */
+                                uint32_t v = half[hh], v1 = v / 6561;
+                                int sh = (int)(ww * TRITS) + hh * 20;  /* 0, 20, 40 or 60: rows <= 64 */
+                                uint32_t a0 = TF8[v - v1 * 6561], a1 = TF8[v1 % 6561], a2 = TF8[v1 / 6561];
+                                uint64_t t = (a0 & 0xFF) | (a1 & 0xFF) << 8 | (a2 & 0xFF) << 16;
+                                uint64_t f = a0 >> 8 | (a1 >> 8) << 8 | (a2 >> 8) << 16;
+                                if (sh < 64) { tm |= t << sh; fm |= f << sh; }
                             }
                         }
                         for (Py_ssize_t m = mm; m < M; m++) lb[m] |= 1ULL << (j - j0);
@@ -374,6 +400,11 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
         /* decode the category's states row by row: st[r * nk + j] (3**20 < 2**32: two 32-bit halves) */
         for (Py_ssize_t j = 0; j < nk; j++) {
             Py_ssize_t d = order[lo + j];
+            if (j + AHEAD < nk) {
+                Py_ssize_t da = order[lo + j + AHEAD];
+                PREFETCH(words + da * W);
+                PREFETCH(within + da);
+            }
             const uint64_t *w = words + d * W;
             int32_t w0 = within[d];
             uint8_t mm = 0;
@@ -1173,10 +1204,12 @@ PyMODINIT_FUNC PyInit__kernels(void) {
     for (int i = 1; i < TRITS; i++) POW3[i] = POW3[i - 1] * 3;
     for (int v = 0; v < 243; v++) {
         for (int i = 0, x = v; i < 5; i++, x /= 3) TRITS5[v][i] = (uint8_t)(x % 3);
-        TP5[v] = FP5[v] = 0;
-        for (int i = 0; i < 5; i++) {
-            TP5[v] |= (uint8_t)((TRITS5[v][i] == ST_TP) << i);
-            FP5[v] |= (uint8_t)((TRITS5[v][i] == ST_FP) << i);
+    }
+    for (int v = 0; v < 6561; v++) {
+        TF8[v] = 0;
+        for (int i = 0, x = v; i < 8; i++, x /= 3) {
+            if (x % 3 == ST_TP) TF8[v] |= (uint16_t)(1u << i);
+            if (x % 3 == ST_FP) TF8[v] |= (uint16_t)(1u << (8 + i));
         }
     }
     KEY_COUNTS = PyUnicode_InternFromString("counts");
