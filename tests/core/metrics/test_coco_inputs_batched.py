@@ -14,22 +14,22 @@ import pytest
 from coco_reference import detections
 
 from mmeval.core.errors import MetricArgumentError
-from mmeval.metrics.coco_inputs import _Categories, _Image, read_image, read_images
+from mmeval.metrics.coco_inputs import Categories, ImageInputs, read_image, read_images
 
 C = 6
-CATS = _Categories(list(range(C)), {i: f"c{i}" for i in range(C)})
+CATS = Categories(list(range(C)), {i: f"c{i}" for i in range(C)})
 
 
-def _one_by_one(preds: List[Any], gts: List[Any], metrics: List[str]) -> List[_Image]:
+def _one_by_one(preds: List[Any], gts: List[Any], metrics: List[str]) -> List[ImageInputs]:
     return [read_image(p, g, i, CATS, metrics, None, None, True, True) for i, (p, g) in enumerate(zip(preds, gts))]
 
 
-def _arrays(im: _Image) -> List[Any]:
+def _arrays(im: ImageInputs) -> List[Any]:
     g = im.gts
     return [im.img_id, im.xywh, im.scores, im.det_labels, im.seg_scores, g.xywh, g.labels, g.area, g.crowd, g.idnz]
 
 
-def _same(got: List[_Image], want: List[_Image]) -> None:
+def _same(got: List[ImageInputs], want: List[ImageInputs]) -> None:
     assert len(got) == len(want)
     for a, b in zip(got, want):
         for x, y in zip(_arrays(a), _arrays(b)):

@@ -301,11 +301,11 @@ def test_rle_lists_runs_is_rle_masks_runs_of_each_list_in_one_call():
 
 
 def test_decoded_masks_are_the_given_masks():
-    """A batch's masks kept as their runs (coco_inputs._DecodedMasks): each item a compressed RLE dict of the
+    """A batch's masks kept as their runs (coco_inputs.DecodedMasks): each item a compressed RLE dict of the
     given mask's pixels and area, read by index, negative index and slice."""
     from pycocotools import mask as mask_api
 
-    from mmeval.metrics.coco_inputs import _DecodedMasks
+    from mmeval.metrics.coco_inputs import DecodedMasks
 
     rng = np.random.default_rng(9)
     arrays = [
@@ -313,7 +313,7 @@ def test_decoded_masks_are_the_given_masks():
     ]
     masks = [mask_api.encode(np.asfortranarray(a)) for a in arrays]
     runs, offsets, areas, hw, _ = native.rle_lists_runs([masks])
-    decoded = _DecodedMasks(
+    decoded = DecodedMasks(
         (
             np.frombuffer(runs, np.uint32),
             np.frombuffer(offsets, np.int64),

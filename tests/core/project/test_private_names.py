@@ -24,15 +24,6 @@ PROTOCOLS = PACKAGE / "core" / "sync" / "protocols.py"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 #: the standard library's underscore names that are its public API: (module, attribute)
 STDLIB_PUBLIC = {("sys", "_getframe"), ("os", "_exit")}
-#: underscore names COCODetection's modules share among themselves, from its split; coco_* is being changed
-#: elsewhere (h34): these become public names of coco_inputs / coco_matching there
-COCO_SHARED = {
-    "coco_inputs": {
-        "_Annotations", "_Categories", "_GroundTruths", "_Image", "_ignore_bits", "_mask_areas", "_masks",
-        "_masks_and_areas", "_outside", "_records", "_xywh",
-    },
-    "coco_matching": {"_match_images"},
-}  # fmt: skip
 
 
 def _private(name: str) -> bool:
@@ -156,8 +147,6 @@ def test_no_module_imports_a_private_name_of_another() -> None:
             folder = (base if node.level else SRC).joinpath(*(node.module or "").split("."))
             for alias in node.names:
                 is_module = (folder / f"{alias.name}.py").exists() or (folder / alias.name).is_dir()
-                if alias.name in COCO_SHARED.get(node.module or "", set()) and path.name.startswith("coco_"):
-                    continue
                 if _private(alias.name) and not is_module:
                     offenders.append(f"{path.relative_to(SRC)}:{node.lineno} imports {alias.name} from {node.module}")
     assert not offenders, "\n".join(offenders)

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, cast
 import numpy as np
 
 from ..core.errors import MetricArgumentError, MetricArgumentKeyError, MetricArgumentTypeError
-from .coco_inputs import _Annotations
+from .coco_inputs import Annotations
 
 __all__ = ["METRICS", "check_arguments", "check_items", "default_iou_thrs", "item_names", "read_ann_file"]
 
@@ -122,11 +122,11 @@ def check_items(metric_items: Optional[Sequence[str]], proposal_nums: Sequence[i
     return items
 
 
-def read_ann_file(ann_file: Any) -> Optional[_Annotations]:
+def read_ann_file(ann_file: Any) -> Optional[Annotations]:
     """The ground truths of a COCO-format json file (a local path); None without one."""
     if ann_file is None:
         return None
     if not isinstance(ann_file, (str, os.PathLike)) or not os.path.isfile(ann_file):
         raise MetricArgumentError(f"COCODetection: ann_file={ann_file!r} is not a readable file")
     with open(ann_file) as f:
-        return _Annotations(json.load(f))
+        return Annotations(json.load(f))

@@ -34,7 +34,7 @@ from .coco_accumulate import combine_partials, summarize_sums
 from .coco_arguments import check_arguments, check_items, item_names, read_ann_file
 from .coco_categories import category_ids_by_name
 from .coco_curves import COCOCurves, combine_curves, plot_coco_curves
-from .coco_inputs import _Annotations, _Categories
+from .coco_inputs import Annotations, Categories
 from .coco_inputs_batched import read_images
 from .coco_parts import join_parts
 from .coco_results import ResultsLike, add_results, with_mask_boxes, write_results
@@ -141,8 +141,8 @@ class COCODetection(BaseMetric):
         self.backend_args = backend_args
         self.print_results = bool(print_results)
         self.ann_file = ann_file
-        self._ann: Optional[_Annotations] = read_ann_file(ann_file)
-        self._cats: Optional[_Categories] = None
+        self._ann: Optional[Annotations] = read_ann_file(ann_file)
+        self._cats: Optional[Categories] = None
         self._pending_dets = 0
         self._cat_dets: Optional[np.ndarray] = None  # detections added per category (see _part_loads)
 
@@ -166,7 +166,7 @@ class COCODetection(BaseMetric):
             )
         return list(classes)
 
-    def _categories(self) -> "_Categories":
+    def _categories(self) -> "Categories":
         if self._cats is None:
             classes = self.classes
             if self._ann is not None:
@@ -175,7 +175,7 @@ class COCODetection(BaseMetric):
             else:
                 ids = list(range(len(classes)))
                 names = dict(enumerate(classes))
-            self._cats = _Categories(ids, names)
+            self._cats = Categories(ids, names)
         return self._cats
 
     def _question(self, size: Optional[int]) -> Dict[str, Any]:

@@ -1,9 +1,9 @@
 """COCODetection's inputs as ``add()`` checks them, and an annotation file's ground truths.
 
-The records one image becomes before it is matched (:class:`_Image`, its
-:class:`_GroundTruths`; :func:`read_image` checks and converts one), the
-evaluated categories (:class:`_Categories`), a COCO json indexed by image
-(:class:`_Annotations`), the argument checks that name the offending key, and
+The records one image becomes before it is matched (:class:`ImageInputs`, its
+:class:`GroundTruths`; :func:`read_image` checks and converts one), the
+evaluated categories (:class:`Categories`), a COCO json indexed by image
+(:class:`Annotations`), the argument checks that name the offending key, and
 each ground truth's area-range ignore flags. A whole batch of plain numpy arrays is read at once by
 :mod:`.coco_inputs_batched`.
 """
@@ -28,7 +28,7 @@ from .utils.rle_check import check_polygon_rings, check_rle
 MaskRuns = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-class _Categories:
+class Categories:
     """The evaluated category ids (``ids[label]``) and their positions in sorted order (pycocotools' K axis)."""
 
     def __init__(self, ids: List[int], names: Dict[int, str]) -> None:
@@ -41,7 +41,7 @@ class _Categories:
         self.label_of = {c: i for i, c in enumerate(ids)}
 
 
-class _GroundTruths:
+class GroundTruths:
     """One image's ground truths: xywh boxes, label (index into the category ids), area, crowd, id != 0, masks."""
 
     __slots__ = ("xywh", "labels", "area", "crowd", "idnz", "rles", "runs")
@@ -61,7 +61,7 @@ class _GroundTruths:
         self.runs = runs
 
 
-class _Image:
+class ImageInputs:
     """One image as add() checked it, waiting to be matched on this rank."""
 
     __slots__ = ("img_id", "xywh", "scores", "det_labels", "seg_scores", "det_rles", "gts", "records", "det_runs")
@@ -74,7 +74,7 @@ class _Image:
         labels: np.ndarray,
         seg_scores: Optional[np.ndarray],
         det_rles: Optional[Sequence[Any]],
-        gts: _GroundTruths,
+        gts: GroundTruths,
         records: Any,
         det_runs: Optional["MaskRuns"] = None,
     ) -> None:
@@ -84,7 +84,7 @@ class _Image:
         self.seg_scores, self.det_rles, self.gts, self.records = seg_scores, det_rles, gts, records
 
 
-class _DecodedMasks(Sequence[Any]):
+class DecodedMasks(Sequence[Any]):
     """A list of compressed RLE masks kept as their runs, decoded at ``add()`` (:data:`MaskRuns`): item ``j`` is
     the compressed RLE dict pycocotools encodes of mask ``j``'s runs -- the runs pycocotools decodes of the mask
     given, so the same area and IoU -- made when read (only the pure path's fallbacks read them)."""
@@ -110,14 +110,14 @@ class _DecodedMasks(Sequence[Any]):
         return mask.frPyObjects({"size": [h, w], "counts": runs[offsets[j] : offsets[j + 1]].tolist()}, h, w)
 
 
-def _records(im: _Image) -> Any:
+def image_records(im: ImageInputs) -> Any:
     if im.records is None:
         return (im.img_id, im.xywh, im.scores, im.det_labels, im.seg_scores, im.det_rles)
     xywh, scores, labels, seg_scores, rles = im.records
     return (im.img_id, xywh, scores, labels, seg_scores, rles)
 
 
-class _Annotations:
+class Annotations:
     """A COCO json's images, categories and annotations, indexed by image (as pycocotools' COCO orders them)."""
 
     def __init__(self, data: Dict[str, Any]) -> None:
@@ -128,7 +128,7 @@ class _Annotations:
             self.by_image.setdefault(ann["image_id"], []).append(ann)
         self._npig: Optional[np.ndarray] = None
 
-    def image_gts(self, img_id: int, cats: _Categories, masks: bool) -> _GroundTruths:
+    def image_gts(self, img_id: int, cats: Categories, masks: bool) -> GroundTruths:
         """The ground truths of ``img_id`` whose category is evaluated, in the json's order."""
         pos = cats.label_of
         anns = [a for a in self.by_image.get(img_id, []) if a["category_id"] in pos]
@@ -142,15 +142,15 @@ class _Annotations:
         if masks and m:
             img = self.images[img_id]
             rles = [_ann_rle(a["segmentation"], img["height"], img["width"]) for a in anns]
-        return _GroundTruths(xywh, labels, area, crowd, idnz, rles)
+        return GroundTruths(xywh, labels, area, crowd, idnz, rles)
 
-    def npig(self, cats: _Categories) -> np.ndarray:
+    def npig(self, cats: Categories) -> np.ndarray:
         """Non-ignored ground truths per (sorted category, area range) over every image of the file."""
         if self._npig is None:
             pos = {c: i for i, c in enumerate(cats.sorted_ids)}
             anns = [a for img_id in self.images for a in self.by_image.get(img_id, []) if a["category_id"] in pos]
             k = np.array([pos[a["category_id"]] for a in anns], dtype=np.int64)
-            bits = _ignore_bits(
+            bits = ignore_bits(
                 np.array([float(a["area"]) for a in anns], dtype=np.float64),
                 np.array([bool(a.get("iscrowd", 0)) for a in anns], dtype=bool),
             )
@@ -229,17 +229,17 @@ def _labels(value: Any, what: str, n: int, c: int) -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def _masks(value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]) -> Tuple[List[Any], Optional[MaskRuns]]:
+def read_masks(value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]) -> Tuple[List[Any], Optional[MaskRuns]]:
     """``n`` masks as compressed RLE dicts (RLE dicts, polygon lists with ``hw``, or binary (H, W) arrays), and
     their runs where mmeval-coco-native decoded them all (:data:`MaskRuns`)."""
-    out, _, runs = _masks_and_areas(value, what, n, hw)
+    out, _, runs = read_masks_and_areas(value, what, n, hw)
     return out, runs
 
 
-def _masks_and_areas(
+def read_masks_and_areas(
     value: Any, what: str, n: int, hw: Optional[Tuple[Any, Any]]
 ) -> Tuple[List[Any], Optional[np.ndarray], Optional[MaskRuns]]:
-    """:func:`_masks`' masks, every mask's area (pycocotools' ``area``) where the native pre-check gave them
+    """:func:`read_masks`' masks, every mask's area (pycocotools' ``area``) where the native pre-check gave them
     all, and then their runs as that pre-check decoded them (each mask decoded once, here)."""
     if not isinstance(value, (list, tuple)) or len(value) != n:
         raise MetricArgumentError(
@@ -294,7 +294,7 @@ def _masks_and_areas(
     return out, None, None
 
 
-def _xywh(boxes: np.ndarray) -> np.ndarray:
+def to_xywh(boxes: np.ndarray) -> np.ndarray:
     """(n, 4) xyxy boxes as COCO's xywh."""
     return np.stack([boxes[:, 0], boxes[:, 1], boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]], axis=1)
 
@@ -303,13 +303,13 @@ def read_image(
     pred: Any,
     gt: Any,
     i: int,
-    cats: _Categories,
+    cats: Categories,
     metrics: Sequence[str],
-    ann: Optional[_Annotations],
+    ann: Optional[Annotations],
     ann_file: Any,
     gt_mask_area: bool,
     keep_records: bool,
-) -> _Image:
+) -> ImageInputs:
     """Image ``i`` of an ``add()``: its prediction and ground truths, checked and converted (nothing kept yet).
 
     The ground truths come from ``ann`` (the ``ann_file``, named in errors) when given, else from ``gt``;
@@ -338,7 +338,7 @@ def read_image(
     if "segm" in metrics:
         if "masks" not in pred:
             raise MetricArgumentKeyError(f"COCODetection.add(): metric 'segm' needs {what}['masks'] (one RLE per box)")
-        det_rles, det_runs = _masks(pred["masks"], f"{what}['masks']", k, None)
+        det_rles, det_runs = read_masks(pred["masks"], f"{what}['masks']", k, None)
         if "mask_scores" in pred:
             seg_scores = _vector(pred["mask_scores"], f"{what}['mask_scores']", k)
     if ann is not None:
@@ -361,12 +361,12 @@ def read_image(
                 f"groundtruths[{i}]['img_id']={gid}: one image, one id"
             )
         img_id = gid if gid is not None else img_id
-    xywh = _xywh(boxes)
+    xywh = to_xywh(boxes)
     records = (xywh, scores, labels, seg_scores, det_rles) if keep_records else None
-    return _Image(img_id, xywh, scores, labels, seg_scores, det_rles, gts, records, det_runs)
+    return ImageInputs(img_id, xywh, scores, labels, seg_scores, det_rles, gts, records, det_runs)
 
 
-def _read_gts(gt: Dict[str, Any], what: str, cats: _Categories, segm: bool, gt_mask_area: bool) -> _GroundTruths:
+def _read_gts(gt: Dict[str, Any], what: str, cats: Categories, segm: bool, gt_mask_area: bool) -> GroundTruths:
     """An image's ground truths given to ``add()`` (no ``ann_file``); ``segm``: masks are required."""
     for key in ("bboxes", "labels"):
         if key not in gt:
@@ -382,21 +382,23 @@ def _read_gts(gt: Dict[str, Any], what: str, cats: _Categories, segm: bool, gt_m
         if "ignore_flags" in gt
         else np.zeros(m, dtype=bool)
     )
-    xywh = _xywh(boxes)
+    xywh = to_xywh(boxes)
     area = xywh[:, 2] * xywh[:, 3]
     rles, runs = None, None
     if "masks" in gt and gt["masks"] is not None:
-        rles, areas, runs = _masks_and_areas(gt["masks"], f"{what}['masks']", m, (gt.get("height"), gt.get("width")))
+        rles, areas, runs = read_masks_and_areas(
+            gt["masks"], f"{what}['masks']", m, (gt.get("height"), gt.get("width"))
+        )
         if gt_mask_area and m and areas is not None:  # pycocotools' area of each, from the native pre-check
             area = areas
         elif gt_mask_area and m:
-            area = _mask_areas(rles)
+            area = rle_mask_areas(rles)
     elif segm and m:
         raise MetricArgumentKeyError(f"COCODetection.add(): metric 'segm' needs {what}['masks'] (one mask per box)")
-    return _GroundTruths(xywh, labels, area, crowd, np.ones(m, dtype=bool), rles, runs)
+    return GroundTruths(xywh, labels, area, crowd, np.ones(m, dtype=bool), rles, runs)
 
 
-def _ignore_bits(area: np.ndarray, crowd: np.ndarray) -> np.ndarray:
+def ignore_bits(area: np.ndarray, crowd: np.ndarray) -> np.ndarray:
     """Per ground truth, bit r set when it is ignored in area range r (crowd, or its area outside the range)."""
     bits = np.zeros(area.shape[0], dtype=np.uint8)
     for r, (lo, hi) in enumerate(AREA_RANGES):
@@ -404,14 +406,14 @@ def _ignore_bits(area: np.ndarray, crowd: np.ndarray) -> np.ndarray:
     return bits
 
 
-def _outside(area: np.ndarray) -> np.ndarray:
+def outside_area_range(area: np.ndarray) -> np.ndarray:
     """(n, A) whether each area lies outside each range."""
     lo = np.array([r[0] for r in AREA_RANGES], dtype=np.float64)
     hi = np.array([r[1] for r in AREA_RANGES], dtype=np.float64)
     return (area[:, None] < lo) | (area[:, None] > hi)
 
 
-def _mask_areas(rles: Sequence[Any]) -> np.ndarray:
+def rle_mask_areas(rles: Sequence[Any]) -> np.ndarray:
     """pycocotools' area of each mask, one call each (its area() of a list overflows large masks' areas)."""
     mask = import_extra("pycocotools.mask", "COCODetection")
     return np.array([float(mask.area(r)) for r in rles], dtype=np.float64)

@@ -17,17 +17,17 @@ import numpy as np
 
 from ..core.errors import MetricArgumentError
 from .coco_inputs import (
+    Annotations,
+    Categories,
+    DecodedMasks,
+    GroundTruths,
+    ImageInputs,
     MaskRuns,
-    _Annotations,
-    _Categories,
-    _DecodedMasks,
-    _GroundTruths,
-    _Image,
-    _mask_areas,
-    _masks,
-    _masks_and_areas,
-    _xywh,
     read_image,
+    read_masks,
+    read_masks_and_areas,
+    rle_mask_areas,
+    to_xywh,
 )
 from .coco_native import kernels
 from .extras import import_extra
@@ -50,13 +50,13 @@ def _plain_id(value: Any) -> bool:
 def read_images(
     preds: Sequence[Any],
     gts: Sequence[Any],
-    cats: _Categories,
+    cats: Categories,
     metrics: Sequence[str],
-    ann: Optional[_Annotations],
+    ann: Optional[Annotations],
     ann_file: Any,
     gt_mask_area: bool,
     keep_records: bool,
-) -> List[_Image]:
+) -> List[ImageInputs]:
     """Every image of an ``add()`` as :func:`read_image` reads it (the same records, the same errors).
 
     Images of plain numpy arrays without ``ann``: their numbers checked and converted all at once
@@ -74,11 +74,11 @@ def read_images(
 def _read_plain(
     preds: Sequence[Any],
     gts: Sequence[Any],
-    cats: _Categories,
+    cats: Categories,
     metrics: Sequence[str],
     gt_mask_area: bool,
     keep_records: bool,
-) -> Optional[List[_Image]]:
+) -> Optional[List[ImageInputs]]:
     """:func:`read_image` of every image at once, where each image is dicts of plain numpy arrays of the
     expected shapes and int (or None) ids; None for any other batch, or where a check fails."""
     segm = "segm" in metrics
@@ -130,11 +130,11 @@ def _read_plain(
             return None
     d_at = np.r_[0, np.cumsum([a.shape[0] for a in d_score])].tolist()
     g_at = np.r_[0, np.cumsum([a.shape[0] for a in g_label])].tolist()
-    xywh, gxywh = _xywh(boxes.reshape(-1, 4)), _xywh(gboxes.reshape(-1, 4))
+    xywh, gxywh = to_xywh(boxes.reshape(-1, 4)), to_xywh(gboxes.reshape(-1, 4))
     labels_i, glabels_i = labels.astype(np.int64), glabels.astype(np.int64)
     crowd, garea, idnz = gflags != 0, gxywh[:, 2] * gxywh[:, 3], np.ones(g_at[-1], dtype=bool)
     decoded = _decoded_masks(preds, gts, d_at, g_at, segm) if not keep_records else None
-    out: List[_Image] = []
+    out: List[ImageInputs] = []
     for i, (p, g) in enumerate(zip(preds, gts)):
         d0, d1, g0, g1 = d_at[i], d_at[i + 1], g_at[i], g_at[i + 1]
         det_rles: Optional[Sequence[Any]] = None
@@ -144,28 +144,28 @@ def _read_plain(
         try:
             if decoded is not None:  # every mask of the batch decoded at once
                 det_runs, runs = decoded[i], decoded[len(preds) + i]
-                det_rles = _DecodedMasks(det_runs) if det_runs is not None else None
-                rles = _DecodedMasks(runs) if runs is not None else None
+                det_rles = DecodedMasks(det_runs) if det_runs is not None else None
+                rles = DecodedMasks(runs) if runs is not None else None
                 if gt_mask_area and runs is not None and g1 > g0:
                     area = runs[2]
             elif segm:
-                det_rles, det_runs = _masks(p["masks"], f"predictions[{i}]['masks']", d1 - d0, None)
+                det_rles, det_runs = read_masks(p["masks"], f"predictions[{i}]['masks']", d1 - d0, None)
             if decoded is not None:
                 pass
             elif "masks" in g and g["masks"] is not None:
                 hw = (g.get("height"), g.get("width"))
-                rles, areas, runs = _masks_and_areas(g["masks"], f"groundtruths[{i}]['masks']", g1 - g0, hw)
+                rles, areas, runs = read_masks_and_areas(g["masks"], f"groundtruths[{i}]['masks']", g1 - g0, hw)
                 if gt_mask_area and g1 > g0:
-                    area = areas if areas is not None else _mask_areas(rles)
+                    area = areas if areas is not None else rle_mask_areas(rles)
             elif segm and g1 > g0:
                 return None
         except MetricArgumentError:
             return None  # named by read_image, in its order of the checks
         seg_scores = mscores[d0:d1] if segm and "mask_scores" in p else None
         x, sc, lb = xywh[d0:d1], scores[d0:d1], labels_i[d0:d1]
-        gt = _GroundTruths(gxywh[g0:g1], glabels_i[g0:g1], area, crowd[g0:g1], idnz[g0:g1], rles, runs)
+        gt = GroundTruths(gxywh[g0:g1], glabels_i[g0:g1], area, crowd[g0:g1], idnz[g0:g1], rles, runs)
         records = (x, sc, lb, seg_scores, det_rles) if keep_records else None
-        out.append(_Image(ids[i], x, sc, lb, seg_scores, det_rles, gt, records, det_runs))
+        out.append(ImageInputs(ids[i], x, sc, lb, seg_scores, det_rles, gt, records, det_runs))
     return out
 
 
@@ -174,7 +174,7 @@ def _decoded_masks(
 ) -> Optional[List[Optional[MaskRuns]]]:
     """Every image's detection masks, then every image's ground-truth masks, decoded by mmeval-coco-native in
     one call (:data:`MaskRuns` each; None for an image's ground truths without masks), where each is a list of
-    compressed RLE dicts of the right length that the kernels' check of :func:`.coco_inputs._masks` surely
+    compressed RLE dicts of the right length that the kernels' check of :func:`.coco_inputs.read_masks` surely
     passes; None otherwise (the batch's masks are then read list by list, which names a bad one)."""
     native = kernels()
     if native is None or not hasattr(native, "rle_lists_runs"):

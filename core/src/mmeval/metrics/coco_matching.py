@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.packed import TRITS_PER_WORD, trits_to_words
 from .coco_accumulate import AREA_RANGES, FP, IGNORED, TP
-from .coco_inputs import MaskRuns, _Categories, _ignore_bits, _Image, _outside
+from .coco_inputs import Categories, ImageInputs, MaskRuns, ignore_bits, outside_area_range
 from .coco_native import kernels
 from .extras import import_extra
 
@@ -27,8 +27,8 @@ def _box_iou_pairs(d: np.ndarray, g: np.ndarray, crowd: np.ndarray) -> np.ndarra
     return np.where((w > 0) & (h > 0), o, 0.0)
 
 
-def _match_images(
-    images: List[_Image], metric: str, cats: _Categories, thrs: np.ndarray, max_det: int
+def match_images(
+    images: List[ImageInputs], metric: str, cats: Categories, thrs: np.ndarray, max_det: int
 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Match ``images`` for one metric: the kept detections' scores, categories and state words (each
     detection's words one after another), image after image in summary order, and each image's count.
@@ -91,7 +91,7 @@ def _match_images(
         d_area = np.array([float(mask.area(all_rles[i])) for i in kept], dtype=np.float64)
     else:
         d_area = d_box[kept, 2] * d_box[kept, 3]
-    d_out = _outside(d_area)  # (n, A)
+    d_out = outside_area_range(d_area)  # (n, A)
     n_thr, n_rng = thrs.shape[0], len(AREA_RANGES)
     # pairs (detection, ground truth) of the same group
     lo = np.searchsorted(g_key_s, d_key_k, "left")
@@ -175,7 +175,7 @@ def _native_words(
         c(g_key_s, dtype=np.int64),
         c(g_box[g_sorted], dtype=np.float64),
         c(g_crowd[g_sorted], dtype=np.uint8),
-        c(_ignore_bits(g_area, g_crowd)[g_sorted], dtype=np.uint8),
+        c(ignore_bits(g_area, g_crowd)[g_sorted], dtype=np.uint8),
         c(g_idnz[g_sorted], dtype=np.uint8),
         c(d_out, dtype=np.uint8),
         c(np.minimum(thrs, 1 - 1e-10), dtype=np.float64),
@@ -191,7 +191,7 @@ def _native_words(
 PartsRuns = Tuple[List[np.ndarray], np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-def _native_masks(native: Any, images: List[_Image]) -> Optional[PartsRuns]:
+def _native_masks(native: Any, images: List[ImageInputs]) -> Optional[PartsRuns]:
     """Every detection's then every ground truth's mask of ``images`` decoded by mmeval-coco-native
     (:data:`PartsRuns`); None unless every mask is a compressed RLE (then pycocotools' own calls do it)."""
     pieces = [(im.det_rles, im.det_runs) for im in images] + [(im.gts.rles, im.gts.runs) for im in images]
@@ -231,7 +231,12 @@ def _parts_runs(parts: List[MaskRuns]) -> PartsRuns:
 
 
 def _mask_iou_pairs(
-    images: List[_Image], kept: np.ndarray, p_det: np.ndarray, p_gt: np.ndarray, n_det: np.ndarray, n_gt: np.ndarray
+    images: List[ImageInputs],
+    kept: np.ndarray,
+    p_det: np.ndarray,
+    p_gt: np.ndarray,
+    n_det: np.ndarray,
+    n_gt: np.ndarray,
 ) -> np.ndarray:
     """pycocotools' mask IoU (crowd rule included) of each (detection, ground truth) pair, one call per image."""
     mask = import_extra("pycocotools.mask", "COCODetection")
@@ -294,7 +299,7 @@ def _greedy(
     n_g = cnt[dets[gstart]]  # ground truths per group
     # ground-truth attributes per group slot
     first_pair = np.cumsum(cnt) - cnt
-    ig_all = _ignore_bits(g_area, g_crowd)
+    ig_all = ignore_bits(g_area, g_crowd)
     pad = 1
     while pad < int(n_g.max()):
         pad *= 2

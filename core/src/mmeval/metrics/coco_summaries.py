@@ -17,8 +17,8 @@ import numpy as np
 
 from ..core.packed import TRITS_PER_WORD, PackedColumns, pack_many, summary_digests
 from .coco_accumulate import AREA_RANGES, runs
-from .coco_inputs import _Categories, _ignore_bits, _Image, _records
-from .coco_matching import _match_images
+from .coco_inputs import Categories, ImageInputs, ignore_bits, image_records
+from .coco_matching import match_images
 from .coco_native import kernels
 from .coco_parts import split_summaries
 
@@ -26,9 +26,9 @@ __all__ = ["partition_summaries", "summarize_images"]
 
 
 def summarize_images(
-    images: List[_Image],
+    images: List[ImageInputs],
     metrics: Sequence[str],
-    cats: _Categories,
+    cats: Categories,
     with_ann: bool,
     iou_thrs: np.ndarray,
     max_det: int,
@@ -40,14 +40,14 @@ def summarize_images(
 
     ``with_ann``: the ground truths come from an annotation file (their counts too: none are packed)."""
     if format_only:
-        return [(None, _records(im)) for im in images]
+        return [(None, image_records(im)) for im in images]
     small = len(cats.ids) <= 255
     meta = np.array([[im.img_id or 0, im.img_id is not None] for im in images], dtype=np.int64).reshape(-1, 2)
     n_gt = np.array([im.gts.labels.shape[0] if not with_ann else 0 for im in images], dtype=np.int64)
     gt_at = np.r_[0, np.cumsum(n_gt)]
     if not with_ann and images:  # every image's ground-truth categories and ignore bits at once
         all_cat = cats.kpos[np.concatenate([im.gts.labels for im in images])].astype(np.uint8 if small else np.uint16)
-        all_ig = _ignore_bits(
+        all_ig = ignore_bits(
             np.concatenate([im.gts.area for im in images]), np.concatenate([im.gts.crowd for im in images])
         )
     else:
@@ -58,14 +58,14 @@ def summarize_images(
     for lo, hi in runs([im.det_labels.shape[0] for im in images], match_slice):
         columns, lengths = [meta[lo:hi]], [np.full(hi - lo, 2, dtype=np.int64)]
         for metric in metrics:
-            scores, d_cat, words, per_img = _match_images(images[lo:hi], metric, cats, iou_thrs, max_det)
+            scores, d_cat, words, per_img = match_images(images[lo:hi], metric, cats, iou_thrs, max_det)
             columns += [scores, d_cat, words]
             lengths += [per_img, per_img, per_img * words_per_det]
         columns += [all_cat[gt_at[lo] : gt_at[hi]], all_ig[gt_at[lo] : gt_at[hi]]]
         lengths += [n_gt[lo:hi], n_gt[lo:hi]]
         # pack_arrays of each image, at once (the rows' bytes joined in C where the kernels are installed)
         blobs = pack_many(columns, np.stack(lengths, axis=1), None if native is None else native.pack_rows)
-        out.extend(b if im.records is None else (b, _records(im)) for b, im in zip(blobs, images[lo:hi]))
+        out.extend(b if im.records is None else (b, image_records(im)) for b, im in zip(blobs, images[lo:hi]))
     return out
 
 
