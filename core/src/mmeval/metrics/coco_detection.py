@@ -12,8 +12,9 @@ exactly as pycocotools' ``COCOeval.accumulate`` / ``summarize`` do.
 The parts: :mod:`.coco_arguments` (the arguments checked), :mod:`.coco_inputs`
 and :mod:`.coco_inputs_batched` (the checked inputs and an annotation file),
 :mod:`.coco_matching` (the matching), :mod:`.coco_summaries` (the per-image
-summaries packed and read back), :mod:`.coco_parts` (the summaries split by
-category owner and joined again), :mod:`.coco_ranking` and
+summaries packed and read back), :mod:`.coco_compute` (the in-parts hooks of
+``compute()``), :mod:`.coco_parts` (the summaries split by category owner and
+joined again), :mod:`.coco_ranking` and
 :mod:`.coco_accumulate` (rank, accumulate and summarize),
 :mod:`.coco_results` (results files read and written).
 """
@@ -29,16 +30,14 @@ import numpy as np
 from ..core._gc import gc_paused
 from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError
-from ..core.packed import PackedColumns
-from .coco_accumulate import combine_partials, summarize_sums
 from .coco_arguments import check_arguments, check_items, item_names, read_ann_file
 from .coco_categories import category_ids_by_name
-from .coco_curves import COCOCurves, combine_curves, plot_coco_curves
+from .coco_compute import COCOComputesInParts
+from .coco_curves import COCOCurves, plot_coco_curves
 from .coco_inputs import Annotations, Categories
 from .coco_inputs_batched import read_images
-from .coco_parts import join_parts
 from .coco_results import ResultsLike, add_results, with_mask_boxes, write_results
-from .coco_summaries import partition_summaries, summarize_images
+from .coco_summaries import summarize_images
 
 __all__ = ["COCODetection"]
 
@@ -51,7 +50,7 @@ SUMMARIZE_EVERY = 4_096
 MATCH_SLICE = 2_048
 
 
-class COCODetection(BaseMetric):
+class COCODetection(COCOComputesInParts, BaseMetric):
     """COCO detection AP / AR (``'bbox'``, ``'segm'``) and proposal AR (``'proposal'``), as pycocotools computes them.
 
     The names, arguments and result keys are MMEval 0.2.1's ``COCODetection``;
@@ -293,104 +292,6 @@ class COCODetection(BaseMetric):
             self.format_only,
             MATCH_SLICE,
         )
-
-    # -- compute: every rank accumulates its share of the categories ----------------------
-
-    def _computes_in_parts(self) -> bool:
-        """Across ranks, each rank accumulates its share of the categories, dealt by the world's detections
-        per category (:meth:`_part_loads`).
-
-        Not when result files are written (every record goes to rank 0 then).
-        """
-        return not self.format_only and self.outfile_prefix is None
-
-    def _packed(self, blobs: List[Any]) -> PackedColumns:
-        """The summaries' columns (see :meth:`_summarize`): meta, three per metric, the ground truths' two."""
-        return PackedColumns(blobs, 1 + 3 * len(self.metrics) + 2)
-
-    def _part_loads(self) -> Optional[np.ndarray]:
-        """This rank's detections per category (plus one: a category costs a little with none), counted at
-        ``add()``: the core deals the categories to the ranks by them (:meth:`BaseMetric._part_loads`)."""
-        if self._cat_dets is None:
-            return np.ones(len(self._categories().sorted_ids), dtype=np.int64)
-        return self._cat_dets + 1
-
-    def _partition(
-        self, results: List[Any], positions: np.ndarray, world_size: int, owners: Optional[np.ndarray] = None
-    ) -> List[Any]:
-        """This rank's image summaries split by category owner (see :func:`.coco_parts.split_summaries`).
-
-        The columns are read one at a time (each detection column split, then dropped)."""
-        blobs = [r[0] if isinstance(r, tuple) else r for r in results]
-        del results
-        packed = self._packed(blobs)
-        return partition_summaries(
-            blobs,
-            packed,
-            self.metrics,
-            self._ann is not None,
-            len(self._categories().sorted_ids),
-            positions,
-            world_size,
-            owners,
-        )
-
-    def _compute_part(self, parts: List[Any]) -> Any:
-        """Accumulate this rank's categories from the parts every rank sent it."""
-        cats = self._categories()
-        npig = self._ann.npig(cats) if self._ann is not None else None
-        part = join_parts(parts, len(self.metrics))
-        parts.clear()  # the received arrays: joined now, their memory goes
-        if part.duplicate_ids:
-            logger.warning(
-                "COCODetection: several images share an img_id; each is evaluated as its own image "
-                "(pycocotools would merge them). Pass indices= to add() to count an image once."
-            )
-        return part.accumulate(
-            self.metrics, npig, self.iou_thrs, sorted(self.proposal_nums), self.classwise, bool(self.keep_curves)
-        )
-
-    def _combine_parts(self, partials: List[Any]) -> Dict[str, Any]:
-        """The COCO stats (and classwise rows) from every rank's accumulated categories."""
-        cats = self._categories()
-        self.__dict__["_pr_curves"] = None
-        if sum(int(n) for n in partials[0]["dets"]) == 0:
-            logger.warning("COCODetection: the testing results of the whole dataset are empty")
-            return {}
-        thrs, nums = self.iou_thrs, sorted(self.proposal_nums)
-        names = self._item_names()
-        out: Dict[str, Any] = {}
-        table: List[str] = []
-        kept: Dict[str, COCOCurves] = {}
-        for j, metric in enumerate(self.metrics):
-            k_eff = len(cats.sorted_ids) if metric != "proposal" else 1
-            psum, tps, npig, classwise = combine_partials(partials, j, k_eff, metric == "proposal")
-            if self.keep_curves:
-                ids = list(cats.sorted_ids) if metric != "proposal" else [-1]
-                labels = [str(cats.names[i]) for i in ids] if metric != "proposal" else ["every category"]
-                kept[metric] = combine_curves(partials, j, metric, thrs, ids, labels)
-            stats = summarize_sums(psum, tps, npig, thrs, nums)
-            if metric == "proposal":
-                items = self.metric_items or [f"AR@{n}" for n in self.proposal_nums] + [
-                    f"AR_{s}@{self.proposal_nums[2]}" for s in "sml"
-                ]
-                for item in items:
-                    out[item] = float(stats[names[item]])
-            else:
-                items = self.metric_items or ["mAP", "mAP_50", "mAP_75", "mAP_s", "mAP_m", "mAP_l"]
-                for item in items:
-                    out[f"{metric}_{item}"] = float(stats[names[item]])
-                if self.classwise:
-                    for idx, cat_id in enumerate(cats.sorted_ids):
-                        out[f"{metric}_{cats.names[cat_id]}_precision"] = float(classwise[idx])
-            table.append(
-                f"{metric}: " + ", ".join(f"{key}={val:.4f}" for key, val in out.items() if not isinstance(val, str))
-            )
-        if self.keep_curves:
-            self.__dict__["_pr_curves"] = kept
-        if self.print_results:
-            (self.logger or logger).info("COCODetection results:\n%s", "\n".join(table))
-        return out
 
     def compute_metric(self, results: Sequence[Any]) -> Dict[str, Any]:
         """The COCO stats of every image's summary, in dataset order (see :meth:`_summarize`).
