@@ -140,7 +140,8 @@ def match_images(
 
 def _local(n_det: np.ndarray) -> np.ndarray:
     """Each detection's index within its image, the images' ``n_det`` detections one after another."""
-    return np.arange(int(n_det.sum())) - np.repeat(np.cumsum(n_det) - n_det, n_det)
+    local: np.ndarray = np.arange(int(n_det.sum())) - np.repeat(np.cumsum(n_det) - n_det, n_det)
+    return local
 
 
 def _states(matched: np.ndarray, to_ignored: np.ndarray, to_zero_id: np.ndarray, d_out: np.ndarray) -> np.ndarray:
