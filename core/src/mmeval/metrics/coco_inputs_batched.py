@@ -11,6 +11,7 @@ the batch's compressed RLE masks are checked and decoded in one call (:func:`_de
 
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import Any, List, Optional, Sequence
 
 import numpy as np
@@ -128,8 +129,8 @@ def _read_plain(
     for lab in (labels, glabels):
         if ((lab != np.floor(lab)) | (lab < 0) | (lab >= n_cls)).any():
             return None
-    d_at = np.r_[0, np.cumsum([a.shape[0] for a in d_score])].tolist()
-    g_at = np.r_[0, np.cumsum([a.shape[0] for a in g_label])].tolist()
+    d_at = list(accumulate([a.shape[0] for a in d_score], initial=0))
+    g_at = list(accumulate([a.shape[0] for a in g_label], initial=0))
     xywh, gxywh = to_xywh(boxes.reshape(-1, 4)), to_xywh(gboxes.reshape(-1, 4))
     labels_i, glabels_i = labels.astype(np.int64), glabels.astype(np.int64)
     crowd, garea, idnz = gflags != 0, gxywh[:, 2] * gxywh[:, 3], np.ones(g_at[-1], dtype=bool)
@@ -204,7 +205,7 @@ def _decoded_masks(
     runs = np.frombuffer(runs, dtype=np.uint32)
     offsets, areas, hw = np.frombuffer(offsets, np.int64), np.frombuffer(areas), np.frombuffer(hw, np.int64)
     r_at = np.frombuffer(starts, dtype=np.int64).tolist()
-    m_at = np.r_[0, np.cumsum([len(x) for x in lists])].tolist()
+    m_at = list(accumulate([len(x) for x in lists], initial=0))
     parts: List[MaskRuns] = []
     for j in range(len(lists)):
         m0, m1 = m_at[j], m_at[j + 1]

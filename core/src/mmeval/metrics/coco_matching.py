@@ -53,18 +53,17 @@ def match_images(
     g_area = np.concatenate([im.gts.area for im in images])
     g_crowd = np.concatenate([im.gts.crowd for im in images])
     g_idnz = np.concatenate([im.gts.idnz for im in images])
-    d_local = np.arange(d_img.shape[0]) - np.repeat(np.cumsum(n_det) - n_det, n_det)
     k_total = len(cats.ids)
     # groups: (image, category) with use_cats, else the image; pycocotools' orders within them
     native = kernels()
     if use_cats:
         d_key = d_img * k_total + cats.kpos[d_lab]
         g_key = g_img * k_total + cats.kpos[g_lab]
-        d_order = None if native is not None else np.lexsort((d_local, -d_score, d_key))
+        d_order = None if native is not None else np.lexsort((_local(n_det), -d_score, d_key))
         g_order = np.argsort(g_key, kind="stable")
     else:
         d_key, g_key = d_img, g_img
-        d_order = np.lexsort((d_local, d_lab, -d_score, d_key))
+        d_order = np.lexsort((_local(n_det), d_lab, -d_score, d_key))
         g_order = np.lexsort((np.arange(g_key.shape[0]), g_lab, g_key))
     if d_order is None and native is not None:  # the same order and cut by mmeval-coco-native, in one pass
         kept = np.empty(d_key.shape[0], dtype=np.int64)
@@ -97,10 +96,11 @@ def match_images(
     lo = np.searchsorted(g_key_s, d_key_k, "left")
     cnt = np.searchsorted(g_key_s, d_key_k, "right") - lo
     iou = None
-    if native is not None and segm and cnt.sum():  # the mask IoU (pycocotools' where sizes differ), then the matching
+    n_pairs = int(cnt.sum())
+    if native is not None and segm and n_pairs:  # the mask IoU (pycocotools' where sizes differ), then the matching
         p_det = np.repeat(np.arange(kept.shape[0]), cnt)
-        p_gt = g_sorted[np.repeat(lo, cnt) + np.arange(p_det.shape[0]) - np.repeat(np.cumsum(cnt) - cnt, cnt)]
-        a, b = kept[p_det], int(n_det.sum()) + p_gt
+        p_gt = g_sorted[np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(n_pairs)]
+        a, b = kept[p_det], d_img.shape[0] + p_gt
         if masks is not None and np.array_equal(masks[5][a], masks[5][b]):
             iou = np.empty(a.shape[0])
             parts, part, start, end, area, _ = masks
@@ -115,7 +115,7 @@ def match_images(
         matched = np.zeros((kept.shape[0], n_thr, n_rng), dtype=bool)
         to_ignored = np.zeros_like(matched)
         to_zero_id = np.zeros_like(matched)
-        if cnt.sum():
+        if n_pairs:
             p_det = np.repeat(np.arange(kept.shape[0]), cnt)
             p_slot = np.arange(p_det.shape[0]) - np.repeat(np.cumsum(cnt) - cnt, cnt)
             p_gt = g_sorted[np.repeat(lo, cnt) + p_slot]
@@ -136,6 +136,12 @@ def match_images(
         scores = scores.astype(np.float32)  # exact: 4 bytes a detection instead of 8
     # kept detections are in image order already (the group key starts with the image)
     return scores, d_cat, words, np.bincount(d_img[kept], minlength=n_img)
+
+
+def _local(n_det: np.ndarray) -> np.ndarray:
+    """Each detection's index within its image, the images' ``n_det`` detections one after another."""
+    local: np.ndarray = np.arange(int(n_det.sum())) - np.repeat(np.cumsum(n_det) - n_det, n_det)
+    return local
 
 
 def _states(matched: np.ndarray, to_ignored: np.ndarray, to_zero_id: np.ndarray, d_out: np.ndarray) -> np.ndarray:
