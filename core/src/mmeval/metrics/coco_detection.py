@@ -46,8 +46,9 @@ logger = logging.getLogger("mmeval")
 #: pending detections (summed over images) at which add() summarizes what waits (bounds the memory held)
 SUMMARIZE_EVERY = 4_096
 #: detections matched at once (summed over images): the matching's working memory (~1 KB per detection
-#: for boxes: the IoU pairs and their orders) follows this, not how many images wait
-MATCH_SLICE = 2_048
+#: for boxes: the IoU pairs and their orders, ~8 MB at most) follows this, not how many images wait; above
+#: SUMMARIZE_EVERY, so a summary at add() is one call of the matching (its numpy cost is fixed per call)
+MATCH_SLICE = 8_192
 
 
 class COCODetection(COCOComputesInParts, BaseMetric):
