@@ -140,7 +140,10 @@ def test_mask_area_and_iou_equal_pycocotools():
     a, b = (g.ravel().astype(np.int64) for g in np.meshgrid(np.arange(len(rles)), np.arange(len(rles))))
     for crowd in (0, 1):
         got = np.empty(a.shape[0])
-        native.rle_iou(runs, starts, area, a, b, np.full(a.shape[0], crowd, np.uint8), got)
+        one = np.zeros(len(rles), np.int64)  # every mask's runs in one buffer
+        native.rle_iou_parts(
+            [runs], one, starts[:-1], starts[1:], area, a, b, np.full(a.shape[0], crowd, np.uint8), got
+        )
         want = np.asarray(mask_api.iou(rles, rles, [crowd] * len(rles)))  # (dets, gts)
         assert np.array_equal(got, want[a, b])
         # rle_iou_parts: the same runs left in three buffers (each mask's runs where it lies in its own)

@@ -149,17 +149,16 @@ def _read_plain(
                 rles = DecodedMasks(runs) if runs is not None else None
                 if gt_mask_area and runs is not None and g1 > g0:
                     area = runs[2]
-            elif segm:
-                det_rles, det_runs = read_masks(p["masks"], f"predictions[{i}]['masks']", d1 - d0, None)
-            if decoded is not None:
-                pass
-            elif "masks" in g and g["masks"] is not None:
-                hw = (g.get("height"), g.get("width"))
-                rles, areas, runs = read_masks_and_areas(g["masks"], f"groundtruths[{i}]['masks']", g1 - g0, hw)
-                if gt_mask_area and g1 > g0:
-                    area = areas if areas is not None else rle_mask_areas(rles)
-            elif segm and g1 > g0:
-                return None
+            else:
+                if segm:
+                    det_rles, det_runs = read_masks(p["masks"], f"predictions[{i}]['masks']", d1 - d0, None)
+                if "masks" in g and g["masks"] is not None:
+                    hw = (g.get("height"), g.get("width"))
+                    rles, areas, runs = read_masks_and_areas(g["masks"], f"groundtruths[{i}]['masks']", g1 - g0, hw)
+                    if gt_mask_area and g1 > g0:
+                        area = areas if areas is not None else rle_mask_areas(rles)
+                elif segm and g1 > g0:
+                    return None
         except MetricArgumentError:
             return None  # named by read_image, in its order of the checks
         seg_scores = mscores[d0:d1] if segm and "mask_scores" in p else None

@@ -23,6 +23,7 @@ from .extras import import_extra
 
 if TYPE_CHECKING:  # pragma: no cover
     from .coco_detection import COCODetection
+    from .coco_inputs import Annotations, Categories
 
 __all__ = ["add_results", "clean_xywh", "read_results", "with_mask_boxes", "write_results"]
 
@@ -65,7 +66,10 @@ def read_results(results: ResultsLike) -> List[Dict[str, Any]]:
 
 
 def _predictions(
-    metric: "COCODetection", dets: List[Dict[str, Any]], ann: Any, categories: Callable[[], Any]
+    metric: "COCODetection",
+    dets: List[Dict[str, Any]],
+    ann: Optional["Annotations"],
+    categories: Callable[[], "Categories"],
 ) -> List[Dict[str, Any]]:
     """One ``add_predictions()`` dict per image of ``dets`` (the order each image first appears in)."""
     cats = categories()
@@ -113,7 +117,9 @@ def _rle(segm: Any) -> Any:
     return segm
 
 
-def add_results(metric: "COCODetection", results: ResultsLike, ann: Any, categories: Callable[[], Any]) -> int:
+def add_results(
+    metric: "COCODetection", results: ResultsLike, ann: Optional["Annotations"], categories: Callable[[], "Categories"]
+) -> int:
     """Add the detections of a COCO results json (path) or list to ``metric`` (built with ``ann_file``).
 
     ``ann``: the metric's annotations read from ``ann_file`` (``None``: none); ``categories``: gives

@@ -16,7 +16,6 @@ from ._kernels import (
     ranked,
     rle_decode,
     rle_decode_masks,
-    rle_iou,
     rle_iou_parts,
     rle_lists_runs,
     rle_masks,
@@ -36,7 +35,6 @@ __all__ = [
     "rle_masks_runs",
     "rle_decode",
     "rle_decode_masks",
-    "rle_iou",
     "rle_iou_parts",
 ]
 __version__ = "0.1.0"

@@ -605,13 +605,13 @@ static PyObject *py_ranked(PyObject *self, PyObject *args) {
             memcpy(order + lo, ia, sizeof(int32_t) * m);
         }
     } else {
-        /* a stable LSD radix sort by the score key (16 bits a pass, passes where every key agrees skipped), then a
+        /* float64 scores: a stable LSD radix sort by the score key (16 bits a pass, passes where every key agrees skipped), then a
          * stable counting sort by category: by category, -score, then place -- a stable sort's unique order */
         uint64_t *k0 = key, *k1 = key + n;
         int32_t *i0 = idx, *i1 = idx + n;
         uint64_t all_or = 0, all_and = UINT64_MAX;
         for (Py_ssize_t i = 0; i < n; i++) {
-            k0[i] = ss == 4 ? neg_score_key32(((const float *)bs.buf)[i]) : neg_score_key(((const double *)bs.buf)[i]);
+            k0[i] = neg_score_key(((const double *)bs.buf)[i]);  /* float64 scores (float32's take the branch above) */
             i0[i] = (int32_t)i;
             all_or |= k0[i];
             all_and &= k0[i];
@@ -988,9 +988,6 @@ fail:
     return NULL;
 }
 
-/* rle_iou(runs u4, run_offsets i8, area f8, a i8[pairs], b i8[pairs], crowd u1[pairs], out f8[pairs])
- * pycocotools' rleIou of masks a (detection) and b (ground truth) of the same size: intersection over
- * union, or over a's area for a crowd b; 0 without intersection. */
 /* pycocotools' rleIou of one pair: A (ka runs, area_a) against B (kb runs), crowd: over A's area. */
 static double rle_iou_one(const uint32_t *A, Py_ssize_t ka, const uint32_t *B, Py_ssize_t kb, double area_a, int crowd) {
     if (ka == 0 || kb == 0) return 0.0;
@@ -1009,28 +1006,11 @@ static double rle_iou_one(const uint32_t *A, Py_ssize_t ka, const uint32_t *B, P
     return (double)i / (double)u;
 }
 
-static PyObject *py_rle_iou(PyObject *self, PyObject *args) {
-    Py_buffer br, bro, bar, ba, bb, bc, bout;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*", &br, &bro, &bar, &ba, &bb, &bc, &bout)) return NULL;
-    const uint32_t *runs = br.buf;
-    const int64_t *roff = bro.buf, *pa = ba.buf, *pb = bb.buf;
-    const double *area = bar.buf;
-    const uint8_t *crowd = bc.buf;
-    double *out = bout.buf;
-    Py_ssize_t n = ba.len / 8;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t q = 0; q < n; q++)
-        out[q] = rle_iou_one(runs + roff[pa[q]], roff[pa[q] + 1] - roff[pa[q]], runs + roff[pb[q]],
-                             roff[pb[q] + 1] - roff[pb[q]], area[pa[q]], crowd[q]);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&br); PyBuffer_Release(&bro); PyBuffer_Release(&bar); PyBuffer_Release(&ba);
-    PyBuffer_Release(&bb); PyBuffer_Release(&bc); PyBuffer_Release(&bout);
-    Py_RETURN_NONE;
-}
-
-/* rle_iou_parts(parts list of u4 buffers, part i8[masks], start i8[masks], end i8[masks], area f8[masks], a, b,
- * crowd, out): rle_iou where the runs lie in several buffers, mask q's at parts[part[q]][start[q]:end[q]]
- * (the masks' lists read at add() are not joined into one buffer first). */
+/* rle_iou_parts(parts list of u4 buffers, part i8[masks], start i8[masks], end i8[masks], area f8[masks],
+ * a i8[pairs], b i8[pairs], crowd u1[pairs], out f8[pairs]): pycocotools' rleIou of masks a (detection) and
+ * b (ground truth) of the same size -- intersection over union, or over a's area for a crowd b; 0 without
+ * intersection -- where mask q's runs are parts[part[q]][start[q]:end[q]] (the masks' lists read at add()
+ * are not joined into one buffer first). */
 static PyObject *py_rle_iou_parts(PyObject *self, PyObject *args) {
     PyObject *parts;
     Py_buffer bp, bs, be, bar, ba, bb, bc, bout;
@@ -1189,8 +1169,8 @@ static PyMethodDef methods[] = {
     {"rle_masks_runs", py_rle_masks_runs, METH_VARARGS, "rle_masks, with the runs of the masks it passed."},
     {"rle_lists_runs", py_rle_lists_runs, METH_VARARGS, "rle_masks_runs of many lists of masks, without the dicts."},
     {"rle_decode_masks", py_rle_decode_masks, METH_VARARGS, "rle_decode of a list of RLE dicts, in one call."},
-    {"rle_iou", py_rle_iou, METH_VARARGS, "pycocotools' RLE IoU of (detection, ground truth) pairs."},
-    {"rle_iou_parts", py_rle_iou_parts, METH_VARARGS, "rle_iou of masks whose runs lie in several buffers."},
+    {"rle_iou_parts", py_rle_iou_parts, METH_VARARGS,
+     "pycocotools' RLE IoU of (detection, ground truth) pairs, the masks' runs in several buffers."},
     {"pack_rows", py_pack_rows, METH_VARARGS, "Many packed summaries' rows at once (pack_many's bytes)."},
     {"gather", py_gather, METH_VARARGS, "One column of many packed summaries' bytes, joined."},
     {"pairwise_sum", py_pairwise_sum, METH_VARARGS, "numpy's pairwise sum of a float64 buffer (for tests)."},
