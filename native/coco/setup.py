@@ -18,6 +18,12 @@ class BuildExt(build_ext):  # type: ignore[misc]
 
 
 setup(
-    ext_modules=[Extension("mmeval_coco_native._kernels", sources=["src/mmeval_coco_native/_kernels.c"])],
+    ext_modules=[
+        Extension(
+            "mmeval_coco_native._kernels",
+            sources=["src/mmeval_coco_native/_kernels.c", "src/mmeval_coco_native/_blocks.c"],
+            depends=["src/mmeval_coco_native/_blocks.h"],
+        )
+    ],
     cmdclass={"build_ext": BuildExt},
 )

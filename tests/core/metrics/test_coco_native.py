@@ -303,6 +303,84 @@ def test_rle_lists_runs_is_rle_masks_runs_of_each_list_in_one_call():
     assert native.rle_lists_runs([[{"size": [1, 1], "counts": b"01"}], "no list"]) is None
 
 
+def test_rle_lists_runs_takes_what_check_rle_passes_with_rle_decodes_runs():
+    """rle_lists_runs (its check decodes two one-character values at a time) on valid and garbled masks, one
+    list each: it takes a mask check_rle passes (every valid one), with the runs rle_decode_masks' separate
+    decoder gives and pycocotools' area, and refuses every mask check_rle refuses."""
+    from pycocotools import mask as mask_api
+
+    from mmeval.core.errors import MetricArgumentError
+    from mmeval.metrics.utils.rle_check import check_rle
+
+    rng = np.random.default_rng(21)
+    valid = []
+    for _ in range(60):
+        h, w = int(rng.integers(1, 70)), int(rng.integers(1, 70))
+        m = (rng.random((h, w)) < rng.random()).astype(np.uint8)
+        m[: int(rng.integers(0, h + 1)), : int(rng.integers(0, w + 1))] ^= 1  # long runs: values of 2+ chars
+        valid.append({"size": [h, w], "counts": mask_api.encode(np.asfortranarray(m))["counts"]})
+    garbled = [{"size": v["size"], "counts": _garbled(rng, v["counts"])} for v in valid for _ in range(40)]
+    taken = refused = 0
+    for mask in valid + garbled:
+        got = native.rle_lists_runs([[mask]])
+        try:
+            check_rle(mask, "m")
+        except MetricArgumentError:
+            assert got is None, mask
+            refused += 1
+            continue
+        if mask in valid:
+            assert got is not None, mask
+        if got is None:  # a value of over 6 characters, say: left to Python, not wrong
+            continue
+        taken += 1
+        runs, offsets, areas, hw, _ = got
+        r_ref, o_ref, a_ref, hw_ref = native.rle_decode_masks([mask])
+        assert bytes(runs) == r_ref[: 4 * int(np.frombuffer(o_ref, np.int64)[-1])] and offsets == o_ref, mask
+        assert np.frombuffer(areas)[0] == np.frombuffer(a_ref)[0] == float(mask_api.area(mask))
+        assert hw == hw_ref
+    assert taken > len(valid) and refused > 100
+
+
+def test_runs_blocks_are_pooled_and_independent():
+    """The runs rle_lists_runs gives live in pooled blocks: a block freed goes to the pool and the next batch's
+    runs reuse its memory, never one still alive (two batches kept side by side keep their own runs); the
+    pool stays within its bound and blocks_clear empties it."""
+    from pycocotools import mask as mask_api
+
+    native.blocks_clear()
+    rng = np.random.default_rng(3)
+
+    def batch() -> list:
+        ms = []
+        for _ in range(400):
+            m = (rng.random((120, 160)) < 0.5).astype(np.uint8)
+            ms.append({"size": [120, 160], "counts": mask_api.encode(np.asfortranarray(m))["counts"]})
+        return ms
+
+    one, two = batch(), batch()
+    want_one = native.rle_decode_masks(one)[0]
+    want_two = native.rle_decode_masks(two)[0]
+    a = native.rle_lists_runs([one])[0]
+    b = native.rle_lists_runs([two])[0]  # a alive: b has memory of its own
+    assert isinstance(a, native.Block) and len(a) > 64 << 10
+    assert bytes(a) == want_one[: len(a)] and bytes(b) == want_two[: len(b)]
+    view = np.frombuffer(a, np.uint32)
+    assert not view.flags.writeable
+    del a
+    assert native.blocks_pooled()[0] == 0  # the array still holds block a
+    del view
+    assert native.blocks_pooled()[0] == 1
+    c = native.rle_lists_runs([two])[0]  # takes a's memory from the pool
+    assert native.blocks_pooled()[0] == 0
+    assert bytes(c) == bytes(b) and c.tobytes() == bytes(b)
+    kept = [native.rle_lists_runs([one])[0] for _ in range(40)]
+    del kept
+    n, size = native.blocks_pooled()
+    assert 0 < n <= 16 and size <= 32 << 20
+    assert native.blocks_clear() == size and native.blocks_pooled() == (0, 0)
+
+
 def test_decoded_masks_are_the_given_masks():
     """A batch's masks kept as their runs (coco_inputs.DecodedMasks): each item a compressed RLE dict of the
     given mask's pixels and area, read by index, negative index and slice."""

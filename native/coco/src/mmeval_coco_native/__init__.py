@@ -7,7 +7,10 @@ through :mod:`mmeval.metrics.coco_native`, which checks them.
 """
 
 from ._kernels import (
+    Block,
     accumulate,
+    blocks_clear,
+    blocks_pooled,
     gather,
     kept,
     match,
@@ -23,7 +26,10 @@ from ._kernels import (
 )
 
 __all__ = [
+    "Block",
     "accumulate",
+    "blocks_clear",
+    "blocks_pooled",
     "gather",
     "kept",
     "match",
