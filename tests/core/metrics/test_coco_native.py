@@ -381,6 +381,23 @@ def test_runs_blocks_are_pooled_and_independent():
     assert native.blocks_clear() == size and native.blocks_pooled() == (0, 0)
 
 
+def test_reset_leaves_no_pooled_runs(monkeypatch):
+    """The pool of mask runs lives for one evaluation: reset() after a segm compute() empties it, the stats
+    unchanged by it."""
+    preds, gts = detections(30, C, seed=4, masks=True, crowd=0.3)
+    native.blocks_clear()
+    monkeypatch.setenv("MMEVAL_COCO_NATIVE", "1")
+    metric = COCODetection(metric="segm", dataset_meta={"classes": CLASSES}, print_results=False, classwise=True)
+    for s in range(0, 30, 10):
+        metric.add(preds[s : s + 10], gts[s : s + 10])
+    metric._summarize_pending()  # the batches' runs matched and freed: into the pool
+    assert native.blocks_pooled()[0] > 0
+    result = metric.compute()
+    metric.reset()
+    assert native.blocks_pooled() == (0, 0)
+    _same(result, _run(monkeypatch, "0", preds, gts, batch=10, metric="segm"))
+
+
 def test_decoded_masks_are_the_given_masks():
     """A batch's masks kept as their runs (coco_inputs.DecodedMasks): each item a compressed RLE dict of the
     given mask's pixels and area, read by index, negative index and slice."""
@@ -463,7 +480,7 @@ def test_refused_masks_are_named_the_same_way_with_the_kernels(monkeypatch):
     errors = []
     for use in ("0", "1"):
         monkeypatch.setenv("MMEVAL_COCO_NATIVE", use)
-        metric = COCODetection(metric="segm", dataset_meta={"classes": CLASSES}, print_results=False)
+        metric = COCODetection(metric="segm", dataset_meta={"classes": CLASSES}, print_results=False, classwise=True)
         with pytest.raises(MetricArgumentError) as info:
             metric.add(preds, gts)
         errors.append(str(info.value))

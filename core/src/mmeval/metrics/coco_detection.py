@@ -36,6 +36,7 @@ from .coco_compute import COCOComputesInParts
 from .coco_curves import COCOCurves, plot_coco_curves
 from .coco_inputs import Annotations, Categories
 from .coco_inputs_batched import read_images
+from .coco_native import release_pooled
 from .coco_results import ResultsLike, add_results, with_mask_boxes, write_results
 from .coco_summaries import summarize_images
 
@@ -216,6 +217,7 @@ class COCODetection(COCOComputesInParts, BaseMetric):
         self._pending_dets = 0
         self._cat_dets = None
         self._cats = None  # dataset_meta may have changed: read the classes again at the next add()
+        release_pooled()  # the memory the kernels kept for the masks' runs of the evaluation that ended
 
     # -- add -----------------------------------------------------------------------
 

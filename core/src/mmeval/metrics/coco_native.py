@@ -13,7 +13,7 @@ import importlib
 import os
 from typing import Any, Optional
 
-__all__ = ["kernels"]
+__all__ = ["kernels", "release_pooled"]
 
 _UNSET: Any = object()
 _module: Any = _UNSET
@@ -30,3 +30,12 @@ def kernels() -> Optional[Any]:
         except ImportError:
             _module = None
     return _module
+
+
+def release_pooled() -> None:
+    """Frees the memory the kernels keep for reuse (the pool of their mask-runs blocks, at most 32 MiB), where
+    the loaded kernels have one; blocks still in use are not touched. COCODetection calls it at ``reset()``:
+    an evaluation's pool is refilled by its own first batches."""
+    native = _module if _module is not _UNSET else None  # never imports the kernels only to free nothing
+    if native is not None and hasattr(native, "blocks_clear"):
+        native.blocks_clear()
