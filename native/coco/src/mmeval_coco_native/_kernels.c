@@ -749,6 +749,10 @@ fail:
     return NULL;
 }
 
+/* A one-character value of a compressed RLE string (c its character - 48, in 0 .. 31): its five bits, the
+ * fifth the sign. */
+static inline int64_t one_char_value(int c) { return (int64_t)(c & 0x0f) - (int64_t)(c & 0x10); }
+
 /* One compressed RLE string of h * w = hw pixels: 1 and its area (pycocotools' rleArea, a uint32 sum of the
  * odd runs) only where mmeval's check_rle (metrics/utils/rle_check.py) surely passes it -- every character
  * in '0'..'o', the last one not continuing a value, every run (after rleFrString's deltas) >= 0 and the
@@ -769,8 +773,8 @@ static int rle_ok(const unsigned char *str, Py_ssize_t end, int64_t hw, double *
         if (m >= 3 && p + 1 < end) {
             int c0 = (int)str[p] - 48, c1 = (int)str[p + 1] - 48;
             if ((unsigned)(c0 | c1) < 32) {  /* two one-character values (a negative c sets high bits) */
-                int64_t x0 = (int64_t)(c0 & 0x0f) - (int64_t)(c0 & 0x10) + two_back;
-                int64_t x1 = (int64_t)(c1 & 0x0f) - (int64_t)(c1 & 0x10) + one_back;
+                int64_t x0 = one_char_value(c0) + two_back;
+                int64_t x1 = one_char_value(c1) + one_back;
                 neg |= x0 | x1;
                 total += x0 + x1;
                 if ((uint64_t)total > (uint64_t)hw) return 0;
@@ -786,8 +790,8 @@ static int rle_ok(const unsigned char *str, Py_ssize_t end, int64_t hw, double *
         }
         int c0 = (int)str[p] - 48;
         int64_t x;
-        if ((unsigned)c0 < 32) {  /* one character: its five bits, the fifth the sign */
-            x = (int64_t)(c0 & 0x0f) - (int64_t)(c0 & 0x10);
+        if ((unsigned)c0 < 32) {  /* one character */
+            x = one_char_value(c0);
             p++;
         } else {
             int k = 0, more = 1, c = 0;
@@ -818,6 +822,22 @@ static int rle_ok(const unsigned char *str, Py_ssize_t end, int64_t hw, double *
     return 1;
 }
 
+/* A mask's 'counts' as rle_masks takes it: 1 and its characters where it is bytes or an ASCII str (exactly),
+ * else 0. */
+static int counts_string(PyObject *counts, const char **str, Py_ssize_t *len) {
+    if (counts && PyBytes_CheckExact(counts)) {
+        *str = PyBytes_AS_STRING(counts);
+        *len = PyBytes_GET_SIZE(counts);
+        return 1;
+    }
+    if (counts && PyUnicode_CheckExact(counts) && PyUnicode_IS_ASCII(counts)) {
+        *str = (const char *)PyUnicode_DATA(counts);
+        *len = PyUnicode_GET_LENGTH(counts);
+        return 1;
+    }
+    return 0;
+}
+
 /* rle_masks(masks list or tuple, area f8[n] (out)) -> list of n
  * For each mask that is a dict (exactly) with bytes or ASCII str 'counts' and a 'size' list or tuple of two
  * ints in [0, 2**31) that rle_ok passes: a new dict {'size': [h, w], 'counts': bytes} and its area; for
@@ -841,9 +861,9 @@ static PyObject *rle_masks_impl(PyObject *args, int with_runs) {
     for (Py_ssize_t j = 0; j < n; j++) {
         PyObject *m = PySequence_Fast_GET_ITEM(fast, j);
         PyObject *counts = PyDict_CheckExact(m) ? PyDict_GetItem(m, KEY_COUNTS) : NULL;
+        const char *str = NULL;
         Py_ssize_t len = 0;
-        if (counts && PyBytes_CheckExact(counts)) len = PyBytes_GET_SIZE(counts);
-        else if (counts && PyUnicode_CheckExact(counts) && PyUnicode_IS_ASCII(counts)) len = PyUnicode_GET_LENGTH(counts);
+        counts_string(counts, &str, &len);
         total = with_runs ? total + len : (len > total ? len : total);
     }
     b_runs = PyBytes_FromStringAndSize(NULL, 4 * (total ? total : 1));
@@ -863,13 +883,7 @@ static PyObject *rle_masks_impl(PyObject *args, int with_runs) {
         PyObject *size = PyDict_CheckExact(m) ? PyDict_GetItem(m, KEY_SIZE) : NULL;
         const char *str = NULL;
         Py_ssize_t len = 0;
-        if (counts && PyBytes_CheckExact(counts)) {
-            str = PyBytes_AS_STRING(counts);
-            len = PyBytes_GET_SIZE(counts);
-        } else if (counts && PyUnicode_CheckExact(counts) && PyUnicode_IS_ASCII(counts)) {
-            str = (const char *)PyUnicode_DATA(counts);
-            len = PyUnicode_GET_LENGTH(counts);
-        }
+        counts_string(counts, &str, &len);
         if (str && size && (PyList_CheckExact(size) || PyTuple_CheckExact(size)) && PySequence_Fast_GET_SIZE(size) == 2) {
             PyObject *hv = PySequence_Fast_GET_ITEM(size, 0), *wv = PySequence_Fast_GET_ITEM(size, 1);
             if (PyLong_CheckExact(hv) && PyLong_CheckExact(wv)) {
@@ -930,16 +944,7 @@ static PyObject *py_rle_masks_runs(PyObject *self, PyObject *args) { return rle_
 static int mask_fields(PyObject *m, const char **str, Py_ssize_t *len, int64_t *h, int64_t *w) {
     if (!PyDict_CheckExact(m)) return 0;
     PyObject *counts = PyDict_GetItem(m, KEY_COUNTS), *size = PyDict_GetItem(m, KEY_SIZE);
-    if (!counts || !size) return 0;
-    if (PyBytes_CheckExact(counts)) {
-        *str = PyBytes_AS_STRING(counts);
-        *len = PyBytes_GET_SIZE(counts);
-    } else if (PyUnicode_CheckExact(counts) && PyUnicode_IS_ASCII(counts)) {
-        *str = (const char *)PyUnicode_DATA(counts);
-        *len = PyUnicode_GET_LENGTH(counts);
-    } else {
-        return 0;
-    }
+    if (!size || !counts_string(counts, str, len)) return 0;
     if (!(PyList_CheckExact(size) || PyTuple_CheckExact(size)) || PySequence_Fast_GET_SIZE(size) != 2) return 0;
     PyObject *hv = PySequence_Fast_GET_ITEM(size, 0), *wv = PySequence_Fast_GET_ITEM(size, 1);
     if (!PyLong_CheckExact(hv) || !PyLong_CheckExact(wv)) return 0;
