@@ -761,8 +761,10 @@ static inline int64_t one_char_value(int c) { return (int64_t)(c & 0x0f) - (int6
  * written to runs (room for end of them: at most one per character) and their number to n_runs.
  *
  * Nearly every value of a real mask is one character (97 % on the benchmark's masks): two such values are
- * taken at once, a branch well predicted; their checks are the sum (at most hw, tested per pair: no overflow)
- * and the sign bits (OR-ed, tested at the end: with every run >= 0 and the sum hw, no partial sum passed hw).
+ * taken at once (four while they last, else two), a branch well predicted; their checks are the sum (at most
+ * hw, tested per step of four or two: no overflow; a partial sum past hw or below 0 between two tests needs a
+ * negative run) and the sign bits (OR-ed, tested at the end: with every run >= 0 and the sum hw, no partial
+ * sum passed hw).
  * A longer value, an odd last character and the first three values (no delta yet) take the general step. */
 static int rle_ok(const unsigned char *str, Py_ssize_t end, int64_t hw, double *area, uint32_t *runs, Py_ssize_t *n_runs) {
     int64_t two_back = 0, one_back = 0, total = 0, neg = 0;
@@ -770,6 +772,28 @@ static int rle_ok(const unsigned char *str, Py_ssize_t end, int64_t hw, double *
     uint32_t a = 0;
     if (hw < 0 || hw >= ((int64_t)1 << 32)) return 0;
     while (p < end) {
+        /* four one-character values at a time while they last: two pairs' steps, their sum tested once */
+        while (m >= 3 && p + 3 < end) {
+            int c0 = (int)str[p] - 48, c1 = (int)str[p + 1] - 48, c2 = (int)str[p + 2] - 48, c3 = (int)str[p + 3] - 48;
+            if ((unsigned)(c0 | c1 | c2 | c3) >= 32) break;
+            int64_t x0 = one_char_value(c0) + two_back;
+            int64_t x1 = one_char_value(c1) + one_back;
+            int64_t x2 = one_char_value(c2) + x0;
+            int64_t x3 = one_char_value(c3) + x1;
+            neg |= x0 | x1 | x2 | x3;
+            total += (x0 + x1) + (x2 + x3);
+            if ((uint64_t)total > (uint64_t)hw) return 0;
+            a += (uint32_t)((m & 1) ? x0 + x2 : x1 + x3);  /* the odd runs of the four */
+            runs[m] = (uint32_t)x0;
+            runs[m + 1] = (uint32_t)x1;
+            runs[m + 2] = (uint32_t)x2;
+            runs[m + 3] = (uint32_t)x3;
+            two_back = x2;
+            one_back = x3;
+            m += 4;
+            p += 4;
+        }
+        if (p >= end) break;
         if (m >= 3 && p + 1 < end) {
             int c0 = (int)str[p] - 48, c1 = (int)str[p + 1] - 48;
             if ((unsigned)(c0 | c1) < 32) {  /* two one-character values (a negative c sets high bits) */
