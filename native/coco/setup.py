@@ -21,8 +21,12 @@ setup(
     ext_modules=[
         Extension(
             "mmeval_coco_native._kernels",
-            sources=["src/mmeval_coco_native/_kernels.c", "src/mmeval_coco_native/_blocks.c"],
-            depends=["src/mmeval_coco_native/_blocks.h"],
+            sources=[
+                "src/mmeval_coco_native/_kernels.c",
+                "src/mmeval_coco_native/_blocks.c",
+                "src/mmeval_coco_native/_plain.c",
+            ],
+            depends=["src/mmeval_coco_native/_blocks.h", "src/mmeval_coco_native/_plain.h"],
         )
     ],
     cmdclass={"build_ext": BuildExt},

@@ -573,3 +573,104 @@ def test_pack_rows_gives_pack_manys_bytes():
         assert pack_many(cols, lengths, native.pack_rows) == want, (trial, dts)
     with pytest.raises(ValueError, match="outside"):
         native.pack_rows(b"\0", 1, [b"ab"], np.array([0, 3], dtype=np.int64))
+
+
+class _SubArray(np.ndarray):
+    """An ndarray subclass: not a plain array."""
+
+
+def _hostile_batch(rng: np.random.Generator, segm: bool) -> Any:
+    """A batch of plain images, then some of them spoilt one way each: every dtype, strided views, ids of
+    every kind, optional fields absent or None, values that fail a check, types that are not plain."""
+    preds, gts = detections(int(rng.integers(1, 9)), C, seed=int(rng.integers(1 << 30)), masks=segm, crowd=0.3)
+    dtypes = ["f2", "f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "q", "Q"]
+    for p, g in zip(preds, gts):
+        for d, key in ((p, "bboxes"), (p, "scores"), (p, "labels"), (g, "bboxes"), (g, "labels")):
+            if rng.random() < 0.5:
+                dt = dtypes[rng.integers(len(dtypes))]
+                arr = np.asarray(d[key])
+                if np.dtype(dt).kind in "iu" and key != "labels":
+                    arr = np.round(arr)
+                d[key] = arr.astype(dt)
+            if rng.random() < 0.2 and d[key].ndim == 2:  # a strided view: every other column of a wider one
+                wide = np.zeros((d[key].shape[0], 8), d[key].dtype)
+                wide[:, ::2] = d[key]
+                d[key] = wide[:, ::2]
+        if rng.random() < 0.3:
+            del g["ignore_flags"]
+        elif rng.random() < 0.3:
+            flags = np.asarray(g["ignore_flags"]) * (1, -1, 3, -0.0)[rng.integers(4)]  # any nonzero is crowd
+            g["ignore_flags"] = flags.astype(("f8", "i1", "i4", "f4")[rng.integers(4)])
+        pick = rng.integers(6)
+        if pick == 0:
+            p["img_id"] = np.int64(g["img_id"])
+        elif pick == 1:
+            g["img_id"] = np.uint16(g["img_id"])
+        elif pick == 2:
+            p["img_id"] = None
+        elif pick == 3:
+            del p["img_id"]
+        if segm and rng.random() < 0.5:
+            p["mask_scores"] = np.asarray(p["scores"], dtype=("f4", "f8", "u1")[rng.integers(3)])
+    spoils = [
+        lambda p, g: p.__setitem__("bboxes", p["bboxes"].astype(">f4")),
+        lambda p, g: p.__setitem__("scores", p["scores"].astype(bool)),
+        lambda p, g: p.__setitem__("labels", p["labels"].astype(object)),
+        lambda p, g: p.__setitem__("labels", np.asarray(p["labels"], "f8") + 0.5),
+        lambda p, g: p.__setitem__("labels", np.full(p["labels"].shape, C, "u8")),
+        lambda p, g: g.__setitem__("labels", np.full(g["labels"].shape, -1, "i2")),
+        lambda p, g: g.__setitem__("labels", np.full(g["labels"].shape, np.nan)),
+        lambda p, g: g.__setitem__("bboxes", np.full(g["bboxes"].shape, np.inf, "f2")),
+        lambda p, g: g.__setitem__("ignore_flags", None),
+        lambda p, g: g.__setitem__("ignore_flags", np.full(g["labels"].shape, np.nan)),
+        lambda p, g: g.__setitem__("ignore_flags", np.zeros((len(g["labels"]), 1))),
+        lambda p, g: p.__setitem__("scores", p["scores"][:, None]),
+        lambda p, g: p.__setitem__("bboxes", p["bboxes"][:, :3]),
+        lambda p, g: p.__setitem__("img_id", True),
+        lambda p, g: p.__setitem__("img_id", 1.0),
+        lambda p, g: p.__setitem__("img_id", 10**30),
+        lambda p, g: g.__setitem__("img_id", 10**30),
+        lambda p, g: p.__setitem__("img_id", -7),
+        lambda p, g: p.__setitem__("scores", p["scores"].view(_SubArray)),
+        lambda p, g: p.__setitem__("scores", p["scores"].tolist()),
+        lambda p, g: p.__setitem__("mask_scores", None),
+        lambda p, g: p.pop("masks", None),
+        lambda p, g: p.__setitem__("bboxes", np.datetime64("2020") + np.zeros((len(p["labels"]), 4), "i8")),
+    ]
+    for i in rng.choice(len(preds), size=min(len(preds), int(rng.integers(0, 3))), replace=False):
+        spoils[int(rng.integers(len(spoils)))](preds[i], gts[i])  # one way per image
+    if rng.random() < 0.05:
+        preds[0] = type("Sub", (dict,), {})(preds[0])
+    return preds, gts
+
+
+@pytest.mark.parametrize("segm", [False, True])
+def test_read_plain_is_the_pure_joining(segm):
+    """The kernels' read_plain (one call an add()) gives what the pure _joined gives -- the same arrays, dtypes
+    and bits, the same ids (ints), flags and masks -- or None exactly where it gives None, on 600 batches:
+    plain ones of every dtype and id kind, strided views, and ones spoilt one way or another."""
+    from mmeval.metrics import coco_inputs_batched as cib
+    from mmeval.metrics.coco_inputs import Categories
+
+    cats = Categories(list(range(C)), {i: f"c{i}" for i in range(C)})
+    rng = np.random.default_rng(7)
+    passed = 0
+    for _ in range(600):
+        preds, gts = _hostile_batch(rng, segm)
+        want = cib._joined(preds, gts, cats, segm)
+        got = native.read_plain(preds, gts, np.ndarray, np.integer, C, segm)
+        assert (got is None) == (want is None)
+        if want is None:
+            continue
+        passed += 1
+        for x, y in zip(cib._native_joined(got), want):
+            if isinstance(y, np.ndarray):
+                assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+                assert x.flags.writeable
+            elif y is None:
+                assert x is None
+            else:
+                assert list(x) == list(y) and [type(v) for v in x] == [type(v) for v in y]
+    assert 150 < passed < 550  # both kinds of batch were tried
+    assert native.read_plain([], [], np.ndarray, np.integer, C, segm) is not None
+    assert native.read_plain([{}], [], np.ndarray, np.integer, C, segm) is None

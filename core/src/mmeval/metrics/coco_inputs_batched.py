@@ -6,13 +6,14 @@ dicts of plain numpy arrays of the expected shapes and int (or None) ids, and
 no annotation file is given, their numbers are checked and converted in one
 pass over the batch (:func:`_read_plain`); any other batch, or one where a
 check fails, is read image by image, which names the first bad image and field. With mmeval-coco-native
-the batch's compressed RLE masks are checked and decoded in one call (:func:`_decoded_masks`), kept as runs.
+that pass is one C call (``read_plain``), and the batch's compressed RLE masks are checked and decoded in one
+call (:func:`_decoded_masks`), kept as runs.
 """
 
 from __future__ import annotations
 
 from itertools import accumulate
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -81,8 +82,81 @@ def _read_plain(
     keep_records: bool,
 ) -> Optional[List[ImageInputs]]:
     """:func:`read_image` of every image at once, where each image is dicts of plain numpy arrays of the
-    expected shapes and int (or None) ids; None for any other batch, or where a check fails."""
+    expected shapes and int (or None) ids; None for any other batch, or where a check fails. The fields are
+    joined by mmeval-coco-native's ``read_plain`` in one call where it is installed, else by :func:`_joined`
+    (the same arrays, bit for bit: test_coco_native.py); where the kernel says None, :func:`_joined` decides."""
     segm = "segm" in metrics
+    native = kernels()
+    plain = (
+        native.read_plain(preds, gts, np.ndarray, np.integer, len(cats.ids), segm)
+        if native is not None and hasattr(native, "read_plain")
+        else None
+    )
+    joined = _joined(preds, gts, cats, segm) if plain is None else _native_joined(plain)
+    if joined is None:
+        return None
+    xywh, scores, labels_i, mscores, gxywh, glabels_i, crowd, garea, d_at, g_at, ids, has_ms, masks = joined
+    idnz = np.ones(g_at[-1], dtype=bool)
+    decoded = _decoded_masks(masks, d_at, g_at, segm) if not keep_records else None
+    out: List[ImageInputs] = []
+    for i, (p, g) in enumerate(zip(preds, gts)):
+        d0, d1, g0, g1 = d_at[i], d_at[i + 1], g_at[i], g_at[i + 1]
+        det_rles: Optional[Sequence[Any]] = None
+        det_runs: Optional[MaskRuns] = None
+        rles: Optional[Sequence[Any]] = None
+        runs, area = None, garea[g0:g1]
+        try:
+            if decoded is not None:  # every mask of the batch decoded at once
+                det_runs, runs = decoded[i], decoded[len(preds) + i]
+                det_rles = DecodedMasks(det_runs) if det_runs is not None else None
+                rles = DecodedMasks(runs) if runs is not None else None
+                if gt_mask_area and runs is not None and g1 > g0:
+                    area = runs[2]
+            else:
+                if segm:
+                    det_rles, det_runs = read_masks(p["masks"], f"predictions[{i}]['masks']", d1 - d0, None)
+                if "masks" in g and g["masks"] is not None:
+                    hw = (g.get("height"), g.get("width"))
+                    rles, areas, runs = read_masks_and_areas(g["masks"], f"groundtruths[{i}]['masks']", g1 - g0, hw)
+                    if gt_mask_area and g1 > g0:
+                        area = areas if areas is not None else rle_mask_areas(rles)
+                elif segm and g1 > g0:
+                    return None
+        except MetricArgumentError:
+            return None  # named by read_image, in its order of the checks
+        seg_scores = mscores[d0:d1] if mscores is not None and has_ms[i] else None
+        x, sc, lb = xywh[d0:d1], scores[d0:d1], labels_i[d0:d1]
+        gt = GroundTruths(gxywh[g0:g1], glabels_i[g0:g1], area, crowd[g0:g1], idnz[g0:g1], rles, runs)
+        records = (x, sc, lb, seg_scores, det_rles) if keep_records else None
+        out.append(ImageInputs(ids[i], x, sc, lb, seg_scores, det_rles, gt, records, det_runs))
+    return out
+
+
+#: a batch's fields joined (see :func:`_joined`)
+Joined = Tuple[
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    Optional[np.ndarray],
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    List[int],
+    List[int],
+    List[Optional[int]],
+    Sequence[int],
+    Tuple[List[Any], List[Any]],
+]
+
+
+def _joined(preds: Sequence[Any], gts: Sequence[Any], cats: Categories, segm: bool) -> Optional[Joined]:
+    """The batch's fields joined where every image is plain (see :func:`_read_plain`), else None: the detections'
+    xywh boxes, scores, labels (int64), mask scores (the scores where not given; None without segm), the ground
+    truths' xywh boxes, labels, crowd flags (ignore flag != 0), box areas; each image's first detection and
+    ground truth (and the totals), its id, whether it gave mask scores, and its detections' masks (None without
+    segm) and its ground truths' (``g.get('masks')``). mmeval-coco-native's ``read_plain`` gives the same
+    (:func:`_native_joined`)."""
     # the detections' boxes, scores, labels, mask scores; the ground truths' boxes, labels, ignore flags
     fields: List[List[np.ndarray]] = [[] for _ in range(7)]
     d_box, d_score, d_label, d_mscore, g_box, g_label, g_flag = fields
@@ -132,45 +206,48 @@ def _read_plain(
     d_at = list(accumulate([a.shape[0] for a in d_score], initial=0))
     g_at = list(accumulate([a.shape[0] for a in g_label], initial=0))
     xywh, gxywh = to_xywh(boxes.reshape(-1, 4)), to_xywh(gboxes.reshape(-1, 4))
-    labels_i, glabels_i = labels.astype(np.int64), glabels.astype(np.int64)
-    crowd, garea, idnz = gflags != 0, gxywh[:, 2] * gxywh[:, 3], np.ones(g_at[-1], dtype=bool)
-    decoded = _decoded_masks(preds, gts, d_at, g_at, segm) if not keep_records else None
-    out: List[ImageInputs] = []
-    for i, (p, g) in enumerate(zip(preds, gts)):
-        d0, d1, g0, g1 = d_at[i], d_at[i + 1], g_at[i], g_at[i + 1]
-        det_rles: Optional[Sequence[Any]] = None
-        det_runs: Optional[MaskRuns] = None
-        rles: Optional[Sequence[Any]] = None
-        runs, area = None, garea[g0:g1]
-        try:
-            if decoded is not None:  # every mask of the batch decoded at once
-                det_runs, runs = decoded[i], decoded[len(preds) + i]
-                det_rles = DecodedMasks(det_runs) if det_runs is not None else None
-                rles = DecodedMasks(runs) if runs is not None else None
-                if gt_mask_area and runs is not None and g1 > g0:
-                    area = runs[2]
-            else:
-                if segm:
-                    det_rles, det_runs = read_masks(p["masks"], f"predictions[{i}]['masks']", d1 - d0, None)
-                if "masks" in g and g["masks"] is not None:
-                    hw = (g.get("height"), g.get("width"))
-                    rles, areas, runs = read_masks_and_areas(g["masks"], f"groundtruths[{i}]['masks']", g1 - g0, hw)
-                    if gt_mask_area and g1 > g0:
-                        area = areas if areas is not None else rle_mask_areas(rles)
-                elif segm and g1 > g0:
-                    return None
-        except MetricArgumentError:
-            return None  # named by read_image, in its order of the checks
-        seg_scores = mscores[d0:d1] if segm and "mask_scores" in p else None
-        x, sc, lb = xywh[d0:d1], scores[d0:d1], labels_i[d0:d1]
-        gt = GroundTruths(gxywh[g0:g1], glabels_i[g0:g1], area, crowd[g0:g1], idnz[g0:g1], rles, runs)
-        records = (x, sc, lb, seg_scores, det_rles) if keep_records else None
-        out.append(ImageInputs(ids[i], x, sc, lb, seg_scores, det_rles, gt, records, det_runs))
-    return out
+    has_ms = [int(segm and "mask_scores" in p) for p in preds]
+    masks = ([p["masks"] if segm else None for p in preds], [g.get("masks") for g in gts])
+    return (
+        xywh,
+        scores,
+        labels.astype(np.int64),
+        mscores if segm else None,
+        gxywh,
+        glabels.astype(np.int64),
+        gflags != 0,
+        gxywh[:, 2] * gxywh[:, 3],
+        d_at,
+        g_at,
+        ids,
+        has_ms,
+        masks,
+    )
+
+
+def _native_joined(got: Tuple[Any, ...]) -> Joined:
+    """:func:`_joined` of mmeval-coco-native's ``read_plain`` (its bytearrays read in place: writable)."""
+    xywh, scores, labels, mscores, gxywh, glabels, crowd, garea, d_at, g_at, ids, has_ms, dmasks, gmasks = got
+    f8 = np.float64
+    return (
+        np.frombuffer(xywh, f8).reshape(-1, 4),
+        np.frombuffer(scores, f8),
+        np.frombuffer(labels, np.int64),
+        None if mscores is None else np.frombuffer(mscores, f8),
+        np.frombuffer(gxywh, f8).reshape(-1, 4),
+        np.frombuffer(glabels, np.int64),
+        np.frombuffer(crowd, np.bool_),
+        np.frombuffer(garea, f8),
+        d_at,
+        g_at,
+        ids,
+        has_ms,
+        (dmasks, gmasks),
+    )
 
 
 def _decoded_masks(
-    preds: Sequence[Any], gts: Sequence[Any], d_at: List[int], g_at: List[int], segm: bool
+    masks: Tuple[List[Any], List[Any]], d_at: List[int], g_at: List[int], segm: bool
 ) -> Optional[List[Optional[MaskRuns]]]:
     """Every image's detection masks, then every image's ground-truth masks, decoded by mmeval-coco-native in
     one call (:data:`MaskRuns` each; None for an image's ground truths without masks), where each is a list of
@@ -180,8 +257,9 @@ def _decoded_masks(
     if native is None or not hasattr(native, "rle_lists_runs"):
         return None
     # (masks, their number, whether they are needed): each image's detections', then its ground truths'
-    sides = [(p["masks"] if segm else None, d_at[i + 1] - d_at[i], segm) for i, p in enumerate(preds)]
-    sides += [(g.get("masks"), g_at[i + 1] - g_at[i], segm and g_at[i + 1] > g_at[i]) for i, g in enumerate(gts)]
+    dets, gts = masks
+    sides = [(m, d_at[i + 1] - d_at[i], segm) for i, m in enumerate(dets)]
+    sides += [(m, g_at[i + 1] - g_at[i], segm and g_at[i + 1] > g_at[i]) for i, m in enumerate(gts)]
     lists: List[Any] = []
     where: List[int] = []  # the list of each (image, side) in lists, or -1: no masks
     for masks, n, needed in sides:
