@@ -109,11 +109,14 @@ def test_ranked_equals_the_pure_ranking(monkeypatch, dtype):
     cats = np.concatenate([np.sort(rng.integers(0, k_all, int(m))) for m in lens]).astype(np.uint8)
     scores = np.concatenate([rng.random(n // 2), rng.standard_normal(n - n // 2) * 1e6]).astype(dtype)
     scores[::11] = scores[rng.integers(0, n, scores[::11].shape[0])]  # ties across categories and images
-    got = coco_accumulate.ranked(scores, cats, lens, k_all)
-    monkeypatch.setenv("MMEVAL_COCO_NATIVE", "0")
-    want = coco_accumulate.ranked(scores, cats, lens, k_all)
-    for g, w in zip(got, want):
-        assert np.array_equal(g, w)
+    # and scores in [1, 1.5): float32 keys that differ in their low 22 bits only -- an even number of passes
+    for s in (scores, (1 + rng.random(n) / 2).astype(dtype)):
+        monkeypatch.setenv("MMEVAL_COCO_NATIVE", "1")
+        got = coco_accumulate.ranked(s, cats, lens, k_all)
+        monkeypatch.setenv("MMEVAL_COCO_NATIVE", "0")
+        want = coco_accumulate.ranked(s, cats, lens, k_all)
+        for g, w in zip(got, want):
+            assert np.array_equal(g, w)
 
 
 def test_mask_area_and_iou_equal_pycocotools():

@@ -568,26 +568,35 @@ static PyObject *py_ranked(PyObject *self, PyObject *args) {
     const int64_t *lens = bl.buf, *bounds = bb.buf;
     int32_t *order = bo.buf, *within = bw.buf;
     Py_ssize_t n = bs.len / ss, n_img = bl.len / 8, K = bb.len / 8 - 1;
+    Py_ssize_t max_m = 1;  /* the most detections of one category */
+    for (Py_ssize_t k = 0; k < K; k++)
+        if (bounds[k + 1] - bounds[k] > max_m) max_m = bounds[k + 1] - bounds[k];
+    /* float32: n keys and one category's second keys and places; float64: 2n keys and places */
     int64_t *fill = malloc(sizeof(int64_t) * (K ? K : 1));
-    uint64_t *key = malloc(sizeof(uint64_t) * (n ? n : 1) * 2);
-    int32_t *idx = malloc(sizeof(int32_t) * (n ? n : 1) * 2);
+    uint64_t *key = malloc(ss == 4 ? sizeof(uint32_t) * ((n ? n : 1) + max_m) : sizeof(uint64_t) * (n ? n : 1) * 2);
+    int32_t *idx = malloc(sizeof(int32_t) * (ss == 4 ? max_m : (n ? n : 1) * 2));
     Py_ssize_t *hist = malloc(sizeof(Py_ssize_t) * 65536);
     if (!fill || !key || !idx || !hist) { PyErr_NoMemory(); goto done; }
     Py_BEGIN_ALLOW_THREADS
     if (ss == 4) {
-        /* float32 scores: a stable counting sort by category first, then within each category (a few thousand
-         * detections: in cache) a stable LSD radix sort by the 32-bit score key, 11 bits a pass (passes where
-         * the category's keys all agree skipped) -- the same unique order as below */
-        uint32_t *q0 = (uint32_t *)key, *q1 = q0 + n;
-        int32_t *i0 = idx, *i1 = idx + n;
+        /* float32 scores: a stable counting sort by category first (each detection's 32-bit -score key and
+         * place written to its category's next slot: the scores read in order), then within each category (a
+         * few thousand detections: in cache) a stable LSD radix sort by that key, 11 bits a pass (passes where
+         * the category's keys all agree skipped), ping-ponging between the order itself and one category's
+         * scratch -- the same unique order as below */
+        uint32_t *q0 = (uint32_t *)key, *qs = q0 + n;
+        const float *sc = (const float *)bs.buf;
         for (Py_ssize_t k = 0; k < K; k++) fill[k] = bounds[k];
-        for (Py_ssize_t j = 0; j < n; j++) i0[fill[CAT(j)]++] = (int32_t)j;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            int64_t t = fill[CAT(j)]++;
+            q0[t] = (uint32_t)neg_score_key32(sc[j]);
+            order[t] = (int32_t)j;
+        }
         for (Py_ssize_t k = 0; k < K; k++) {
             Py_ssize_t lo = bounds[k], m = bounds[k + 1] - lo;
-            uint32_t *ka = q0 + lo, *kb = q1 + lo, all_or = 0, all_and = UINT32_MAX;
-            int32_t *ia = i0 + lo, *ib = i1 + lo;
+            uint32_t *ka = q0 + lo, *kb = qs, all_or = 0, all_and = UINT32_MAX;
+            int32_t *ia = order + lo, *ib = idx;
             for (Py_ssize_t j = 0; j < m; j++) {
-                ka[j] = (uint32_t)neg_score_key32(((const float *)bs.buf)[ia[j]]);
                 all_or |= ka[j];
                 all_and &= ka[j];
             }
@@ -605,7 +614,7 @@ static PyObject *py_ranked(PyObject *self, PyObject *args) {
                 uint32_t *kt = ka; ka = kb; kb = kt;
                 int32_t *it = ia; ia = ib; ib = it;
             }
-            memcpy(order + lo, ia, sizeof(int32_t) * m);
+            if (ia != order + lo) memcpy(order + lo, ia, sizeof(int32_t) * m);  /* an odd number of passes */
         }
     } else {
         /* float64 scores: a stable LSD radix sort by the score key (16 bits a pass, passes where every key agrees skipped), then a
