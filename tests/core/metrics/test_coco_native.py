@@ -133,6 +133,12 @@ def test_mask_area_and_iou_equal_pycocotools():
         m[rng.random((h, w)) < 0.05] ^= 1
         arrays.append(m)
     rles = [mask_api.encode(np.asfortranarray(m)) for m in arrays]
+    for _ in range(6):  # runs of length 0 inside (a user's RLE may hold them): the same pixels, other runs
+        cuts = np.sort(rng.integers(0, h * w, 40))
+        runs_ = np.diff(np.r_[0, cuts, h * w])
+        runs_[rng.integers(1, len(runs_) - 1, 5)] = 0
+        runs_[-1] += h * w - runs_.sum()
+        rles.append(mask_api.frPyObjects({"counts": runs_.tolist(), "size": [h, w]}, h, w))
     counts = [r["counts"] for r in rles]
     offsets = np.r_[0, np.cumsum([len(c) for c in counts])].astype(np.int64)
     runs = np.empty(int(offsets[-1]), np.uint32)
