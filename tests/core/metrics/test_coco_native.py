@@ -418,23 +418,23 @@ def test_decoded_masks_are_the_given_masks():
     arrays = [
         (rng.random((int(rng.integers(1, 30)), int(rng.integers(1, 30)))) < 0.4).astype(np.uint8) for _ in range(9)
     ]
+    from mmeval.metrics.coco_inputs_batched import _decoded_masks
+
     masks = [mask_api.encode(np.asfortranarray(a)) for a in arrays]
-    runs, offsets, areas, hw, _ = native.rle_lists_runs([masks])
-    decoded = DecodedMasks(
-        (
-            np.frombuffer(runs, np.uint32),
-            np.frombuffer(offsets, np.int64),
-            np.frombuffer(areas),
-            np.frombuffer(hw, np.int64),
-        )
-    )
-    assert len(decoded) == len(masks)
-    for j, a in enumerate(arrays):
-        assert np.array_equal(mask_api.decode(decoded[j]), a) and decoded[j]["size"] == list(a.shape)
-        assert float(mask_api.area(decoded[j])) == float(mask_api.area(masks[j]))
-    assert decoded[-1] == decoded[len(masks) - 1] and decoded[2:4] == [decoded[2], decoded[3]]
-    with pytest.raises(IndexError):
-        decoded[len(masks)]
+    # one batch of three images' lists (the second empty): each image's masks where the batch's runs hold them
+    lists, d_at = [masks[:4], [], masks[4:]], [0, 4, 4, 9]
+    got = _decoded_masks((lists, [None] * 3), d_at, [0, 0, 0, 0], True)
+    assert got is not None and got[3:] == [None] * 3
+    for runs, want_arrays, want in zip(got[:3], (arrays[:4], [], arrays[4:]), lists):
+        decoded = DecodedMasks(runs)
+        assert len(decoded) == len(want)
+        for j, a in enumerate(want_arrays):
+            assert np.array_equal(mask_api.decode(decoded[j]), a) and decoded[j]["size"] == list(a.shape)
+            assert float(mask_api.area(decoded[j])) == float(mask_api.area(want[j])) == runs.area[j]
+        if want:
+            assert decoded[-1] == decoded[len(want) - 1] and decoded[1:3] == [decoded[1], decoded[2]]
+        with pytest.raises(IndexError):
+            decoded[len(want)]
 
 
 @pytest.mark.parametrize("seed", [0, 1])

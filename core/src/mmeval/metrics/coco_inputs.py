@@ -22,10 +22,34 @@ from .coco_native import kernels
 from .extras import import_extra
 from .utils.rle_check import check_polygon_rings, check_rle
 
-#: A list of masks decoded by mmeval-coco-native: (runs uint32 (exactly the masks' runs), each mask's first run
-#: and then the end int64 (n + 1, from 0), areas as pycocotools' ``area`` float64 (n), height * 2**32 + width
-#: int64 (n)).
-MaskRuns = Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+class BatchRuns:
+    """Masks decoded by mmeval-coco-native, their runs in one buffer (an ``add()`` batch's, or one list's):
+    mask ``j``'s runs are ``runs[start[j]:end[j]]`` (uint32, exactly the mask's runs; int64 bounds), its area
+    ``area[j]`` (pycocotools' ``area``, float64) and its size ``hw[j]`` (height * 2**32 + width, int64)."""
+
+    __slots__ = ("runs", "start", "end", "area", "hw")
+
+    def __init__(self, runs: np.ndarray, start: np.ndarray, end: np.ndarray, area: np.ndarray, hw: np.ndarray) -> None:
+        self.runs, self.start, self.end, self.area, self.hw = runs, start, end, area, hw
+
+
+class MaskRuns:
+    """One list of masks as decoded: masks ``m0 .. m1`` of a :class:`BatchRuns` (a batch's lists lie one after
+    another there, so the matching joins many images' masks by ranges, not mask by mask)."""
+
+    __slots__ = ("batch", "m0", "m1")
+
+    def __init__(self, batch: BatchRuns, m0: int, m1: int) -> None:
+        self.batch, self.m0, self.m1 = batch, m0, m1
+
+    def __len__(self) -> int:
+        return self.m1 - self.m0
+
+    @property
+    def area(self) -> np.ndarray:
+        """The masks' areas (pycocotools' ``area``)."""
+        return self.batch.area[self.m0 : self.m1]
 
 
 class Categories:
@@ -95,7 +119,7 @@ class DecodedMasks(Sequence[Any]):
         self.runs = runs
 
     def __len__(self) -> int:
-        return int(self.runs[2].shape[0])
+        return len(self.runs)
 
     def __getitem__(self, j: Any) -> Any:
         if isinstance(j, slice):
@@ -104,10 +128,10 @@ class DecodedMasks(Sequence[Any]):
         if not -n <= j < n:
             raise IndexError(f"mask {j} of {n}")
         j = int(j) % n
-        runs, offsets, _, hw = self.runs
-        h, w = divmod(int(hw[j]), 1 << 32)
+        b, k = self.runs.batch, self.runs.m0 + j
+        h, w = divmod(int(b.hw[k]), 1 << 32)
         mask = import_extra("pycocotools.mask", "COCODetection")
-        return mask.frPyObjects({"size": [h, w], "counts": runs[offsets[j] : offsets[j + 1]].tolist()}, h, w)
+        return mask.frPyObjects({"size": [h, w], "counts": b.runs[b.start[k] : b.end[k]].tolist()}, h, w)
 
 
 def image_records(im: ImageInputs) -> Any:
@@ -255,11 +279,10 @@ def read_masks_and_areas(
     if native is not None and areas is not None and hasattr(native, "rle_masks_runs"):
         out, b_runs, b_off, b_hw = native.rle_masks_runs(value, areas)
         if b_runs is not None:
-            runs = (
-                np.frombuffer(b_runs, dtype=np.uint32),
-                np.frombuffer(b_off, dtype=np.int64),
-                areas,
-                np.frombuffer(b_hw, dtype=np.int64)[:n],
+            off = np.frombuffer(b_off, dtype=np.int64)
+            hws = np.frombuffer(b_hw, dtype=np.int64)[:n]
+            runs = MaskRuns(
+                BatchRuns(np.frombuffer(b_runs, dtype=np.uint32), off[:n], off[1 : n + 1], areas, hws), 0, n
             )
     else:
         out = native.rle_masks(value, areas) if native is not None else [None] * n

@@ -20,6 +20,7 @@ import numpy as np
 from ..core.errors import MetricArgumentError
 from .coco_inputs import (
     Annotations,
+    BatchRuns,
     Categories,
     DecodedMasks,
     GroundTruths,
@@ -111,7 +112,7 @@ def _read_plain(
                 det_rles = DecodedMasks(det_runs) if det_runs is not None else None
                 rles = DecodedMasks(runs) if runs is not None else None
                 if gt_mask_area and runs is not None and g1 > g0:
-                    area = runs[2]
+                    area = runs.area
             else:
                 if segm:
                     det_rles, det_runs = read_masks(p["masks"], f"predictions[{i}]['masks']", d1 - d0, None)
@@ -279,12 +280,21 @@ def _decoded_masks(
     if got is None:
         return None
     runs, offsets, areas, hw, starts = got
-    runs = np.frombuffer(runs, dtype=np.uint32)
-    offsets, areas, hw = np.frombuffer(offsets, np.int64), np.frombuffer(areas), np.frombuffer(hw, np.int64)
-    r_at = np.frombuffer(starts, dtype=np.int64).tolist()
-    m_at = list(accumulate([len(x) for x in lists], initial=0))
-    parts: List[MaskRuns] = []
-    for j in range(len(lists)):
-        m0, m1 = m_at[j], m_at[j + 1]
-        parts.append((runs[r_at[j] : r_at[j + 1]], offsets[m0 + j : m1 + j + 1], areas[m0:m1], hw[m0:m1]))
-    return [parts[w] if w >= 0 else None for w in where]
+    sizes = [len(x) for x in lists]
+    m_at = list(accumulate(sizes, initial=0))
+    n = m_at[-1]
+    # each list's offsets count from its first run (n_l + 1 of them, list l's from index m_at[l] + l): as bounds
+    # into the batch's one buffer of runs
+    of_list = np.repeat(np.arange(len(lists)), sizes)
+    at = np.frombuffer(offsets, np.int64)[np.arange(n) + of_list]
+    first = np.frombuffer(starts, dtype=np.int64)[of_list]
+    length = np.frombuffer(offsets, np.int64)[np.arange(n) + of_list + 1] - at
+    start = first + at
+    batch = BatchRuns(
+        np.frombuffer(runs, dtype=np.uint32),
+        start,
+        start + length,
+        np.frombuffer(areas)[:n],
+        np.frombuffer(hw, np.int64)[:n],
+    )
+    return [MaskRuns(batch, m_at[w], m_at[w + 1]) if w >= 0 else None for w in where]

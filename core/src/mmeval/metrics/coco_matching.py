@@ -3,13 +3,13 @@ images at once, each image's detections turned into scores, categories and packe
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..core.packed import TRITS_PER_WORD, trits_to_words
 from .coco_accumulate import AREA_RANGES, FP, IGNORED, TP
-from .coco_inputs import Categories, ImageInputs, MaskRuns, ignore_bits, outside_area_range
+from .coco_inputs import BatchRuns, Categories, ImageInputs, MaskRuns, ignore_bits, outside_area_range
 from .coco_native import kernels
 from .extras import import_extra
 
@@ -199,41 +199,58 @@ PartsRuns = Tuple[List[np.ndarray], np.ndarray, np.ndarray, np.ndarray, np.ndarr
 
 def _native_masks(native: Any, images: List[ImageInputs]) -> Optional[PartsRuns]:
     """Every detection's then every ground truth's mask of ``images`` decoded by mmeval-coco-native
-    (:data:`PartsRuns`); None unless every mask is a compressed RLE (then pycocotools' own calls do it)."""
+    (:data:`PartsRuns`); None unless every mask is a compressed RLE (then pycocotools' own calls do it).
+
+    The images' lists decoded at ``add()`` lie one after another in their batch's :class:`.BatchRuns`: they are
+    joined as ranges of those (a few per batch), not list by list."""
     pieces = [(im.det_rles, im.det_runs) for im in images] + [(im.gts.rles, im.gts.runs) for im in images]
-    parts: List[MaskRuns] = []
+    batches: List[BatchRuns] = []
+    index: Dict[int, int] = {}  # id of a batch -> its place in batches
+    ranges: List[List[int]] = []  # [batch's place, first mask, end]: runs of consecutive masks of one batch
     for rles, runs in pieces:
-        if runs is not None:  # decoded once already, at add()
-            parts.append(runs)
-        elif rles:  # (polygons, arrays or list-of-counts RLEs given: pycocotools made these dicts at add())
+        if runs is None:
+            if not rles:
+                continue
+            # (polygons, arrays or list-of-counts RLEs given: pycocotools made these dicts at add())
             decoded = native.rle_decode_masks(list(rles))
             if decoded is None:  # not every mask a compressed RLE
                 return None
             r, starts, area, hw = decoded
             n = len(rles)
-            parts.append(
-                (
-                    np.frombuffer(r, dtype=np.uint32),
-                    np.frombuffer(starts, dtype=np.int64),
-                    np.frombuffer(area, dtype=np.float64)[:n],
-                    np.frombuffer(hw, dtype=np.int64)[:n],
-                )
+            bounds = np.frombuffer(starts, dtype=np.int64)
+            one = BatchRuns(
+                np.frombuffer(r, dtype=np.uint32),
+                bounds[:n],
+                bounds[1 : n + 1],
+                np.frombuffer(area, dtype=np.float64)[:n],
+                np.frombuffer(hw, dtype=np.int64)[:n],
             )
-    return _parts_runs(parts)
-
-
-def _parts_runs(parts: List[MaskRuns]) -> PartsRuns:
-    """Lists of decoded masks (:data:`MaskRuns`) as one list of masks, in their order, their runs where they are
-    (no copy: a slice's runs are megabytes)."""
-    counts = [p[2].shape[0] for p in parts]
-    part = np.repeat(np.arange(len(parts), dtype=np.int64), counts)
-    if not parts:
-        return [], part, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)
-    start = np.concatenate([p[1][:-1] for p in parts])
-    end = np.concatenate([p[1][1:] for p in parts])
-    area = np.concatenate([p[2] for p in parts])
-    hw = np.concatenate([p[3] for p in parts])
-    return [np.ascontiguousarray(p[0], dtype=np.uint32) for p in parts], part, start, end, area, hw
+            runs = MaskRuns(one, 0, n)
+        if runs.m1 == runs.m0:
+            continue
+        b = runs.batch
+        if ranges and batches[ranges[-1][0]] is b and ranges[-1][2] == runs.m0:
+            ranges[-1][2] = runs.m1  # the next list of the same batch
+            continue
+        if id(b) not in index:
+            index[id(b)] = len(batches)
+            batches.append(b)
+        ranges.append([index[id(b)], runs.m0, runs.m1])
+    if not ranges:
+        return (
+            [],
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+            np.zeros(0),
+            np.zeros(0, np.int64),
+        )
+    part = np.repeat(np.array([r[0] for r in ranges], dtype=np.int64), [r[2] - r[1] for r in ranges])
+    start, end, area, hw = (
+        np.concatenate([getattr(batches[k], name)[m0:m1] for k, m0, m1 in ranges])
+        for name in ("start", "end", "area", "hw")
+    )
+    return [np.ascontiguousarray(b.runs, dtype=np.uint32) for b in batches], part, start, end, area, hw
 
 
 def _mask_iou_pairs(
