@@ -11,7 +11,7 @@ accumulation and the stats :mod:`.coco_accumulate`.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -25,6 +25,14 @@ from .coco_summaries import partition_summaries
 __all__ = ["COCOComputesInParts"]
 
 logger = logging.getLogger("mmeval")
+
+
+def summary_blobs(results: Sequence[Any]) -> List[Any]:
+    """Each image's summary bytes: the results as they are, or each one's first item where the records for the
+    result files ride along (``(blob, records)`` tuples). One pass over the types only when none is a tuple."""
+    if not any(issubclass(t, tuple) for t in set(map(type, results))):
+        return list(results)
+    return [r[0] if isinstance(r, tuple) else r for r in results]
 
 
 class COCOComputesInParts:
@@ -77,7 +85,7 @@ class COCOComputesInParts:
         """This rank's image summaries split by category owner (see :func:`.coco_parts.split_summaries`).
 
         The columns are read one at a time (each detection column split, then dropped)."""
-        blobs = [r[0] if isinstance(r, tuple) else r for r in results]
+        blobs = summary_blobs(results)
         del results
         packed = self._packed(blobs)
         return partition_summaries(

@@ -32,7 +32,7 @@ from ..core.base_metric import BaseMetric
 from ..core.errors import MetricArgumentError
 from .coco_arguments import check_arguments, check_items, item_names, read_ann_file
 from .coco_categories import category_ids_by_name
-from .coco_compute import COCOComputesInParts
+from .coco_compute import COCOComputesInParts, summary_blobs
 from .coco_curves import COCOCurves, plot_coco_curves
 from .coco_inputs import Annotations, Categories
 from .coco_inputs_batched import read_images
@@ -303,17 +303,18 @@ class COCODetection(COCOComputesInParts, BaseMetric):
         """
         if not len(results):
             raise ValueError("COCODetection.compute_metric: no results to compute on (nothing was added)")
-        records = [r[1] if isinstance(r, tuple) else None for r in results]
+        # the records for the result files ride with the summaries only where they are written
+        records = [r[1] if isinstance(r, tuple) else None for r in results] if self.outfile_prefix is not None else []
         if self.format_only:
             self._write_results(records, None)
             logger.info("COCODetection: results are saved in %s", os.path.dirname(str(self.outfile_prefix)))
             return {}
-        blobs = [r[0] if isinstance(r, tuple) else r for r in results]
+        blobs = summary_blobs(results)
         if self.outfile_prefix is not None:
             meta = self._packed(blobs).column(0).reshape(-1, 2)
             self._write_results(records, np.where(meta[:, 1] != 0, meta[:, 0], np.arange(len(blobs))))
         positions = np.arange(len(blobs), dtype=np.int64)
-        return self._combine_parts([self._compute_part(self._partition(list(blobs), positions, 1))])
+        return self._combine_parts([self._compute_part(self._partition(blobs, positions, 1))])
 
     def _write_results(self, records: List[Any], ids: Optional[np.ndarray]) -> None:
         """MMEval's result files: ``{outfile_prefix}.bbox.json`` (and ``.segm.json`` with masks)."""
