@@ -683,3 +683,80 @@ def test_read_plain_is_the_pure_joining(segm):
     assert 150 < passed < 550  # both kinds of batch were tried
     assert native.read_plain([], [], np.ndarray, np.integer, C, segm) is not None
     assert native.read_plain([{}], [], np.ndarray, np.integer, C, segm) is None
+
+
+class _MeddlingId(np.int64):
+    """An image id whose ``!=`` (and ``int()``) runs code that changes the batch: what a hostile caller can do
+    between the steps of the reading."""
+
+    meddle: Any = None
+
+    def __ne__(self, other: Any) -> Any:
+        type(self).meddle("ne")
+        return np.int64(self) != other
+
+    def __int__(self) -> int:
+        type(self).meddle("int")
+        return int(np.int64(self))
+
+
+@pytest.mark.parametrize("segm", [False, True])
+@pytest.mark.parametrize("when", ["ne", "int"])
+@pytest.mark.parametrize(
+    "act",
+    [
+        lambda p, g: p.pop("masks", None),
+        lambda p, g: p.pop("bboxes", None),
+        lambda p, g: p.__setitem__("mask_scores", np.ones(len(p["scores"]), np.float32)),
+        lambda p, g: p.pop("mask_scores", None),
+        lambda p, g: g.pop("masks", None),
+        lambda p, g: p.clear(),
+    ],
+    ids=["del-masks", "del-boxes", "add-mask-scores", "del-mask-scores", "del-gt-masks", "clear"],
+)
+def test_read_plain_follows_the_pure_reading_when_ids_meddle(segm, when, act):
+    """An id's ``!=`` or ``int()`` changing the dicts (of its own image and of an earlier one) while the batch is
+    read: the kernel reads in the pure reading's order and holds what it read, so it gives what the pure
+    reading gives (the same arrays or None, or the same exception) and never reads freed memory."""
+    from mmeval.metrics import coco_inputs_batched as cib
+    from mmeval.metrics.coco_inputs import Categories
+
+    cats = Categories(list(range(C)), {i: f"c{i}" for i in range(C)})
+
+    def batch() -> Any:
+        preds, gts = detections(4, C, seed=3, masks=True)
+        for p, g in zip(preds, gts):
+            p["img_id"] = _MeddlingId(g["img_id"])
+            if when == "int":
+                del g["img_id"]  # the prediction's id is the image's: int() of it is taken
+            if segm:
+                p["mask_scores"] = np.asarray(p["scores"], np.float32)
+
+        def meddle(point: str) -> None:
+            if point == when:
+                for i in (0, 2):
+                    act(preds[i], gts[i])
+
+        _MeddlingId.meddle = staticmethod(meddle)
+        return preds, gts
+
+    def outcome(read: Any) -> Any:
+        preds, gts = batch()
+        try:
+            return read(preds, gts)
+        except Exception as exc:  # the same exception either way
+            return type(exc)
+
+    want = outcome(lambda p, g: cib._joined(p, g, cats, segm))
+    got = outcome(lambda p, g: native.read_plain(p, g, np.ndarray, np.integer, C, segm))
+    if isinstance(want, type) or want is None:
+        assert got == want or (got is None and want is None)
+        return
+    assert got is not None and not isinstance(got, type)
+    for x, y in zip(cib._native_joined(got), want):
+        if isinstance(y, np.ndarray):
+            assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
+        elif y is None:
+            assert x is None
+        else:
+            assert list(x) == list(y)

@@ -102,19 +102,15 @@ static inline double at2(const Arr *a, Py_ssize_t i, Py_ssize_t j) {
     return elem(a, i * a->b.strides[0] + j * a->b.strides[1]);
 }
 
-/* An image id: 1 where v is absent, None, an int or an np.integer (*out then None or its int, a new
- * reference), 0 for any other value, -1 on an error. */
-static int plain_id(PyObject *v, PyObject *integer, PyObject **out) {
-    if (!v || v == Py_None) {
-        *out = Py_NewRef(Py_None);
-        return 1;
-    }
-    if (!PyLong_CheckExact(v)) {
-        int is = PyObject_IsInstance(v, integer);
-        if (is <= 0) return is;
-    }
-    *out = PyNumber_Index(v);  /* int(v): the very int, or an np.integer's value */
-    return *out ? 1 : -1;
+/* _plain_id: 1 where v (NULL: absent) is None, an int (exactly) or an np.integer; 0 for any other value; -1 on
+ * an error. */
+static int plain_id(PyObject *v, PyObject *integer) {
+    if (!v || v == Py_None || PyLong_CheckExact(v)) return 1;
+    return PyObject_IsInstance(v, integer);
+}
+
+static void release_held(PyObject **held, int *n_held) {
+    while (*n_held > 0) Py_DECREF(held[--*n_held]);
 }
 
 enum { A_BOX, A_SCORE, A_LABEL, A_MSCORE, A_GBOX, A_GLABEL, A_FLAG, N_ARR };
@@ -138,6 +134,10 @@ PyObject *py_read_plain(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *has_ms = NULL, *out[8] = {NULL};
     PyObject *result = NULL;
     Arr *arrs = NULL;
+    /* the image at hand's dicts and values, held: an id's comparison or __index__ may run Python code, which
+     * may change the dicts or the lists (the sequence's items and the dicts' values are otherwise borrowed) */
+    PyObject *held[2 + 2 * N_KEYS + 1];
+    int n_held = 0;
     int plain = 0;  /* 1 once every image passed; -1 on an error (the exception set) */
     Py_ssize_t n = 0, K = 0, M = 0;
     if (!(fp = PySequence_Fast(preds, "preds")) || !(fg = PySequence_Fast(gts, "gts"))) {
@@ -170,14 +170,28 @@ PyObject *py_read_plain(PyObject *Py_UNUSED(self), PyObject *args) {
     char *ms_given = PyBytes_AS_STRING(has_ms);
     /* pass 1: the types and shapes (_read_plain's first loop), the ids, the sizes */
     for (Py_ssize_t i = 0; i < n; i++) {
+        /* the pure reading's steps in its order, where Python code may run in between (an id's __ne__ or
+         * __int__, a key's __eq__): the boxes, scores, labels, flags and ids looked up, the ids compared, then
+         * the mask scores and masks looked up, then the id made an int */
+        release_held(held, &n_held);
         PyObject *p = PySequence_Fast_GET_ITEM(fp, i), *g = PySequence_Fast_GET_ITEM(fg, i);
+        held[n_held++] = Py_NewRef(p);
+        held[n_held++] = Py_NewRef(g);
         if (!PyDict_CheckExact(p) || !PyDict_CheckExact(g)) goto done;
-        PyObject *v[N_KEYS], *w[N_KEYS];
-        for (int k = 0; k < N_KEYS; k++) {
-            v[k] = PyDict_GetItemWithError(p, KEYS[k]);  /* borrowed; NULL: absent */
-            if (!v[k] && PyErr_Occurred()) { plain = -1; goto done; }
-            w[k] = PyDict_GetItemWithError(g, KEYS[k]);
-            if (!w[k] && PyErr_Occurred()) { plain = -1; goto done; }
+        PyObject *v[N_KEYS] = {NULL}, *w[N_KEYS] = {NULL};
+        static const int first_keys[] = {K_BBOXES, K_SCORES, K_LABELS, K_IGNORE, K_IMG_ID};
+        for (int q = 0; q < 5; q++) {
+            int k = first_keys[q];
+            if (k != K_IGNORE) {
+                v[k] = PyDict_GetItemWithError(p, KEYS[k]);  /* NULL: absent */
+                if (!v[k] && PyErr_Occurred()) { plain = -1; goto done; }
+                if (v[k]) held[n_held++] = Py_NewRef(v[k]);
+            }
+            if (k != K_SCORES) {
+                w[k] = PyDict_GetItemWithError(g, KEYS[k]);
+                if (!w[k] && PyErr_Occurred()) { plain = -1; goto done; }
+                if (w[k]) held[n_held++] = Py_NewRef(w[k]);
+            }
         }
         Arr *a = arrs + i * N_ARR;
         if (!plain_array(v[K_BBOXES], ndarray, 2, &a[A_BOX]) || !plain_array(v[K_SCORES], ndarray, 1, &a[A_SCORE]) ||
@@ -190,36 +204,39 @@ PyObject *py_read_plain(PyObject *Py_UNUSED(self), PyObject *args) {
             goto done;
         if (w[K_IGNORE] && (!plain_array(w[K_IGNORE], ndarray, 1, &a[A_FLAG]) || a[A_FLAG].b.shape[0] != m))
             goto done;  /* absent: all zeros */
-        PyObject *pid = NULL, *gid = NULL;
-        int ok = plain_id(v[K_IMG_ID], integer, &pid);
-        if (ok == 1) {
-            ok = plain_id(w[K_IMG_ID], integer, &gid);
-            if (ok == 1 && pid != Py_None && gid != Py_None) {
-                int ne = PyObject_RichCompareBool(pid, gid, Py_NE);
-                ok = ne < 0 ? -1 : !ne;
-            }
+        PyObject *pid = v[K_IMG_ID] && v[K_IMG_ID] != Py_None ? v[K_IMG_ID] : NULL;
+        PyObject *gid = w[K_IMG_ID] && w[K_IMG_ID] != Py_None ? w[K_IMG_ID] : NULL;
+        int ok = plain_id(pid, integer);
+        if (ok == 1) ok = plain_id(gid, integer);
+        if (ok == 1 && pid && gid) {  /* pid != gid, as Python evaluates it (no identity shortcut) */
+            PyObject *ne = PyObject_RichCompare(pid, gid, Py_NE);
+            int t = ne ? PyObject_IsTrue(ne) : -1;
+            Py_XDECREF(ne);
+            ok = t < 0 ? -1 : !t;
         }
-        if (ok == 1) list_put(ids, i, Py_NewRef(gid != Py_None ? gid : pid));
-        Py_XDECREF(pid);
-        Py_XDECREF(gid);
         if (ok != 1) {
             plain = ok < 0 ? -1 : 0;
             goto done;
         }
         if (segm) {  /* the mask scores given, else the scores; the masks given (None or not) */
-            ms_given[i] = v[K_MASK_SCORES] != NULL;
-            if (!v[K_MASKS]) goto done;
-            if (v[K_MASK_SCORES] && (!plain_array(v[K_MASK_SCORES], ndarray, 1, &a[A_MSCORE]) ||
-                                     a[A_MSCORE].b.shape[0] != k))
-                goto done;
-            list_put(dmasks, i, Py_NewRef(v[K_MASKS]));
-        } else {
-            ms_given[i] = 0;
+            PyObject *ms = PyDict_GetItemWithError(p, KEYS[K_MASK_SCORES]);
+            if (!ms && PyErr_Occurred()) { plain = -1; goto done; }
+            if (ms) held[n_held++] = Py_NewRef(ms);
+            int has = PyDict_Contains(p, KEYS[K_MASKS]);
+            if (has < 0) { plain = -1; goto done; }
+            if (!has) goto done;
+            if (ms && (!plain_array(ms, ndarray, 1, &a[A_MSCORE]) || a[A_MSCORE].b.shape[0] != k)) goto done;
         }
-        if (w[K_MASKS]) list_put(gmasks, i, Py_NewRef(w[K_MASKS]));
+        PyObject *id = gid ? gid : pid;
+        if (id) {  /* int(id) */
+            PyObject *as_int = PyNumber_Long(id);
+            if (!as_int) { plain = -1; goto done; }
+            list_put(ids, i, as_int);
+        }
         K += k;
         M += m;
     }
+    release_held(held, &n_held);
     /* pass 2: the numbers (_read_plain's joined arrays and their checks) */
     Py_ssize_t sizes[8] = {32 * K, 8 * K, 8 * K, segm ? 8 * K : 0, 32 * M, 8 * M, M, 8 * M};
     for (int j = 0; j < 8; j++) {
@@ -280,10 +297,31 @@ PyObject *py_read_plain(PyObject *Py_UNUSED(self), PyObject *args) {
         list_put(d_at, n, at);
         list_put(g_at, n, gat);
     }
+    for (Py_ssize_t i = 0; i < n; i++) {  /* whether mask scores were given, the masks: last, as the pure reading */
+        PyObject *p = PySequence_Fast_GET_ITEM(fp, i), *g = PySequence_Fast_GET_ITEM(fg, i);
+        if (!PyDict_CheckExact(p) || !PyDict_CheckExact(g)) goto done;  /* replaced since: the pure path decides */
+        ms_given[i] = 0;
+        if (segm) {
+            int given = PyDict_Contains(p, KEYS[K_MASK_SCORES]);
+            if (given < 0) { plain = -1; goto done; }
+            ms_given[i] = (char)given;
+            PyObject *dm = PyDict_GetItemWithError(p, KEYS[K_MASKS]);
+            if (!dm) {  /* p['masks']: gone since (some Python code above removed it) */
+                if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, KEYS[K_MASKS]);
+                plain = -1;
+                goto done;
+            }
+            list_put(dmasks, i, Py_NewRef(dm));
+        }
+        PyObject *gm = PyDict_GetItemWithError(g, KEYS[K_MASKS]);
+        if (!gm && PyErr_Occurred()) { plain = -1; goto done; }
+        if (gm) list_put(gmasks, i, Py_NewRef(gm));
+    }
     plain = 1;
     result = Py_BuildValue("(OOOOOOOOOOOOOO)", out[0], out[1], out[2], segm ? out[3] : Py_None, out[4], out[5],
                            out[6], out[7], d_at, g_at, ids, has_ms, dmasks, gmasks);
 done:
+    release_held(held, &n_held);
     if (arrs) {
         for (Py_ssize_t i = 0; i < n * N_ARR; i++) release(&arrs[i]);
         PyMem_Free(arrs);
