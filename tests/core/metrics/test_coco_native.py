@@ -408,11 +408,11 @@ def test_reset_leaves_no_pooled_runs(monkeypatch):
 
 
 def test_decoded_masks_are_the_given_masks():
-    """A batch's masks kept as their runs (coco_inputs.DecodedMasks): each item a compressed RLE dict of the
+    """A batch's masks kept as their runs (coco_mask_runs.DecodedMasks): each item a compressed RLE dict of the
     given mask's pixels and area, read by index, negative index and slice."""
     from pycocotools import mask as mask_api
 
-    from mmeval.metrics.coco_inputs import DecodedMasks
+    from mmeval.metrics.coco_mask_runs import DecodedMasks
 
     rng = np.random.default_rng(9)
     arrays = [

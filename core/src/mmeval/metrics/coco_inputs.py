@@ -18,38 +18,10 @@ import numpy as np
 from ..core.errors import MetricArgumentError, MetricArgumentKeyError
 from ..core.inputs import to_numpy
 from .coco_accumulate import AREA_RANGES
+from .coco_mask_runs import BatchRuns, MaskRuns
 from .coco_native import kernels
 from .extras import import_extra
 from .utils.rle_check import check_polygon_rings, check_rle
-
-
-class BatchRuns:
-    """Masks decoded by mmeval-coco-native, their runs in one buffer (an ``add()`` batch's, or one list's):
-    mask ``j``'s runs are ``runs[start[j]:end[j]]`` (uint32, exactly the mask's runs; int64 bounds), its area
-    ``area[j]`` (pycocotools' ``area``, float64) and its size ``hw[j]`` (height * 2**32 + width, int64)."""
-
-    __slots__ = ("runs", "start", "end", "area", "hw")
-
-    def __init__(self, runs: np.ndarray, start: np.ndarray, end: np.ndarray, area: np.ndarray, hw: np.ndarray) -> None:
-        self.runs, self.start, self.end, self.area, self.hw = runs, start, end, area, hw
-
-
-class MaskRuns:
-    """One list of masks as decoded: masks ``m0 .. m1`` of a :class:`BatchRuns` (a batch's lists lie one after
-    another there, so the matching joins many images' masks by ranges, not mask by mask)."""
-
-    __slots__ = ("batch", "m0", "m1")
-
-    def __init__(self, batch: BatchRuns, m0: int, m1: int) -> None:
-        self.batch, self.m0, self.m1 = batch, m0, m1
-
-    def __len__(self) -> int:
-        return self.m1 - self.m0
-
-    @property
-    def area(self) -> np.ndarray:
-        """The masks' areas (pycocotools' ``area``)."""
-        return self.batch.area[self.m0 : self.m1]
 
 
 class Categories:
@@ -106,32 +78,6 @@ class ImageInputs:
         self.det_runs = det_runs
         self.img_id, self.xywh, self.scores, self.det_labels = img_id, xywh, scores, labels
         self.seg_scores, self.det_rles, self.gts, self.records = seg_scores, det_rles, gts, records
-
-
-class DecodedMasks(Sequence[Any]):
-    """A list of compressed RLE masks kept as their runs, decoded at ``add()`` (:data:`MaskRuns`): item ``j`` is
-    the compressed RLE dict pycocotools encodes of mask ``j``'s runs -- the runs pycocotools decodes of the mask
-    given, so the same area and IoU -- made when read (only the pure path's fallbacks read them)."""
-
-    __slots__ = ("runs",)
-
-    def __init__(self, runs: MaskRuns) -> None:
-        self.runs = runs
-
-    def __len__(self) -> int:
-        return len(self.runs)
-
-    def __getitem__(self, j: Any) -> Any:
-        if isinstance(j, slice):
-            return [self[i] for i in range(*j.indices(len(self)))]
-        n = len(self)
-        if not -n <= j < n:
-            raise IndexError(f"mask {j} of {n}")
-        j = int(j) % n
-        b, k = self.runs.batch, self.runs.m0 + j
-        h, w = divmod(int(b.hw[k]), 1 << 32)
-        mask = import_extra("pycocotools.mask", "COCODetection")
-        return mask.frPyObjects({"size": [h, w], "counts": b.runs[b.start[k] : b.end[k]].tolist()}, h, w)
 
 
 def image_records(im: ImageInputs) -> Any:
@@ -279,11 +225,7 @@ def read_masks_and_areas(
     if native is not None and areas is not None and hasattr(native, "rle_masks_runs"):
         out, b_runs, b_off, b_hw = native.rle_masks_runs(value, areas)
         if b_runs is not None:
-            off = np.frombuffer(b_off, dtype=np.int64)
-            hws = np.frombuffer(b_hw, dtype=np.int64)[:n]
-            runs = MaskRuns(
-                BatchRuns(np.frombuffer(b_runs, dtype=np.uint32), off[:n], off[1 : n + 1], areas, hws), 0, n
-            )
+            runs = BatchRuns.one_list(b_runs, b_off, areas, b_hw, n)
     else:
         out = native.rle_masks(value, areas) if native is not None else [None] * n
     if None not in out:

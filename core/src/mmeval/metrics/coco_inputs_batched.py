@@ -20,18 +20,16 @@ import numpy as np
 from ..core.errors import MetricArgumentError
 from .coco_inputs import (
     Annotations,
-    BatchRuns,
     Categories,
-    DecodedMasks,
     GroundTruths,
     ImageInputs,
-    MaskRuns,
     read_image,
     read_masks,
     read_masks_and_areas,
     rle_mask_areas,
     to_xywh,
 )
+from .coco_mask_runs import BatchRuns, DecodedMasks, MaskRuns
 from .coco_native import kernels
 from .extras import import_extra
 
@@ -286,15 +284,10 @@ def _decoded_masks(
     # each list's offsets count from its first run (n_l + 1 of them, list l's from index m_at[l] + l): as bounds
     # into the batch's one buffer of runs
     of_list = np.repeat(np.arange(len(lists)), sizes)
-    at = np.frombuffer(offsets, np.int64)[np.arange(n) + of_list]
-    first = np.frombuffer(starts, dtype=np.int64)[of_list]
-    length = np.frombuffer(offsets, np.int64)[np.arange(n) + of_list + 1] - at
-    start = first + at
+    off, first = np.frombuffer(offsets, np.int64), np.frombuffer(starts, dtype=np.int64)[of_list]
+    at = np.arange(n) + of_list
+    start, end = first + off[at], first + off[at + 1]
     batch = BatchRuns(
-        np.frombuffer(runs, dtype=np.uint32),
-        start,
-        start + length,
-        np.frombuffer(areas)[:n],
-        np.frombuffer(hw, np.int64)[:n],
+        np.frombuffer(runs, dtype=np.uint32), start, end, np.frombuffer(areas)[:n], np.frombuffer(hw, np.int64)[:n]
     )
     return [MaskRuns(batch, m_at[w], m_at[w + 1]) if w >= 0 else None for w in where]

@@ -9,7 +9,8 @@ import numpy as np
 
 from ..core.packed import TRITS_PER_WORD, trits_to_words
 from .coco_accumulate import AREA_RANGES, FP, IGNORED, TP
-from .coco_inputs import BatchRuns, Categories, ImageInputs, MaskRuns, ignore_bits, outside_area_range
+from .coco_inputs import Categories, ImageInputs, ignore_bits, outside_area_range
+from .coco_mask_runs import BatchRuns
 from .coco_native import kernels
 from .extras import import_extra
 
@@ -216,16 +217,7 @@ def _native_masks(native: Any, images: List[ImageInputs]) -> Optional[PartsRuns]
             if decoded is None:  # not every mask a compressed RLE
                 return None
             r, starts, area, hw = decoded
-            n = len(rles)
-            bounds = np.frombuffer(starts, dtype=np.int64)
-            one = BatchRuns(
-                np.frombuffer(r, dtype=np.uint32),
-                bounds[:n],
-                bounds[1 : n + 1],
-                np.frombuffer(area, dtype=np.float64)[:n],
-                np.frombuffer(hw, dtype=np.int64)[:n],
-            )
-            runs = MaskRuns(one, 0, n)
+            runs = BatchRuns.one_list(r, starts, area, hw, len(rles))
         if runs.m1 == runs.m0:
             continue
         b = runs.batch
