@@ -83,6 +83,16 @@ def test_pairwise_sum_is_numpys():
         assert native.pairwise_sum(a) == a.sum()
 
 
+def _rankings_agree(monkeypatch, scores, cats, lens, k_all: int) -> None:
+    """The native ranking (order, places, bounds) equals the pure one on these detections."""
+    monkeypatch.setenv("MMEVAL_COCO_NATIVE", "1")
+    got = coco_accumulate.ranked(scores, cats, lens, k_all)
+    monkeypatch.setenv("MMEVAL_COCO_NATIVE", "0")
+    want = coco_accumulate.ranked(scores, cats, lens, k_all)
+    for g, w in zip(got, want):
+        assert np.array_equal(g, w)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_ranked_equals_the_pure_ranking(monkeypatch, dtype):
     """Ties (place order), 0.0 and -0.0 (equal), infinities, NaN of either sign (last), float32 and float64."""
@@ -111,12 +121,7 @@ def test_ranked_equals_the_pure_ranking(monkeypatch, dtype):
     scores[::11] = scores[rng.integers(0, n, scores[::11].shape[0])]  # ties across categories and images
     # and scores in [1, 1.5): float32 keys that differ in their low 22 bits only -- an even number of passes
     for s in (scores, (1 + rng.random(n) / 2).astype(dtype)):
-        monkeypatch.setenv("MMEVAL_COCO_NATIVE", "1")
-        got = coco_accumulate.ranked(s, cats, lens, k_all)
-        monkeypatch.setenv("MMEVAL_COCO_NATIVE", "0")
-        want = coco_accumulate.ranked(s, cats, lens, k_all)
-        for g, w in zip(got, want):
-            assert np.array_equal(g, w)
+        _rankings_agree(monkeypatch, s, cats, lens, k_all)
 
 
 def test_mask_area_and_iou_equal_pycocotools():
@@ -514,6 +519,20 @@ def test_kept_equals_the_pure_order_and_cut(max_det):
     assert np.array_equal(got, want)
 
 
+def _accumulations_agree(monkeypatch, scores, cats, lens, states, npig, n_thr: int, max_dets) -> None:
+    """The native accumulation (classwise AP and curves too) equals the pure one on these detections."""
+    k_all = npig.shape[0]
+    thrs = np.linspace(0.5, 0.95, n_thr)
+    ranking = coco_accumulate.ranked(scores, cats, lens, k_all)
+    fast_q = np.full((k_all, n_thr, 101), -1.0)
+    fast = coco_accumulate.accumulate(ranking, states, npig, thrs, max_dets, True, fast_q)
+    monkeypatch.setenv("MMEVAL_COCO_NATIVE", "0")
+    pure_q = np.full((k_all, n_thr, 101), -1.0)
+    pure = coco_accumulate.accumulate(ranking, states, npig, thrs, max_dets, True, pure_q)
+    for f, p in zip((*fast, fast_q), (*pure, pure_q)):
+        assert np.array_equal(f, p, equal_nan=True)
+
+
 @pytest.mark.parametrize("n_thr", [10, 16, 20])
 @pytest.mark.parametrize("max_dets", [(1, 10, 100), (1, 3, 5), (2, 7, 40)])
 def test_accumulate_kernel_equals_the_pure_accumulation(monkeypatch, n_thr, max_dets):
@@ -533,15 +552,95 @@ def test_accumulate_kernel_equals_the_pure_accumulation(monkeypatch, n_thr, max_
     npig = rng.integers(0, 40, (k_all, 4))
     npig[2] = 0  # a category without ground truth
     npig[3, 1:] = 0  # one with some only at area 'all'
-    thrs = np.linspace(0.5, 0.95, n_thr)
-    ranking = coco_accumulate.ranked(scores, cats, lens, k_all)
-    fast_q = np.full((k_all, n_thr, 101), -1.0)
-    fast = coco_accumulate.accumulate(ranking, states, npig, thrs, max_dets, True, fast_q)
-    monkeypatch.setenv("MMEVAL_COCO_NATIVE", "0")
-    pure_q = np.full((k_all, n_thr, 101), -1.0)
-    pure = coco_accumulate.accumulate(ranking, states, npig, thrs, max_dets, True, pure_q)
-    for f, p in zip((*fast, fast_q), (*pure, pure_q)):
-        assert np.array_equal(f, p, equal_nan=True)
+    _accumulations_agree(monkeypatch, scores, cats, lens, states, npig, n_thr, max_dets)
+
+
+def _word_slot(word: int) -> int:
+    """The slot of the accumulation kernel's cache of decoded state words that ``word`` lands in (its hash)."""
+    return ((word * 0x9E3779B97F4A7C15) % 2**64) >> 56
+
+
+@pytest.mark.parametrize("max_dets", [(1, 10, 100), (1, 3, 5)])
+def test_accumulate_kernel_caches_nothing_stale(monkeypatch, max_dets):
+    """The kernel's caches -- decoded state words (by a hash of the word), the recall points' needs (by the
+    ground-truth count mod 64) and the maxDets that keep a whole category -- against the pure accumulation:
+    a few distinct words, pairs of them sharing a cache slot in turn, the word 0 every slot starts with,
+    counts sharing a needs slot (1, 65, 129, ...), categories of one detection an image and of many."""
+    rng = np.random.default_rng(max_dets[1])
+    n_thr, k_all, n_img = 10, 12, 500
+    pool = [int(w) for w in rng.integers(1, 3**40, 50, dtype=np.uint64)]
+    by_slot: Dict[int, int] = {}
+    for w in rng.integers(1, 3**40, 300, dtype=np.uint64).tolist():  # ten pairs of words sharing a slot
+        other = by_slot.setdefault(_word_slot(w), w)
+        if other != w and len(pool) < 70:
+            pool += [other, w]
+    pool.append(0)
+    # per image, categories of one detection (a maxDet of 1 keeps them all) and categories of many
+    lens = rng.integers(0, 15, n_img)
+    cats = np.concatenate(
+        [
+            np.sort(np.where(rng.random(int(m)) < 0.5, rng.integers(0, 4, int(m)), rng.integers(4, k_all, int(m))))
+            for m in lens
+        ]
+    ).astype(np.uint8)
+    few = np.flatnonzero(cats < 4)
+    n = int(lens.sum())
+    within = coco_accumulate.ranked(np.zeros(n), cats, lens, k_all)[1]
+    keep = np.ones(n, dtype=bool)
+    keep[few] = within[few] == 0  # categories 0-3: at most one detection an image
+    lens = np.array([int(keep[a:b].sum()) for a, b in zip(np.r_[0, np.cumsum(lens)[:-1]], np.cumsum(lens))])
+    cats, n = cats[keep], int(keep.sum())
+    scores = rng.choice([0.1, 0.2, 0.5, 0.9], n) + rng.random(n) * (rng.random(n) < 0.7)
+    # the words in runs (hits), the two of a slot in turn (a miss each time), the word 0 here and there
+    pairs = [(a, b) for a in pool for b in pool if a != b and _word_slot(a) == _word_slot(b)]
+    states = np.array(rng.choice(pool, n), dtype=np.uint64)
+    a, b = pairs[0]
+    states[::5] = np.where(np.arange(states[::5].shape[0]) % 2, a, b).astype(np.uint64)
+    states[::7] = 0
+    npig = rng.choice([0, 1, 65, 129, 2, 66, 3, 67], (k_all, 4))
+    npig[:, 0] = np.maximum(npig[:, 0], 1)
+    _accumulations_agree(monkeypatch, scores, cats, lens, states, npig, n_thr, max_dets)
+
+
+def test_accumulate_kernel_refuses_recall_points_that_do_not_rise():
+    """The kernel reads the envelope from the last recall point down (their needs rise with them): falling
+    points are refused, not answered wrongly."""
+    n = 4
+    args = (
+        np.arange(n, dtype=np.int32),
+        np.zeros(n, dtype=np.int32),
+        np.array([0, n], dtype=np.int64),
+        np.zeros(n, dtype=np.uint64),
+        np.ones(4, dtype=np.int64),
+    )
+    outs = (np.empty(10 * 4 * 1), np.empty(10 * 4 * 3, dtype=np.int32), None)
+    ok = np.ascontiguousarray(coco_accumulate.REC_THRS)
+    native.accumulate(*args, ok, 10, np.array([1, 10, 100]), np.array([2]), *outs)
+    with pytest.raises(ValueError, match="recall points must rise"):
+        native.accumulate(*args, ok[::-1].copy(), 10, np.array([1, 10, 100]), np.array([2]), *outs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ranked_equals_the_pure_ranking_at_every_category_size(monkeypatch, dtype):
+    """Categories on both sides of the kernel's choice of radix digit (8 bits below 768 detections, 11 from
+    there), and scores whose keys differ only in their high digits (the low passes skipped: an odd or an even
+    number of passes) or not at all."""
+    rng = np.random.default_rng(11)
+    sizes = [1, 2, 3, 255, 256, 767, 768, 769, 2047, 2049, 5000]
+    k_all = len(sizes)
+    cats = np.repeat(np.arange(k_all), sizes)
+    rng.shuffle(cats)
+    n = cats.shape[0]
+    lens = np.diff(np.r_[0, np.sort(rng.choice(np.arange(1, n), 300, replace=False)), n])
+    starts = np.r_[0, np.cumsum(lens)[:-1]]
+    cats = np.concatenate([np.sort(cats[a : a + m]) for a, m in zip(starts, lens)]).astype(np.uint16)
+    for scores in (
+        rng.random(n),
+        2.0 ** rng.integers(-20, 20, n),  # float32 keys alike in their low 23 bits
+        np.full(n, 0.5),
+        rng.choice([0.25, 0.5, 0.75], n) * rng.choice([1.0, 1.0 + 2**-20], n),
+    ):
+        _rankings_agree(monkeypatch, scores.astype(dtype), cats, lens, k_all)
 
 
 def test_gather_joins_the_summaries_columns_as_packed_columns_does():

@@ -52,17 +52,27 @@ static inline int64_t popcount64(uint64_t x) {
 #endif
 #define AHEAD 16  /* detections ahead whose ranked state words and places are prefetched */
 
-/* a 64 x 64 bit matrix transposed in place: bit r of a[i] becomes bit i of a[r] (blocks swapped, halving) */
-static inline void transpose64(uint64_t *a) {
-    uint64_t m = 0x00000000FFFFFFFFULL;
-    for (int j = 32; j; j >>= 1, m ^= m << j)
-        for (int base = 0; base < 64; base += 2 * j)
-            for (int k = base; k < base + j; k++) {  /* runs of j independent pairs: the compiler's vectors */
-                uint64_t t = ((a[k] >> j) ^ a[k + j]) & m;
-                a[k] ^= t << j;
-                a[k + j] ^= t;
-            }
+/* a 64 x 64 bit matrix transposed in place: bit r of a[i] becomes bit i of a[r] (blocks swapped, halving); two
+ * at once (independent work to overlap), each round's shift a constant (so the compiler can use vectors) */
+#define TRANSPOSE_ROUND(a, b, J, MASK)                                   \
+    for (int base = 0; base < 64; base += 2 * (J))                       \
+        for (int k = base; k < base + (J); k++) {                        \
+            uint64_t t = (((a)[k] >> (J)) ^ (a)[k + (J)]) & (MASK);      \
+            uint64_t u = (((b)[k] >> (J)) ^ (b)[k + (J)]) & (MASK);      \
+            (a)[k] ^= t << (J);                                          \
+            (a)[k + (J)] ^= t;                                           \
+            (b)[k] ^= u << (J);                                          \
+            (b)[k + (J)] ^= u;                                           \
+        }
+static inline void transpose64x2(uint64_t *a, uint64_t *b) {
+    TRANSPOSE_ROUND(a, b, 32, 0x00000000FFFFFFFFULL)
+    TRANSPOSE_ROUND(a, b, 16, 0x0000FFFF0000FFFFULL)
+    TRANSPOSE_ROUND(a, b, 8, 0x00FF00FF00FF00FFULL)
+    TRANSPOSE_ROUND(a, b, 4, 0x0F0F0F0F0F0F0F0FULL)
+    TRANSPOSE_ROUND(a, b, 2, 0x3333333333333333ULL)
+    TRANSPOSE_ROUND(a, b, 1, 0x5555555555555555ULL)
 }
+#undef TRANSPOSE_ROUND
 
 /* numpy's pairwise sum of n contiguous doubles (DOUBLE_pairwise_sum): what ndarray.sum(axis=-1) gives */
 static double pairwise_sum(const double *a, Py_ssize_t n) {
@@ -270,11 +280,45 @@ static PyObject *py_kept(PyObject *self, PyObject *args) {
 
 /* ---- accumulation ---------------------------------------------------------------------------- */
 
+/* the largest of cur and n doubles (none NaN), four running maxima at a time: max is exact, so any order gives
+ * the same value */
+static inline double max_of(const double *p, Py_ssize_t n, double cur) {
+    double m0 = cur, m1 = cur, m2 = cur, m3 = cur;
+    Py_ssize_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        m0 = p[j] > m0 ? p[j] : m0;
+        m1 = p[j + 1] > m1 ? p[j + 1] : m1;
+        m2 = p[j + 2] > m2 ? p[j + 2] : m2;
+        m3 = p[j + 3] > m3 ? p[j + 3] : m3;
+    }
+    for (; j < n; j++) m0 = p[j] > m0 ? p[j] : m0;
+    m0 = m1 > m0 ? m1 : m0;
+    m2 = m3 > m2 ? m3 : m2;
+    return m2 > m0 ? m2 : m0;
+}
+
+#define WORD_CACHE_BITS 8  /* the bitmask pass's cache of decoded state words: 256 entries */
+#define NEED_CACHE 64  /* the recall points' needs kept for this many ground-truth counts (by count % 64) */
+
+/* word ww's (of a detection's W <= 2) 40 states as two masks of their rows, ORed into tm (true positives) and
+ * fm (false positives): 20 trits as 8 + 8 + 4, a TF8 look-up each, both masks' bits at once */
+static inline void word_masks(uint64_t acc, int ww, uint64_t *tm, uint64_t *fm) {
+    uint32_t half[2] = {(uint32_t)(acc % 3486784401ULL), (uint32_t)(acc / 3486784401ULL)};
+    for (int hh = 0; hh < 2; hh++) {
+        uint32_t v = half[hh], v1 = v / 6561;
+        int sh = ww * TRITS + hh * 20;  /* 0, 20, 40 or 60: rows <= 64 */
+        uint32_t a0 = TF8[v - v1 * 6561], a1 = TF8[v1 % 6561], a2 = TF8[v1 / 6561];
+        uint64_t t = (a0 & 0xFF) | (a1 & 0xFF) << 8 | (a2 & 0xFF) << 16;
+        uint64_t f = a0 >> 8 | (a1 >> 8) << 8 | (a2 >> 8) << 16;
+        if (sh < 64) { *tm |= t << sh; *fm |= f << sh; }
+    }
+}
+
 /* accumulate(order i4[n], within i4[n], bounds i8[K+1], words u8[n*W], npig i8[K*A], rec_thrs f8[R],
  *            n_thr, max_dets i8[M], cols i8[P], psum f8[T*K*A*P] (out), tps i4[T*K*A*M] (out),
  *            q_all f8[K*T*R] (out) or None)
  * psum: 0 where not live; tps: -1 there; q_all: each category's interpolated precision at area 'all' and
- * the last maxDet (classwise AP). */
+ * the last maxDet (classwise AP). rec_thrs must rise (pycocotools' 101 points do). */
 static PyObject *py_accumulate(PyObject *self, PyObject *args) {
     Py_buffer bo, bwi, bb, bw, bc, bl, bm, bcol, bp, bt, bq;  /* bc: npig, bl: recall thresholds */
     PyObject *q_obj;
@@ -295,8 +339,7 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
     double *q_all = have_q == 1 ? (double *)bq.buf : NULL;
     Py_ssize_t K = bb.len / 8 - 1, M = bm.len / 8, P = bcol.len / 8, T = n_thr;
     Py_ssize_t A = K ? bc.len / 8 / K : 0, R = bl.len / 8;
-    int64_t cm[1024];
-    if (R > 1024) { PyErr_SetString(PyExc_ValueError, "mmeval_coco_native.accumulate: more than 1024 recall points"); goto done; }
+    int64_t cmk[NEED_CACHE], *cmc = NULL;  /* the needs' cache: counts and their R needs */
     Py_ssize_t rows = A * T, W = (rows + TRITS - 1) / TRITS;
     Py_ssize_t nmax = 0;
     uint8_t *st = NULL;
@@ -306,6 +349,14 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
     uint64_t *tpb = NULL, *fpb = NULL, *leb = NULL;  /* the bitmask pass's rows (see below) */
     Py_ssize_t nw = 0;
     if (have_q < 0) goto done;
+    for (Py_ssize_t rr = 1; rr < R; rr++)
+        if (!(rec[rr] >= rec[rr - 1])) {  /* the envelope's reading below relies on it */
+            PyErr_SetString(PyExc_ValueError, "mmeval_coco_native.accumulate: the recall points must rise");
+            goto done;
+        }
+    cmc = malloc(sizeof(int64_t) * NEED_CACHE * (size_t)(R ? R : 1));
+    if (!cmc) { PyErr_NoMemory(); goto done; }
+    for (int x = 0; x < NEED_CACHE; x++) cmk[x] = -1;
     for (Py_ssize_t k = 0; k < K; k++)
         if (bounds[k + 1] - bounds[k] > nmax) nmax = bounds[k + 1] - bounds[k];
     nw = (nmax + 63) / 64;  /* 64-detection blocks of the largest category */
@@ -342,6 +393,13 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
         if (!tpb || !fpb || !leb) { PyErr_NoMemory(); goto done; }
     }
     int64_t by_m0[257];
+    /* the bitmask pass's decoded words: a direct-mapped cache (a category's detections hold a few hundred
+     * distinct words, most of them a few: the decoding becomes a look-up). Every entry starts as word 0,
+     * whose masks are 0 -- right for any word that lands there */
+    uint64_t ck[1 << WORD_CACHE_BITS], ct[1 << WORD_CACHE_BITS], cf[1 << WORD_CACHE_BITS];
+    memset(ck, 0, sizeof ck);
+    memset(ct, 0, sizeof ct);
+    memset(cf, 0, sizeof cf);
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t x = 0; x < T * K * A * P; x++) psum[x] = 0.0;
     for (Py_ssize_t x = 0; x < T * K * A * M; x++) tps[x] = -1;
@@ -351,10 +409,12 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
         if (!any) continue;
         Py_ssize_t lo = bounds[k], nk = bounds[k + 1] - lo;
         Py_ssize_t nwk = (nk + 63) / 64;
+        Py_ssize_t m_all = M;
         if (bits) {
             /* each detection's states as two masks of its rows (eight trits a look-up), 64 detections
              * transposed at a time into the rows' bits: tpb[r * nwk + block], bit j % 64 */
             uint64_t tb[64], fb[64], lb[256];
+            m_all = 0;  /* the first maxDet keeping every detection the largest keeps: the most m0 seen below M */
             uint64_t row_mask = rows == 64 ? UINT64_MAX : ((1ULL << rows) - 1);
             for (Py_ssize_t blk = 0; blk < nwk; blk++) {
                 Py_ssize_t j0 = blk * 64, j1 = j0 + 64 < nk ? j0 + 64 : nk;
@@ -372,27 +432,29 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
                     while (mm < M && w0 >= max_dets[mm]) mm++;
                     uint64_t tm = 0, fm = 0;
                     if (mm < M) {
-                        for (Py_ssize_t ww = 0; ww < W; ww++) {
-                            uint64_t acc = w[ww];
-                            uint32_t half[2] = {(uint32_t)(acc % 3486784401ULL), (uint32_t)(acc / 3486784401ULL)};
-                            for (int hh = 0; hh < 2; hh++) {
-                                /* 20 trits as 8 + 8 + 4, a look-up each: both masks' bits at once */
-                                uint32_t v = half[hh], v1 = v / 6561;
-                                int sh = (int)(ww * TRITS) + hh * 20;  /* 0, 20, 40 or 60: rows <= 64 */
-                                uint32_t a0 = TF8[v - v1 * 6561], a1 = TF8[v1 % 6561], a2 = TF8[v1 / 6561];
-                                uint64_t t = (a0 & 0xFF) | (a1 & 0xFF) << 8 | (a2 & 0xFF) << 16;
-                                uint64_t f = a0 >> 8 | (a1 >> 8) << 8 | (a2 >> 8) << 16;
-                                if (sh < 64) { tm |= t << sh; fm |= f << sh; }
+                        if (W == 1) {
+                            uint64_t acc = w[0];
+                            unsigned h = (unsigned)((acc * 0x9E3779B97F4A7C15ULL) >> (64 - WORD_CACHE_BITS));
+                            if (ck[h] == acc) {
+                                tm = ct[h];
+                                fm = cf[h];
+                            } else {
+                                word_masks(acc, 0, &tm, &fm);
+                                ck[h] = acc;
+                                ct[h] = tm;
+                                cf[h] = fm;
                             }
+                        } else {
+                            for (Py_ssize_t ww = 0; ww < W; ww++) word_masks(w[ww], (int)ww, &tm, &fm);
                         }
                         for (Py_ssize_t m = mm; m < M; m++) lb[m] |= 1ULL << (j - j0);
+                        if (mm > m_all) m_all = mm;
                     }
                     tb[j - j0] = tm & row_mask;
                     fb[j - j0] = fm & row_mask;
                 }
                 for (Py_ssize_t j = j1 - j0; j < 64; j++) tb[j] = fb[j] = 0;
-                transpose64(tb);
-                transpose64(fb);
+                transpose64x2(tb, fb);
                 for (Py_ssize_t r = 0; r < rows; r++) {
                     tpb[r * nwk + blk] = tb[r];
                     fpb[r * nwk + blk] = fb[r];
@@ -432,12 +494,17 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
         for (Py_ssize_t a = 0; a < A; a++) {
             int64_t ng = npig[k * A + a];
             if (ng <= 0) continue;  /* no ground truth in this area range: -1 and 0, as set */
-            /* the fewest true positives c with c / npig >= r (coco_accumulate._fewest_tps, the same floats) */
-            for (Py_ssize_t rr = 0; rr < R; rr++) {
-                int64_t c = (int64_t)ceil(rec[rr] * (double)ng);
-                if ((double)c / (double)ng < rec[rr]) c++;
-                if (c > 0 && (double)(c - 1) / (double)ng >= rec[rr]) c--;
-                cm[rr] = c;
+            /* the fewest true positives c with c / npig >= r (coco_accumulate._fewest_tps, the same floats);
+             * they follow from npig alone: kept for the last few counts seen (many categories share one) */
+            int64_t *cm = cmc + (size_t)(ng % NEED_CACHE) * (size_t)R;
+            if (cmk[ng % NEED_CACHE] != ng) {
+                cmk[ng % NEED_CACHE] = ng;
+                for (Py_ssize_t rr = 0; rr < R; rr++) {
+                    int64_t c = (int64_t)ceil(rec[rr] * (double)ng);
+                    if ((double)c / (double)ng < rec[rr]) c++;
+                    if (c > 0 && (double)(c - 1) / (double)ng >= rec[rr]) c--;
+                    cm[rr] = c;
+                }
             }
             for (Py_ssize_t t = 0; t < T; t++) {
                 const uint8_t *srow = st + (a * T + t) * nk;
@@ -459,10 +526,15 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
                         }
                         fp += popcount64(fw);
                     }
+                    /* a maxDet keeping every detection the largest keeps has the row's true positives: counted
+                     * only for the ones below the first keeping them all (m_all) */
                     for (Py_ssize_t m = 0; m < M; m++) {
-                        int64_t c = 0;
+                        int64_t c = tp;
                         const uint64_t *keep = leb + m * nwk;
-                        for (Py_ssize_t blk = 0; blk < nwk; blk++) c += popcount64(trow[blk] & keep[blk]);
+                        if (m < m_all) {
+                            c = 0;
+                            for (Py_ssize_t blk = 0; blk < nwk; blk++) c += popcount64(trow[blk] & keep[blk]);
+                        }
                         ntp[m] = c;
                     }
                 } else if (last_only) {
@@ -510,21 +582,36 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
                     tps[((t * K + k) * A + a) * M + m] = (int32_t)n_tp;
                     if (c < 0) continue;
                     double *p = pr + c * nmax;
-                    /* the envelope: suffix maxima of the true positives' precision */
-                    for (Py_ssize_t j = n_tp - 2; j >= 0; j--) if (p[j + 1] > p[j]) p[j] = p[j + 1];
-                    for (Py_ssize_t rr = 0; rr < R; rr++) {
+                    /* the envelope read at each recall point: the most precision of the true positives from
+                     * the first one reaching it on -- from the last recall point down, each point's maximum
+                     * that of the positions since the point above (the recall points' needs rise) and the
+                     * point above's */
+                    int keep_q = q_all && a == 0 && m == M - 1;
+                    if (n_tp == 0) {  /* every point unreached: 0 (their sum too, as set) */
+                        if (keep_q) memset(q_all + (k * T + t) * R, 0, sizeof(double) * R);
+                        continue;
+                    }
+                    double cur = 0.0;  /* a precision is > 0 */
+                    Py_ssize_t hi = (Py_ssize_t)n_tp, rr = R - 1;
+                    for (; rr >= 0 && cm[rr] > n_tp; rr--) q[rr] = 0.0;  /* the points not reached */
+                    for (; rr >= 0; rr--) {
                         int64_t need = cm[rr];
-                        q[rr] = (n_tp == 0 || need > n_tp) ? 0.0 : p[need > 0 ? need - 1 : 0];
+                        Py_ssize_t from = need > 0 ? (Py_ssize_t)need - 1 : 0;
+                        if (from < hi) {
+                            cur = max_of(p + from, hi - from, cur);
+                            hi = from;
+                        }
+                        q[rr] = cur;
                     }
                     psum[((t * K + k) * A + a) * P + c] = pairwise_sum(q, R);
-                    if (q_all && a == 0 && m == M - 1) memcpy(q_all + (k * T + t) * R, q, sizeof(double) * R);
+                    if (keep_q) memcpy(q_all + (k * T + t) * R, q, sizeof(double) * R);
                 }
             }
         }
     }
     Py_END_ALLOW_THREADS
 done:
-    free(st); free(pr); free(q); free(pcol); free(m0); free(tpb); free(fpb); free(leb);
+    free(st); free(pr); free(q); free(pcol); free(m0); free(tpb); free(fpb); free(leb); free(cmc);
     PyBuffer_Release(&bo); PyBuffer_Release(&bwi); PyBuffer_Release(&bb); PyBuffer_Release(&bw);
     PyBuffer_Release(&bc); PyBuffer_Release(&bl); PyBuffer_Release(&bm); PyBuffer_Release(&bcol);
     PyBuffer_Release(&bp); PyBuffer_Release(&bt);
@@ -600,14 +687,18 @@ static PyObject *py_ranked(PyObject *self, PyObject *args) {
                 all_or |= ka[j];
                 all_and &= ka[j];
             }
-            for (int shift = 0; shift < 32 && m > 1; shift += 11) {
-                if ((((all_or ^ all_and) >> shift) & 0x7FF) == 0) continue;
-                memset(hist, 0, sizeof(Py_ssize_t) * 2048);
-                for (Py_ssize_t j = 0; j < m; j++) hist[(ka[j] >> shift) & 0x7FF]++;
+            /* 11-bit digits (three passes), 8-bit ones (four passes of a 256-bucket histogram) for a small
+             * category, where clearing and summing 2048 buckets would cost more than its detections */
+            int bits = m < 768 ? 8 : 11;
+            uint32_t dmask = (1u << bits) - 1;
+            for (int shift = 0; shift < 32 && m > 1; shift += bits) {
+                if ((((all_or ^ all_and) >> shift) & dmask) == 0) continue;
+                memset(hist, 0, sizeof(Py_ssize_t) * ((size_t)dmask + 1));
+                for (Py_ssize_t j = 0; j < m; j++) hist[(ka[j] >> shift) & dmask]++;
                 Py_ssize_t sum = 0;
-                for (int d = 0; d < 2048; d++) { Py_ssize_t c = hist[d]; hist[d] = sum; sum += c; }
+                for (uint32_t d = 0; d <= dmask; d++) { Py_ssize_t c = hist[d]; hist[d] = sum; sum += c; }
                 for (Py_ssize_t j = 0; j < m; j++) {
-                    Py_ssize_t to = hist[(ka[j] >> shift) & 0x7FF]++;
+                    Py_ssize_t to = hist[(ka[j] >> shift) & dmask]++;
                     kb[to] = ka[j];
                     ib[to] = ia[j];
                 }
