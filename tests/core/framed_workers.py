@@ -174,3 +174,17 @@ def undecodable_result_on_rank_1(backend):
     except Exception as exc:
         return type(exc).__name__, str(exc), time.monotonic() - start
     return "no error", "", 0.0
+
+
+def socket_no_delay(backend) -> list:
+    """Each of this rank's hub connections' TCP_NODELAY (nonzero: set)."""
+    import socket
+
+    out = []
+    for conn in backend._conns.values():
+        s = socket.fromfd(conn.fileno(), socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            out.append(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        finally:
+            s.close()
+    return out

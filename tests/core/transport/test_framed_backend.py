@@ -35,6 +35,15 @@ def test_collectives(ws):
         assert o["none"] is None
 
 
+def test_the_hub_sends_without_waiting_for_acks():
+    """The test backend's sockets have TCP_NODELAY: rank 0 sends each rank several messages in a row, and
+    with Nagle's algorithm each one after the first waited for the peer's delayed ACK (~40 ms a collective on
+    Linux, most of the core suite's time)."""
+    out = _ok(run_ranks(w.socket_no_delay, 3))
+    assert [len(v) for v in out.values()] == [2, 1, 1]
+    assert all(flag for v in out.values() for flag in v), out
+
+
 def test_large_payloads_go_out_of_band():
     out = _ok(run_ranks(w.collectives, 2, True))
     assert out[0]["all_gather"][1][1] == float((np.arange(3_000_000, dtype=np.float32) + 1).sum())
