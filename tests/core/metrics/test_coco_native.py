@@ -356,6 +356,61 @@ def test_rle_lists_runs_takes_what_check_rle_passes_with_rle_decodes_runs():
     assert taken > len(valid) and refused > 100
 
 
+def _rle_string(runs) -> bytes:
+    """pycocotools' compressed RLE string of ``runs``, from rleToString's definition: each run past the third as
+    its difference from the run two back, five bits a character (0x20: another follows), plus 48."""
+    out = bytearray()
+    for i, run in enumerate(runs):
+        x = int(run) - (int(runs[i - 2]) if i > 2 else 0)
+        more = True
+        while more:
+            c = x & 0x1F
+            x >>= 5
+            more = x != -1 if c & 0x10 else x != 0
+            out.append((c | (0x20 if more else 0)) + 48)
+    return bytes(out)
+
+
+def test_rle_check_takes_sixteen_values_at_a_time_as_one():
+    """The RLE check's step of sixteen one-character values (SSE2; four at a time elsewhere) against the
+    separate decoder and check_rle: runs of either parity at a block's start, runs near 2**32 (a 65535 x 65535
+    mask), a run going negative or the runs passing h * w inside a block (refused), and the odd runs' area."""
+    from mmeval.core.errors import MetricArgumentError
+    from mmeval.metrics.utils.rle_check import check_rle
+
+    rng = np.random.default_rng(16)
+    cases = []
+    for trial in range(600):
+        n = int(rng.integers(5, 90))
+        # the odd runs large (up to 2**27: the runs' sum near 2**32 at 90 runs), or all small
+        big = 2**27 if trial % 4 == 0 else 300
+        runs = [int(rng.integers(0, 300)), int(rng.integers(0, big)), int(rng.integers(0, 300))]
+        if trial % 3 == 0:
+            runs.append(int(rng.integers(40, 400)))  # a fourth run of two characters: a block starts even
+        while len(runs) < n:
+            runs.append(max(0, runs[-2] + int(rng.integers(-16, 16))))  # one character each
+        if trial % 5 == 0:  # a run below 0 inside the one-character values
+            runs[int(rng.integers(3, len(runs)))] = -int(rng.integers(1, 5))
+        hw = sum(runs) + (int(rng.integers(-3, 4)) if trial % 7 == 0 else 0)  # short of h * w or past it
+        cases.append(({"size": [max(hw, 0), 1], "counts": _rle_string(runs)}, runs))
+    taken = refused = 0
+    for mask, runs in cases:
+        got = native.rle_lists_runs([[mask]])
+        try:
+            check_rle(mask, "m")
+        except MetricArgumentError:
+            assert got is None, (mask, runs)
+            refused += 1
+            continue
+        if got is None:  # a value past six characters: left to the Python check
+            continue
+        taken += 1
+        dec, offsets, areas, _, _ = got
+        assert np.frombuffer(dec, np.uint32)[: np.frombuffer(offsets, np.int64)[-1]].tolist() == runs
+        assert np.frombuffer(areas)[0] == float(sum(runs[1::2]) % 2**32)
+    assert taken > 200 and refused > 40
+
+
 def test_runs_blocks_are_pooled_and_independent():
     """The runs rle_lists_runs gives live in pooled blocks: a block freed goes to the pool and the next batch's
     runs reuse its memory, never one still alive (two batches kept side by side keep their own runs); the
