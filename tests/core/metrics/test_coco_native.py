@@ -556,14 +556,9 @@ def test_refused_masks_are_named_the_same_way_with_the_kernels(monkeypatch):
     assert errors[0] == errors[1] and "predictions[2]['masks'][1]" in errors[0]
 
 
-@pytest.mark.parametrize("max_det", [1, 3, 100])
-def test_kept_equals_the_pure_order_and_cut(max_det):
-    """native.kept against np.lexsort((place, -score, key)) and the first max_det of each key: ties of
-    score (-0.0 and 0.0 among them) keep their places."""
-    rng = np.random.default_rng(max_det)
-    n = 3000
-    key = np.sort(rng.integers(0, 40, n)) * 7 + rng.integers(0, 7, n)  # images in order, categories mixed
-    score = rng.choice([0.0, -0.0, 0.25, 0.5, 0.5, 0.75, 1.0], n) * rng.choice([1.0, 1.0, 0.5], n)
+def _kept_agrees(key: np.ndarray, score: np.ndarray, max_det: int) -> None:
+    """native.kept against np.lexsort((place, -score, key)) and the first max_det of each key."""
+    n = key.shape[0]
     order = np.lexsort((np.arange(n), -score, key))
     ks = key[order]
     starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
@@ -572,6 +567,24 @@ def test_kept_equals_the_pure_order_and_cut(max_det):
     out = np.empty(n, dtype=np.int64)
     got = out[: native.kept(key.astype(np.int64), score, max_det, out)]
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("max_det", [1, 3, 100])
+def test_kept_equals_the_pure_order_and_cut(max_det):
+    """Ties of score (-0.0 and 0.0 among them) keep their places; NaN scores go last; a key of many
+    detections (past the kernel's insertion sort); keys spanning far more values than detections, and
+    negative ones (its merge sort of them all instead of a count by key)."""
+    rng = np.random.default_rng(max_det)
+    n = 3000
+    key = np.sort(rng.integers(0, 40, n)) * 7 + rng.integers(0, 7, n)  # images in order, categories mixed
+    score = rng.choice([0.0, -0.0, 0.25, 0.5, 0.5, 0.75, 1.0], n) * rng.choice([1.0, 1.0, 0.5], n)
+    _kept_agrees(key, score, max_det)
+    nan_score = np.where(rng.random(n) < 0.1, np.nan, score)
+    _kept_agrees(key, nan_score, max_det)
+    crowded = np.where(rng.random(n) < 0.3, 5, key)  # ~900 detections share key 5
+    _kept_agrees(crowded, nan_score, max_det)
+    _kept_agrees(key * 10**12 - 3 * 10**17, score, max_det)  # a span of ~3e14 values, negative keys
+    _kept_agrees(np.zeros(0, dtype=np.int64), np.zeros(0), max_det)
 
 
 def _accumulations_agree(monkeypatch, scores, cats, lens, states, npig, n_thr: int, max_dets) -> None:

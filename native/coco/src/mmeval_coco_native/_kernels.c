@@ -238,9 +238,28 @@ static inline int group_before(const int64_t *key, const double *score, int64_t 
     return sa > sb;
 }
 
+/* a[lo:hi) sorted stably by group_before: a bottom-up merge sort through b[lo:hi) (the result in a) */
+static void merge_sort_range(const int64_t *key, const double *score, int64_t *a, int64_t *b, Py_ssize_t lo,
+                             Py_ssize_t hi) {
+    int64_t *src = a, *dst = b;
+    for (Py_ssize_t w = 1; w < hi - lo; w *= 2) {
+        for (Py_ssize_t s0 = lo; s0 < hi; s0 += 2 * w) {
+            Py_ssize_t mid = s0 + w < hi ? s0 + w : hi, e = s0 + 2 * w < hi ? s0 + 2 * w : hi;
+            Py_ssize_t i = s0, j = mid, o = s0;
+            while (i < mid && j < e) dst[o++] = group_before(key, score, src[j], src[i]) ? src[j++] : src[i++];
+            while (i < mid) dst[o++] = src[i++];
+            while (j < e) dst[o++] = src[j++];
+        }
+        int64_t *t = src; src = dst; dst = t;
+    }
+    if (src != a) memcpy(a + lo, src + lo, sizeof(int64_t) * (size_t)(hi - lo));
+}
+
 /* kept(d_key i8[n], score f8[n], max_det, out i8[n] (out)) -> k
- * The detections in np.lexsort((arange(n), -score, d_key)) order (a stable merge sort), then the first
- * max_det of each run of equal d_key: out[:k]. */
+ * The detections in np.lexsort((arange(n), -score, d_key)) order, then the first max_det of each run of equal
+ * d_key: out[:k]. Where the keys span at most 4n + 65536 values (an add() slice's images times the
+ * categories), a stable counting sort by key and then each key's few detections by score (insertion, stable;
+ * a merge sort past 32); else one stable merge sort of them all. */
 static PyObject *py_kept(PyObject *self, PyObject *args) {
     Py_buffer bk, bs, bo;
     Py_ssize_t max_det;
@@ -249,23 +268,47 @@ static PyObject *py_kept(PyObject *self, PyObject *args) {
     const double *score = bs.buf;
     int64_t *out = bo.buf;
     Py_ssize_t n = bk.len / 8, k = 0;
+    int64_t kmin = 0, kmax = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i == 0 || key[i] < kmin) kmin = key[i];
+        if (i == 0 || key[i] > kmax) kmax = key[i];
+    }
+    /* the keys' span, without overflow: counted where it is small */
+    int counting = n > 0 && (uint64_t)kmax - (uint64_t)kmin < (uint64_t)(4 * n + 65536);
+    Py_ssize_t span = counting ? (Py_ssize_t)((uint64_t)kmax - (uint64_t)kmin) + 1 : 0;
     int64_t *a = malloc(sizeof(int64_t) * (n ? n : 1)), *b = malloc(sizeof(int64_t) * (n ? n : 1));
-    if (!a || !b) {
-        free(a); free(b);
+    Py_ssize_t *at = counting ? calloc((size_t)span + 1, sizeof(Py_ssize_t)) : NULL;
+    if (!a || !b || (counting && !at)) {
+        free(a); free(b); free(at);
         PyBuffer_Release(&bk); PyBuffer_Release(&bs); PyBuffer_Release(&bo);
         return PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) a[i] = i;
-    for (Py_ssize_t w = 1; w < n; w *= 2) {  /* bottom-up merge sort: stable */
-        for (Py_ssize_t lo = 0; lo < n; lo += 2 * w) {
-            Py_ssize_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            Py_ssize_t i = lo, j = mid, o = lo;
-            while (i < mid && j < hi) b[o++] = group_before(key, score, a[j], a[i]) ? a[j++] : a[i++];
-            while (i < mid) b[o++] = a[i++];
-            while (j < hi) b[o++] = a[j++];
+    if (counting) {
+        for (Py_ssize_t i = 0; i < n; i++) at[key[i] - kmin + 1]++;
+        for (Py_ssize_t v = 0; v < span; v++) at[v + 1] += at[v];
+        for (Py_ssize_t i = 0; i < n; i++) a[at[key[i] - kmin]++] = i;  /* by key, places rising */
+        for (Py_ssize_t lo = 0; lo < n;) {
+            Py_ssize_t hi = lo + 1;
+            while (hi < n && key[a[hi]] == key[a[lo]]) hi++;
+            if (hi - lo > 32) {
+                merge_sort_range(key, score, a, b, lo, hi);
+            } else {
+                for (Py_ssize_t i = lo + 1; i < hi; i++) {  /* insertion: an equal score stays after */
+                    int64_t x = a[i];
+                    Py_ssize_t j = i;
+                    while (j > lo && group_before(key, score, x, a[j - 1])) {
+                        a[j] = a[j - 1];
+                        j--;
+                    }
+                    a[j] = x;
+                }
+            }
+            lo = hi;
         }
-        int64_t *t = a; a = b; b = t;
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) a[i] = i;
+        merge_sort_range(key, score, a, b, 0, n);
     }
     Py_ssize_t run = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -273,7 +316,7 @@ static PyObject *py_kept(PyObject *self, PyObject *args) {
         if (run < max_det) out[k++] = a[i];
     }
     Py_END_ALLOW_THREADS
-    free(a); free(b);
+    free(a); free(b); free(at);
     PyBuffer_Release(&bk); PyBuffer_Release(&bs); PyBuffer_Release(&bo);
     return PyLong_FromSsize_t(k);
 }
