@@ -76,6 +76,23 @@ def test_tied_scores_duplicate_boxes_and_equal_ious(monkeypatch):
     _same(_run(monkeypatch, "0", preds, gts), _run(monkeypatch, "1", preds, gts))
 
 
+def test_ious_of_overflowing_boxes_match_as_the_pure_path_does(monkeypatch):
+    """Finite boxes whose areas overflow to inf (IoUs of 0 and NaN: inf - inf): the kernel, with its shortcut
+    past the thresholds above a detection's largest IoU, gives the pure path's stats."""
+    rng = np.random.default_rng(9)
+    preds, gts = [], []
+    for i in range(20):
+        box = rng.random((6, 4)) * 100
+        box[:, 2:] += box[:, :2] + 5
+        gt = box[:3] + rng.random((3, 4)) * 3
+        box[:2] = gt[0] = [0.0, 0.0, 1e200, 1e200]
+        labels = rng.integers(0, 2, 6)
+        preds.append({"img_id": i, "bboxes": box, "scores": rng.random(6), "labels": labels})
+        gts.append({"img_id": i, "bboxes": gt, "labels": np.array([labels[0], labels[1], 1])})
+    with np.errstate(all="ignore"):
+        _same(_run(monkeypatch, "0", preds, gts), _run(monkeypatch, "1", preds, gts))
+
+
 def test_pairwise_sum_is_numpys():
     rng = np.random.default_rng(0)
     for n in [*range(0, 300), 1010, 4097]:

@@ -181,6 +181,14 @@ static PyObject *py_match(PyObject *self, PyObject *args) {
             memcpy(words + i * W, none_words + pat * W, sizeof(uint64_t) * W);
             continue;
         }
+        /* the detection's largest IoU: a threshold above it matches nothing (where no IoU is NaN, which the
+         * scan below would take) */
+        double imax = -1.0;
+        int nan_iou = 0;
+        for (Py_ssize_t g = 0; g < ng; g++) {
+            if (iou[g] != iou[g]) nan_iou = 1;
+            else if (iou[g] > imax) imax = iou[g];
+        }
         for (Py_ssize_t a = 0; a < A; a++) {
             int out = d_out[i * A + a] != 0;
             for (Py_ssize_t t = 0; t < T; t++) {
@@ -189,7 +197,7 @@ static PyObject *py_match(PyObject *self, PyObject *args) {
                 double best = thr[t];
                 int m_ig = 0;
                 /* non-ignored first (the largest IoU, the last on ties), else the ignored ones */
-                for (int pass = 0; pass < 2 && m < 0; pass++) {
+                for (int pass = nan_iou || !(imax < thr[t]) ? 0 : 2; pass < 2 && m < 0; pass++) {
                     best = thr[t];
                     for (Py_ssize_t g = 0; g < ng; g++) {
                         Py_ssize_t gg = glo + g;
