@@ -180,11 +180,10 @@ def socket_no_delay(backend) -> list:
     """Each of this rank's hub connections' TCP_NODELAY (nonzero: set)."""
     import socket
 
+    from hub_backend import tcp_socket
+
     out = []
     for conn in backend._conns.values():
-        s = socket.fromfd(conn.fileno(), socket.AF_INET, socket.SOCK_STREAM)
-        try:
+        with tcp_socket(conn) as s:
             out.append(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
-        finally:
-            s.close()
     return out

@@ -6,12 +6,13 @@ collectives, error propagation, timeouts) with real processes and sockets.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import tempfile
 import time
 from multiprocessing.connection import Client, Connection, Listener
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from mmeval.core.dist_backends import Call, FramedDistBackend
 from mmeval.testing import ranks
@@ -106,15 +107,22 @@ class HubDist(FramedDistBackend):
     # gather and broadcast: the core's defaults, over _all_gather_bytes
 
 
+@contextlib.contextmanager
+def tcp_socket(c: Connection) -> Iterator[socket.socket]:
+    """A connection's TCP socket, for its options: a duplicate of the same socket, closed after."""
+    s = socket.fromfd(c.fileno(), socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
 def _no_delay(c: Connection) -> None:
     """TCP_NODELAY on a connection's socket. Rank 0 sends each rank the world's messages one after another:
     with Nagle's algorithm on, every message after the first waited for the peer's delayed ACK (~40 ms on
     Linux), so each collective took ~44 ms whatever it carried."""
-    s = socket.fromfd(c.fileno(), socket.AF_INET, socket.SOCK_STREAM)  # a duplicate of the same socket
-    try:
+    with tcp_socket(c) as s:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    finally:
-        s.close()
 
 
 def _published_port(path: str) -> Optional[int]:

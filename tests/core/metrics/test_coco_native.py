@@ -390,8 +390,8 @@ def _rle_string(runs) -> bytes:
 
 def test_rle_check_takes_sixteen_values_at_a_time_as_one():
     """The RLE check's step of sixteen one-character values (SSE2; four at a time elsewhere) against the
-    separate decoder and check_rle: runs of either parity at a block's start, runs near 2**32 (a 65535 x 65535
-    mask), a run going negative or the runs passing h * w inside a block (refused), and the odd runs' area."""
+    runs and check_rle: runs of either parity at a block's start, large odd runs (sums near 2**32), a run going
+    negative or the runs short of or past h * w (refused), and the odd runs' area."""
     from mmeval.core.errors import MetricArgumentError
     from mmeval.metrics.utils.rle_check import check_rle
 

@@ -547,9 +547,10 @@ static PyObject *py_accumulate(PyObject *self, PyObject *args) {
             if (ng <= 0) continue;  /* no ground truth in this area range: -1 and 0, as set */
             /* the fewest true positives c with c / npig >= r (coco_accumulate._fewest_tps, the same floats);
              * they follow from npig alone: kept for the last few counts seen (many categories share one) */
-            int64_t *cm = cmc + (size_t)(ng % NEED_CACHE) * (size_t)R;
-            if (cmk[ng % NEED_CACHE] != ng) {
-                cmk[ng % NEED_CACHE] = ng;
+            int slot = (int)(ng % NEED_CACHE);
+            int64_t *cm = cmc + (size_t)slot * (size_t)R;
+            if (cmk[slot] != ng) {
+                cmk[slot] = ng;
                 for (Py_ssize_t rr = 0; rr < R; rr++) {
                     int64_t c = (int64_t)ceil(rec[rr] * (double)ng);
                     if ((double)c / (double)ng < rec[rr]) c++;
